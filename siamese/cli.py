@@ -1,0 +1,168 @@
+"""The ``siamese`` command: parse options, call the Python API, format the result."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .errors import SiameseError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Siamese neural networks for semantic similarity.")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+FormatOpt = Annotated[str, typer.Option("--format", help="Data format: auto, quora, generic, msrp, paws, twitter-url, sick, sts, semeval, mqp.")]
+Text1Opt = Annotated[Optional[str], typer.Option("--text1", help="Column holding the first text.")]
+Text2Opt = Annotated[Optional[str], typer.Option("--text2", help="Column holding the second text.")]
+LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Column holding the 0/1 label.")]
+
+
+def user_errors(fn):
+    """Turn a SiameseError into one line on stderr and exit code 2 (no traceback)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except SiameseError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def _read(path: Path, format: str, text1, text2, label):
+    from .data import read_pairs
+
+    return read_pairs(path, format, text1=text1, text2=text2, label=label)
+
+
+def _emit(result: dict, as_json: bool, lines: list[str]) -> None:
+    if as_json:
+        typer.echo(json.dumps(result))
+    else:
+        typer.echo("\n".join(lines))
+
+
+@app.command()
+@user_errors
+def train(
+    data: Annotated[list[Path], typer.Option("--data", help="Labelled pairs to train on (repeat for several files).")],
+    out: Annotated[Path, typer.Option("--out", help="Model folder to write (only written if training succeeds).")],
+    val_data: Annotated[Optional[Path], typer.Option("--val-data", help="Validation pairs (both labels). Default: a split of --data.")] = None,
+    val_fraction: Annotated[float, typer.Option(help="Share of --data held out for validation when --val-data is not given.")] = 0.1,
+    format: FormatOpt = "auto",
+    text1: Text1Opt = None,
+    text2: Text2Opt = None,
+    label: LabelOpt = None,
+    epochs: Annotated[int, typer.Option(min=1)] = 5,
+    batch_size: Annotated[int, typer.Option(min=2)] = 256,
+    lr: Annotated[float, typer.Option(min=0.0)] = 0.01,
+    dim: Annotated[int, typer.Option(min=1, help="Embedding and LSTM width.")] = 128,
+    margin: float = 0.25,
+    seed: int = 0,
+    max_vocab: Annotated[int, typer.Option(help="Vocabulary size cap (0 = no cap).")] = 50_000,
+    lowercase: Annotated[bool, typer.Option("--lowercase/--keep-case")] = True,
+    precision: Annotated[str, typer.Option(help="bf16 (fast, fp32 weights) or fp32.")] = "bf16",
+    threshold_metric: Annotated[str, typer.Option(help="What the validation threshold maximises: accuracy or f1.")] = "accuracy",
+    checkpoint: Annotated[Optional[Path], typer.Option(help="Also write the best weights here after each improving epoch.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    as_json: JsonOpt = False,
+):
+    """Train the Siamese LSTM with the hard-negative triplet loss on duplicate pairs."""
+    from .data import Pairs, split_pairs
+    from .model import ModelConfig
+    from .training import TrainConfig
+    from .training import train as run_training
+
+    pairs = Pairs.concat([_read(p, format, text1, text2, label) for p in data])
+    if val_data is not None:
+        val = _read(val_data, format, text1, text2, label)
+    else:
+        val, pairs = split_pairs(pairs, [val_fraction], seed=seed)
+    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, seed=seed,
+                         precision=precision, threshold_metric=threshold_metric)
+    model_config = ModelConfig(dim=dim, seed=seed, lowercase=lowercase, max_vocab=max_vocab or None)
+    model = run_training(pairs, val, model_config=model_config, config=config, checkpoint=checkpoint, progress=not quiet)
+    model.save(out)
+    info = model.info["training"]
+    last = info["history"][-1]
+    result = {
+        "out": str(out),
+        "train_pairs": info["train_pairs"],
+        "val_pairs": info["val_pairs"],
+        "epochs": len(info["history"]),
+        "best_epoch": info["best_epoch"],
+        "loss": last["loss"],
+        "val_loss": last.get("val_loss"),
+        "threshold": info["threshold"],
+        "pairs_per_second": info["pairs_per_second"],
+        "seconds": info["seconds"],
+    }
+    _emit(result, as_json, [
+        f"trained on {result['train_pairs']} duplicate pairs for {result['epochs']} epochs in {result['seconds']:.1f}s "
+        f"({result['pairs_per_second']:.0f} pairs/s); best epoch {result['best_epoch']}",
+        f"threshold {result['threshold']:.4f} (chosen on {result['val_pairs']} validation pairs)",
+        f"saved to {out}",
+    ])
+
+
+@app.command()
+@user_errors
+def evaluate(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
+    data: Annotated[Path, typer.Option("--data", help="Labelled pairs to evaluate on.")],
+    threshold: Annotated[Optional[float], typer.Option(help="Decision threshold (default: the model's, chosen on validation data).")] = None,
+    format: FormatOpt = "auto",
+    text1: Text1Opt = None,
+    text2: Text2Opt = None,
+    label: LabelOpt = None,
+    as_json: JsonOpt = False,
+):
+    """Accuracy, precision, recall, F1, ROC-AUC, AP and the confusion matrix on labelled pairs."""
+    from .evaluation import evaluate as run_evaluation
+    from .model import SiameseModel
+
+    model = SiameseModel.load(model_dir)
+    report = run_evaluation(model, _read(data, format, text1, text2, label), threshold=threshold)
+    (tn, fp), (fn, tp) = report["confusion_matrix"]
+    lines = [f"{k:>18}: {report[k]:.4f}" for k in ("accuracy", "precision", "recall", "f1", "roc_auc", "average_precision", "threshold") if report[k] is not None]
+    lines += [f"{k:>18}: {report[k]:.2f}" for k in ("spearman", "pearson") if k in report]
+    lines += [f"{'pairs':>18}: {report['n']}", f"{'confusion matrix':>18}: [[tn={tn}, fp={fp}], [fn={fn}, tp={tp}]]"]
+    _emit(report, as_json, lines)
+
+
+@app.command()
+@user_errors
+def predict(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
+    text1: Annotated[str, typer.Argument(help="First text.")],
+    text2: Annotated[str, typer.Argument(help="Second text.")],
+    threshold: Annotated[Optional[float], typer.Option(help="Decision threshold (default: the model's).")] = None,
+    as_json: JsonOpt = False,
+):
+    """Similarity of two texts and whether they are duplicates."""
+    from .model import SiameseModel
+
+    model = SiameseModel.load(model_dir)
+    t = model.threshold if threshold is None else threshold
+    similarity = float(model.similarity([text1], [text2])[0])
+    result = {"similarity": similarity, "duplicate": similarity > t, "threshold": t}
+    _emit(result, as_json, [f"similarity {similarity:.4f} → {'duplicate' if result['duplicate'] else 'not duplicate'} (threshold {t:.4f})"])
+
+
+@app.command()
+def formats():
+    """List the pair formats the readers understand."""
+    from .data import FORMATS
+
+    for fmt in FORMATS.values():
+        typer.echo(f"{fmt.name:<12} {fmt.description}")
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    sys.exit(app())

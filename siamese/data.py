@@ -1,0 +1,321 @@
+"""Labelled text pairs: readers for the common formats, validation, and splits.
+
+Every reader streams its file row by row (``csv`` module) and checks each value as it goes,
+so a bad row is reported as ``file:line: column 'x': what is wrong`` before anything is built.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import DataError
+
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+
+
+@dataclass(frozen=True)
+class PairFormat:
+    """Where a file keeps its two texts and its label (or graded score)."""
+
+    name: str
+    text1: str
+    text2: str
+    label: str | None = "label"
+    score: str | None = None
+    delimiter: str = ","
+    quoting: int = csv.QUOTE_MINIMAL
+    columns: tuple[str, ...] | None = None  # set for files without a header line
+    positive_score: float | None = None  # score >= this is a positive pair
+    description: str = ""
+
+
+FORMATS: dict[str, PairFormat] = {
+    f.name: f
+    for f in [
+        PairFormat("quora", "question1", "question2", "is_duplicate",
+                   description="Kaggle Quora Question Pairs: id,qid1,qid2,question1,question2,is_duplicate"),
+        PairFormat("generic", "text1", "text2", "label",
+                   description="CSV text1,text2,label (rename columns with --text1/--text2/--label)"),
+        PairFormat("msrp", "#1 String", "#2 String", "Quality", delimiter="\t", quoting=csv.QUOTE_NONE,
+                   description="Microsoft Research Paraphrase Corpus TSV"),
+        PairFormat("paws", "sentence1", "sentence2", "label", delimiter="\t", quoting=csv.QUOTE_NONE,
+                   description="PAWS TSV id,sentence1,sentence2,label"),
+        PairFormat("twitter-url", "sentence1", "sentence2", "label",
+                   description="Twitter URL Paraphrase Corpus CSV sentence1,sentence2,label"),
+        PairFormat("sick", "sentence_A", "sentence_B", label=None, score="relatedness_score",
+                   delimiter="\t", quoting=csv.QUOTE_NONE, positive_score=4.0,
+                   description="SICK TSV; relatedness 1-5, positive when >= 4"),
+        PairFormat("sts", "sentence1", "sentence2", label=None, score="score", delimiter="\t",
+                   quoting=csv.QUOTE_NONE, positive_score=4.0,
+                   columns=("genre", "file", "years", "id", "score", "sentence1", "sentence2"),
+                   description="STS Benchmark TSV without header; score 0-5, positive when >= 4"),
+        PairFormat("semeval", "orgq_text", "relq_text", "label",
+                   description="SemEval-2016 Task 3 subtask B question-question CSV"),
+        PairFormat("mqp", "question_1", "question_2", "label",
+                   description="Medical Question Pairs CSV dr_id,question_1,question_2,label"),
+        PairFormat("parasci", "sentence1", "sentence2", label=None,
+                   description="ParaSCI CSV sentence1,sentence2: every row is a paraphrase (label 1)"),
+    ]
+}
+
+
+@dataclass
+class Pairs:
+    """Two aligned lists of texts with a 0/1 label per pair and, where the source has one, a graded score."""
+
+    text1: list[str]
+    text2: list[str]
+    labels: np.ndarray  # int8, 1 = duplicate / paraphrase
+    scores: np.ndarray | None = None  # float32 graded similarity (STS-B, SICK)
+    source: str = ""
+    line_numbers: np.ndarray | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.text1)
+
+    def subset(self, index: Sequence[int] | np.ndarray) -> Pairs:
+        index = np.asarray(index, dtype=np.int64)
+        return Pairs(
+            text1=[self.text1[i] for i in index],
+            text2=[self.text2[i] for i in index],
+            labels=self.labels[index],
+            scores=None if self.scores is None else self.scores[index],
+            source=self.source,
+            line_numbers=None if self.line_numbers is None else self.line_numbers[index],
+        )
+
+    def positives(self) -> Pairs:
+        return self.subset(np.flatnonzero(self.labels == 1))
+
+    @staticmethod
+    def concat(parts: Sequence[Pairs]) -> Pairs:
+        if len(parts) == 1:
+            return parts[0]
+        scores = None
+        if all(p.scores is not None for p in parts):
+            scores = np.concatenate([p.scores for p in parts])
+        return Pairs(
+            text1=[t for p in parts for t in p.text1],
+            text2=[t for p in parts for t in p.text2],
+            labels=np.concatenate([p.labels for p in parts]),
+            scores=scores,
+            source="+".join(p.source for p in parts),
+        )
+
+
+def detect_format(path: str | os.PathLike) -> PairFormat:
+    """Pick the format whose header columns are all present in the file's first line."""
+    path = Path(path)
+    first = _first_line(path)
+    for fmt in FORMATS.values():
+        if fmt.columns is not None:
+            continue
+        header = first.split(fmt.delimiter)
+        if {fmt.text1, fmt.text2, fmt.label or fmt.score or fmt.text1} <= set(h.strip() for h in header):
+            return fmt
+    fields = first.split("\t")
+    if len(fields) >= 7 and _is_float(fields[4]):
+        return FORMATS["sts"]
+    raise DataError(
+        f"{path}: cannot tell the format from the first line {first[:80]!r}; "
+        f"pass --format ({', '.join(FORMATS)}) or name the columns with --text1/--text2/--label"
+    )
+
+
+def iter_pairs(
+    path: str | os.PathLike, fmt: PairFormat
+) -> Iterator[tuple[int, str, str, int, float | None]]:
+    """Yield ``(line, text1, text2, label, score)`` for each row, checking every value."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    if path.stat().st_size == 0:
+        raise DataError(f"{path}: file is empty")
+    # surrogateescape keeps going past invalid bytes so the bad line can be named below.
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
+        reader = csv.reader(f, delimiter=fmt.delimiter, quoting=fmt.quoting)
+        if fmt.columns is None:
+            header = next(reader, None)
+            if not header:
+                raise DataError(f"{path}: file is empty")
+            header = [h.strip() for h in header]
+        else:
+            header = list(fmt.columns)
+        wanted = [c for c in (fmt.text1, fmt.text2, fmt.label, fmt.score) if c]
+        missing = [c for c in wanted if c not in header]
+        if missing:
+            raise DataError(
+                f"{path}: missing column(s) {', '.join(repr(c) for c in missing)} for format "
+                f"'{fmt.name}' (found: {', '.join(repr(h) for h in header[:12])})"
+            )
+        col = {c: header.index(c) for c in wanted}
+        width = max(col.values()) + 1
+        for row in reader:
+            line = reader.line_num
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue  # blank line
+            if len(row) < width:
+                raise DataError(f"{path}:{line}: expected at least {width} fields, found {len(row)}")
+            texts = []
+            for name in (fmt.text1, fmt.text2):
+                text = row[col[name]]
+                _check_utf8(text, path, line, name)
+                if not text.strip():
+                    raise DataError(f"{path}:{line}: column '{name}' is empty")
+                texts.append(text)
+            score = None
+            if fmt.score:
+                raw = row[col[fmt.score]].strip()
+                if not _is_float(raw):
+                    raise DataError(f"{path}:{line}: column '{fmt.score}': expected a number, got {raw!r}")
+                score = float(raw)
+            if fmt.label:
+                raw = row[col[fmt.label]].strip()
+                if raw not in ("0", "1"):
+                    raise DataError(f"{path}:{line}: column '{fmt.label}': label must be 0 or 1, got {raw!r}")
+                label = int(raw)
+            elif fmt.score:
+                label = int(score >= fmt.positive_score)
+            else:
+                label = 1  # positives-only corpus
+            yield line, texts[0], texts[1], label, score
+
+
+def read_pairs(
+    path: str | os.PathLike,
+    format: str | PairFormat = "auto",
+    *,
+    text1: str | None = None,
+    text2: str | None = None,
+    label: str | None = None,
+    delimiter: str | None = None,
+) -> Pairs:
+    """Read a file of labelled pairs.
+
+    ``format`` is a name from :data:`FORMATS`, a :class:`PairFormat`, or ``"auto"`` (detected from
+    the header). Naming any of
+    ``text1``/``text2``/``label`` overrides that column of the chosen format (``generic`` if auto
+    detection fails), for files with their own column names.
+    """
+    path = Path(path)
+    fmt = _resolve_format(path, format, text1, text2, label, delimiter)
+    lines, t1, t2, labels, scores = [], [], [], [], []
+    for line, a, b, y, s in iter_pairs(path, fmt):
+        lines.append(line)
+        t1.append(a)
+        t2.append(b)
+        labels.append(y)
+        scores.append(s)
+    if not t1:
+        raise DataError(f"{path}: no pairs after the header")
+    return Pairs(
+        text1=t1,
+        text2=t2,
+        labels=np.asarray(labels, dtype=np.int8),
+        scores=np.asarray(scores, dtype=np.float32) if fmt.score else None,
+        source=str(path),
+        line_numbers=np.asarray(lines, dtype=np.int64),
+    )
+
+
+def read_texts(path: str | os.PathLike, column: str | None = None) -> list[str]:
+    """Read one text per line from a .txt file, or one column (default: the first) of a CSV/TSV."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    texts: list[str] = []
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
+        if path.suffix.lower() in (".csv", ".tsv"):
+            reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+            header = next(reader, None) or []
+            name = column or (header[0] if header else "")
+            if name not in header:
+                raise DataError(f"{path}: no column {name!r} (found: {', '.join(header[:12])})")
+            i = header.index(name)
+            for row in reader:
+                if len(row) > i and row[i].strip():
+                    _check_utf8(row[i], path, reader.line_num, name)
+                    texts.append(row[i])
+        else:
+            for n, line in enumerate(f, 1):
+                line = line.rstrip("\r\n")
+                if line.strip():
+                    _check_utf8(line, path, n, "text")
+                    texts.append(line)
+    if not texts:
+        raise DataError(f"{path}: no texts")
+    return texts
+
+
+def split_pairs(
+    pairs: Pairs, fractions: Sequence[float], *, seed: int = 0, stratify: bool = True
+) -> list[Pairs]:
+    """Shuffle and cut into parts of the given fractions (the last part takes the rest).
+
+    Stratified by label so each part keeps the positive rate of the whole.
+    """
+    rng = np.random.default_rng(seed)
+    groups = [np.flatnonzero(pairs.labels == y) for y in (0, 1)] if stratify else [np.arange(len(pairs))]
+    parts: list[list[np.ndarray]] = [[] for _ in range(len(fractions) + 1)]
+    for idx in groups:
+        idx = rng.permutation(idx)
+        cuts = np.cumsum([int(round(f * len(idx))) for f in fractions])
+        for k, chunk in enumerate(np.split(idx, cuts)):
+            parts[k].append(chunk)
+    return [pairs.subset(rng.permutation(np.concatenate(p))) for p in parts]
+
+
+def _resolve_format(path, format, text1, text2, label, delimiter) -> PairFormat:
+    if isinstance(format, PairFormat):
+        fmt = format
+    elif format == "auto":
+        try:
+            fmt = detect_format(path)
+        except DataError:
+            if not (text1 or text2 or label):
+                raise
+            fmt = FORMATS["generic"]
+    elif format in FORMATS:
+        fmt = FORMATS[format]
+    else:
+        raise DataError(f"unknown format {format!r}; choose one of: auto, {', '.join(FORMATS)}")
+    overrides = {k: v for k, v in dict(text1=text1, text2=text2, label=label).items() if v}
+    if delimiter is None and (overrides or fmt.name == "generic") and Path(path).suffix.lower() == ".tsv":
+        delimiter = "\t"
+    if delimiter:
+        overrides["delimiter"] = delimiter
+    if overrides:
+        fmt = PairFormat(**{**fmt.__dict__, **overrides})
+    return fmt
+
+
+def _first_line(path: Path) -> str:
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    with open(path, encoding="utf-8-sig", errors="replace") as f:
+        line = f.readline().rstrip("\r\n")
+    if not line:
+        raise DataError(f"{path}: file is empty")
+    return line
+
+
+def _check_utf8(text: str, path: Path, line: int, column: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise DataError(f"{path}:{line}: column '{column}' is not valid UTF-8") from None
+
+
+def _is_float(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False

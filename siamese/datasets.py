@@ -1,0 +1,77 @@
+"""The public pair sets of a local data folder (``$SIAMESE_DATA``, default ``../shared/data``),
+by name: ``load("msrp-test")``. Nothing is downloaded; files are read where they lie."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .data import FORMATS, PairFormat, Pairs, read_pairs
+from .errors import DataError
+
+# name -> (path under the data folder, format, rows of the 'split' column to keep or None)
+CATALOGUE: dict[str, tuple[str, str | PairFormat, tuple[str, ...] | None]] = {
+    "quora-sample": ("quora/quora_question_pairs_sample300.csv", "quora", None),
+    "msrp-train": ("msrp/msr-para-train.tsv", "msrp", None),
+    "msrp-val": ("msrp/msr-para-val.tsv", "msrp", None),
+    "msrp-test": ("msrp/msr-para-test.tsv", "msrp", None),
+    "paws-wiki-dev": ("paws/paws_wiki_dev.tsv", "paws", None),
+    "paws-wiki-test": ("paws/paws_wiki_test.tsv", "paws", None),
+    "paws-qqp-train": ("paws/paws_qqp_train.tsv", "paws", None),
+    "paws-qqp-dev-test": ("paws/paws_qqp_dev_and_test.tsv", "paws", None),
+    "twitter-url-train": ("twitter_url/train.csv", "twitter-url", None),
+    "twitter-url-test": ("twitter_url/test.csv", "twitter-url", None),
+    "sts-train": ("stsbenchmark/sts-train.csv", "sts", None),
+    "sts-dev": ("stsbenchmark/sts-dev.csv", "sts", None),
+    "sts-test": ("stsbenchmark/sts-test.csv", "sts", None),
+    "sick-train": ("sick/SICK_train.txt", "sick", None),
+    "sick-trial": ("sick/SICK_trial.txt", "sick", None),
+    "sick-test": ("sick/SICK_test_annotated.txt", "sick", None),
+    "semeval-train": ("semeval2016_cqa/subtaskB_pairs.csv", "semeval", ("train_part1", "train_part2")),
+    "semeval-dev": ("semeval2016_cqa/subtaskB_pairs.csv", "semeval", ("dev",)),
+    "mqp": ("mqp/mqp.csv", "mqp", None),
+    "parasci-acl-train": ("parasci/acl_train.csv", "parasci", None),
+    "parasci-acl-val": ("parasci/acl_val.csv", "parasci", None),
+    "insuranceqa-pairs": ("insuranceqa/same_answer_pairs.csv",
+                          PairFormat("insuranceqa", "question1", "question2", label=None), None),
+}
+
+
+def data_root(root: str | os.PathLike | None = None) -> Path:
+    """The data folder: ``root``, else ``$SIAMESE_DATA``, else ``../shared/data`` from the cwd."""
+    return Path(root or os.environ.get("SIAMESE_DATA") or Path("..") / "shared" / "data").resolve()
+
+
+def available(root: str | os.PathLike | None = None) -> bool:
+    return (data_root(root) / CATALOGUE["msrp-test"][0]).is_file()
+
+
+def load(name: str, root: str | os.PathLike | None = None) -> Pairs:
+    if name not in CATALOGUE:
+        raise DataError(f"unknown data set {name!r}; choose one of: {', '.join(CATALOGUE)}")
+    rel, fmt, splits = CATALOGUE[name]
+    path = data_root(root) / rel
+    if not path.is_file():
+        raise DataError(f"{path}: not found (set SIAMESE_DATA to the folder holding the shared data sets)")
+    pairs = read_pairs(path, fmt)
+    pairs.source = name
+    if splits is not None:
+        keep = _split_lines(path, splits)
+        pairs = pairs.subset(np.flatnonzero(np.isin(pairs.line_numbers, keep)))
+    return pairs
+
+
+def load_many(names: list[str], root: str | os.PathLike | None = None) -> Pairs:
+    return Pairs.concat([load(n, root) for n in names])
+
+
+def _split_lines(path: Path, splits: tuple[str, ...]) -> np.ndarray:
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        return np.array([reader.line_num for row in reader if row["split"] in splits])
+
+
+__all__ = ["CATALOGUE", "FORMATS", "available", "data_root", "load", "load_many"]

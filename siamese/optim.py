@@ -1,0 +1,38 @@
+"""Lazy Adam for sparse embedding gradients: only the rows present in the batch are updated.
+
+``torch.optim.SparseAdam`` does the same but rebuilds sparse tensors for every moment update;
+indexing the rows directly is several times cheaper, which matters when the LSTM step itself
+takes only tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class LazyAdam(torch.optim.Optimizer):
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-7):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad.coalesce()
+                rows, values = grad.indices()[0], grad.values()
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["m"] = torch.zeros_like(p)
+                    state["v"] = torch.zeros_like(p)
+                state["step"] += 1
+                t = state["step"]
+                m = state["m"][rows].mul_(beta1).add_(values, alpha=1 - beta1)
+                v = state["v"][rows].mul_(beta2).addcmul_(values, values, value=1 - beta2)
+                state["m"][rows], state["v"][rows] = m, v
+                denom = (v / (1 - beta2**t)).sqrt_().add_(group["eps"])
+                p[rows] -= group["lr"] / (1 - beta1**t) * m / denom
+        return None
