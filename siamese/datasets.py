@@ -75,3 +75,17 @@ def _split_lines(path: Path, splits: tuple[str, ...]) -> np.ndarray:
 
 
 __all__ = ["CATALOGUE", "FORMATS", "available", "data_root", "load", "load_many"]
+
+
+# The duplicate-detection recipe used by `make demo` and bench/quality.py: train on the
+# duplicates of these sets, validate on these, and test each benchmark with the threshold
+# chosen on its own validation split (None: the threshold chosen on VALIDATION at training).
+TRAIN = ["paws-qqp-train", "msrp-train", "twitter-url-train", "sts-train", "sick-train",
+         "semeval-train", "parasci-acl-train", "insuranceqa-pairs"]
+VALIDATION = ["msrp-val", "sts-dev", "sick-trial"]
+BENCHMARKS: dict[str, str | None] = {
+    "msrp-test": "msrp-val",
+    "paws-wiki-test": "paws-wiki-dev",
+    "quora-sample": None,
+    "sts-test": "sts-dev",
+}

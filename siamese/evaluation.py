@@ -77,3 +77,27 @@ def evaluate(model: SiameseModel, pairs: Pairs, *, threshold: float | None = Non
     if pairs.scores is not None:
         report.update(correlation_report(scores, pairs.scores))
     return report
+
+
+def benchmark(similarity, benchmarks: dict, *, default_threshold: float, root=None, metric: str = "accuracy") -> dict:
+    """Evaluate any ``similarity(texts_a, texts_b) -> scores`` on named shared data sets.
+
+    ``benchmarks`` maps a test set to the validation set its threshold is chosen on (or None to
+    use ``default_threshold``); see :data:`siamese.datasets.BENCHMARKS`. Returns one report per set.
+    """
+    from . import datasets
+
+    results = {}
+    for test_name, val_name in benchmarks.items():
+        threshold = default_threshold
+        if val_name is not None:
+            val = datasets.load(val_name, root)
+            threshold, _ = choose_threshold(similarity(val.text1, val.text2), val.labels, metric)
+        test = datasets.load(test_name, root)
+        scores = similarity(test.text1, test.text2)
+        report = classification_report(scores, test.labels, threshold)
+        if test.scores is not None:
+            report.update(correlation_report(scores, test.scores))
+        report["threshold_from"] = val_name or "training validation"
+        results[test_name] = report
+    return results
