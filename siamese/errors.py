@@ -11,3 +11,7 @@ class DataError(SiameseError):
 
 class ModelError(SiameseError):
     """A model folder is missing, incomplete, or was written by an incompatible version."""
+
+
+class ConfigError(SiameseError, ValueError):
+    """An option or hyper-parameter has a value we do not support."""

@@ -8,6 +8,8 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 from sklearn import metrics
 
+from .errors import ConfigError
+
 if TYPE_CHECKING:
     from .data import Pairs
     from .model import SiameseModel
@@ -20,7 +22,7 @@ def choose_threshold(scores: np.ndarray, labels: np.ndarray, metric: str = "accu
     on a validation score. Returns ``(threshold, {"metric": ..., "value": ...})``.
     """
     if metric not in ("accuracy", "f1"):
-        raise ValueError(f"threshold metric must be 'accuracy' or 'f1', got {metric!r}")
+        raise ConfigError(f"threshold metric must be 'accuracy' or 'f1', got {metric!r}")
     scores = np.asarray(scores, dtype=np.float64)
     labels = np.asarray(labels).astype(bool)
     order = np.argsort(-scores, kind="stable")
@@ -37,8 +39,8 @@ def choose_threshold(scores: np.ndarray, labels: np.ndarray, metric: str = "accu
         value = np.where(tp > 0, 2 * tp / np.maximum(tp + fp + pos, 1), 0.0)
     best = int(np.argmax(value))
     kb = k[best]
-    upper = s[kb - 1] if kb > 0 else 1.0 + 1e-6
-    lower = s[kb] if kb < len(s) else -1.0 - 1e-6
+    upper = s[kb - 1] if kb > 0 else max(s[0], 1.0) + 1e-6
+    lower = s[kb] if kb < len(s) else min(s[-1], -1.0) - 1e-6
     threshold = float((upper + lower) / 2)
     return threshold, {"metric": metric, "value": float(value[best])}
 

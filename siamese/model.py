@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
@@ -138,9 +139,11 @@ class SiameseModel:
         if not config_file.is_file():
             raise ModelError(f"{path}: not a siamese model folder (no config.json)")
         try:
-            raw = json.loads(config_file.read_text())
-        except json.JSONDecodeError as e:
+            raw = json.loads(config_file.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ModelError(f"{config_file}: invalid JSON ({e})") from None
+        if not isinstance(raw, dict):
+            raise ModelError(f"{config_file}: expected a JSON object")
         if raw.get("format") != FORMAT:
             raise ModelError(f"{config_file}: unsupported model format {raw.get('format')!r} (expected {FORMAT})")
         known = {f.name for f in fields(ModelConfig)}
@@ -149,10 +152,13 @@ class SiameseModel:
             if not (path / name).is_file():
                 raise ModelError(f"{path}: model folder is missing {name}")
         vectorizer = Vectorizer.load(path / "tokenizer.json")
-        encoder = build_encoder(config.encoder, raw["vocab_size"], **config.encoder_options())
+        try:
+            encoder = build_encoder(config.encoder, int(raw["vocab_size"]), **config.encoder_options())
+        except (KeyError, TypeError, ValueError) as e:
+            raise ModelError(f"{config_file}: missing or invalid field ({e!r})") from None
         try:
             encoder.load_state_dict(load_file(str(path / "model.safetensors")))
-        except (RuntimeError, OSError) as e:
+        except (RuntimeError, OSError, SafetensorError) as e:
             raise ModelError(f"{path / 'model.safetensors'}: weights do not fit the config ({str(e).splitlines()[0]})") from None
         encoder.eval()
         return cls(vectorizer, encoder, config, raw.get("info"))

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from .atomic import atomic_file
 from .data import Pairs
-from .errors import DataError
+from .errors import ConfigError, DataError
 from .evaluation import choose_threshold
 from .losses import TripletLoss
 from .optim import LazyAdam
@@ -56,7 +56,8 @@ def batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator, *, b
             [chunk[np.argsort(lengths[chunk], kind="stable")] for chunk in np.split(order, range(pool, len(order), pool))]
         )
     out = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    out = [b for b in out if len(b) >= 2]  # the in-batch triplet loss needs a negative
+    if len(out) > 1 and len(out[-1]) < 2:  # the in-batch triplet loss needs a negative
+        out[-2:] = [np.concatenate(out[-2:])]
     rng.shuffle(out)
     return out
 
@@ -94,7 +95,9 @@ def train(
     config = config or TrainConfig()
     model_config = model_config or ModelConfig(seed=config.seed)
     if config.precision not in ("bf16", "fp32"):
-        raise ValueError(f"precision must be 'bf16' or 'fp32', got {config.precision!r}")
+        raise ConfigError(f"precision must be 'bf16' or 'fp32', got {config.precision!r}")
+    if config.threshold_metric not in ("accuracy", "f1"):
+        raise ConfigError(f"threshold_metric must be 'accuracy' or 'f1', got {config.threshold_metric!r}")
     if config.threads:
         torch.set_num_threads(config.threads)
     rng = seed_everything(config.seed)

@@ -1,0 +1,146 @@
+"""The installed ``siamese`` console script, run as a user would (subprocess), on real data."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from siamese import SiameseModel, datasets
+from siamese.evaluation import evaluate
+
+SCRIPT = Path(sys.executable).parent / "siamese"
+EVAL_KEYS = {"accuracy", "precision", "recall", "f1", "roc_auc", "average_precision", "threshold", "confusion_matrix", "n"}
+
+
+def run(*args, check_ok: bool = True) -> subprocess.CompletedProcess:
+    assert SCRIPT.is_file(), f"{SCRIPT} missing: install the package with pip install -e ."
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # see conftest: tiny models, shared 2-core machine
+    proc = subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, env=env, timeout=600)
+    if check_ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def run_json(*args) -> dict:
+    proc = run(*args, "--json")
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1, proc.stdout  # nothing but the JSON on stdout
+    return json.loads(lines[0])
+
+
+def assert_user_error(proc: subprocess.CompletedProcess, *fragments: str) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr  # one line, no traceback
+    assert lines[0].startswith("error: ")
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    assert proc.stdout == ""
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def cli_model(data_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "model"
+    result = run_json(
+        "train", "--data", data_dir / "msrp/msr-para-train.tsv", "--val-data", data_dir / "msrp/msr-para-val.tsv",
+        "--out", out, "--epochs", 1, "--dim", 32, "--quiet",
+    )
+    return out, result
+
+
+def test_train_writes_model_and_reports_json(cli_model):
+    out, result = cli_model
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
+    assert {"pairs_per_second", "seconds", "epochs", "val_loss", "threshold"} <= set(result)
+    assert result["epochs"] == 1
+    assert result["pairs_per_second"] > 0 and result["seconds"] > 0
+    assert isinstance(result["val_loss"], float) and result["val_loss"] > 0
+    assert result["train_pairs"] == 2407 and result["val_pairs"] == 500  # MSRP train duplicates / val pairs
+    assert result["out"] == str(out)
+    model = SiameseModel.load(out)
+    assert model.threshold == result["threshold"]
+    assert model.config.dim == 32
+
+
+def test_evaluate_json(cli_model, data_dir):
+    out, trained = cli_model
+    report = run_json("evaluate", out, "--data", data_dir / "msrp/msr-para-test.tsv")
+    assert EVAL_KEYS <= set(report)
+    assert report["n"] == 1725
+    cm = np.array(report["confusion_matrix"])
+    assert cm.shape == (2, 2) and cm.sum() == report["n"]
+    assert cm[1].sum() == 1147  # documented MSRP test positives
+    assert report["threshold"] == trained["threshold"]
+    assert report["accuracy"] == pytest.approx((cm[0, 0] + cm[1, 1]) / report["n"])
+    assert report["roc_auc"] > 0.5
+    # the same numbers as the Python API
+    expected = evaluate(SiameseModel.load(out), datasets.load("msrp-test", data_dir))
+    for key in ("accuracy", "f1", "roc_auc", "average_precision"):
+        assert report[key] == pytest.approx(expected[key], abs=1e-6)
+    assert report["confusion_matrix"] == expected["confusion_matrix"]
+
+
+def test_evaluate_threshold_override(cli_model, data_dir):
+    out, _ = cli_model
+    report = run_json("evaluate", out, "--data", data_dir / "msrp/msr-para-val.tsv", "--threshold=-1.5")
+    assert report["threshold"] == -1.5
+    assert report["confusion_matrix"] == [[0, 500 - 346], [0, 346]]  # every pair predicted duplicate
+    assert report["recall"] == 1.0 and report["precision"] == pytest.approx(346 / 500)
+
+
+def test_evaluate_sts_reports_correlations(cli_model, data_dir):
+    out, _ = cli_model
+    report = run_json("evaluate", out, "--data", data_dir / "stsbenchmark/sts-test.csv")
+    assert report["n"] == 1379
+    assert -100 <= report["spearman"] <= 100 and -100 <= report["pearson"] <= 100
+    expected = evaluate(SiameseModel.load(out), datasets.load("sts-test", data_dir))
+    assert report["spearman"] == pytest.approx(expected["spearman"], abs=1e-4)
+    assert report["spearman"] > 0  # paraphrase training ranks graded similarity the right way round
+
+
+def test_predict_json(cli_model):
+    out, trained = cli_model
+    a, b = "When will I see you?", "When can I see you again?"
+    result = run_json("predict", out, a, b)
+    assert set(result) == {"similarity", "duplicate", "threshold"}
+    assert result["threshold"] == trained["threshold"]
+    assert result["duplicate"] == (result["similarity"] > result["threshold"])
+    assert result["similarity"] == pytest.approx(float(SiameseModel.load(out).similarity([a], [b])[0]), abs=1e-6)
+    # --threshold overrides the model's: pick one that flips the verdict
+    flipped = run_json("predict", out, a, b, "--threshold", "1.5" if result["duplicate"] else "-1.5")
+    assert flipped["duplicate"] is not result["duplicate"]
+    assert flipped["similarity"] == result["similarity"]
+
+
+def test_train_bad_data_fails_cleanly(tmp_path):
+    bad = tmp_path / "pairs.csv"
+    bad.write_text("id,first,second,same\n1,a b,a c,1\n2,d e,f g,0\n3,h i,j k,2\n4,l m,n o,1\n")
+    out = tmp_path / "model"
+    proc = run("train", "--data", bad, "--out", out, "--text1", "first", "--text2", "second", "--label", "same",
+               "--epochs", 1, "--quiet", check_ok=False)
+    line = assert_user_error(proc, f"{bad}:4", "column 'same'", "'2'")
+    assert line == f"error: {bad}:4: column 'same': label must be 0 or 1, got '2'"
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pairs.csv"]
+
+
+def test_train_bad_validation_data_fails_before_training(tmp_path, data_dir):
+    val = tmp_path / "val.csv"
+    val.write_bytes(b"text1,text2,label\nfine,text,1\nalso fine,ok,0\nbad \xff byte,x,1\n")
+    out = tmp_path / "model"
+    proc = run("train", "--data", data_dir / "msrp/msr-para-val.tsv", "--val-data", val, "--out", out, "--quiet",
+               check_ok=False)
+    assert_user_error(proc, f"{val}:4", "column 'text1'", "UTF-8")
+    assert not out.exists()
+
+
+def test_evaluate_missing_model_folder(tmp_path, data_dir):
+    proc = run("evaluate", tmp_path / "no-model", "--data", data_dir / "msrp/msr-para-val.tsv", check_ok=False)
+    assert_user_error(proc, str(tmp_path / "no-model"), "config.json")

@@ -1,0 +1,139 @@
+"""Vectorizer: Keras strip_punctuation-like standardisation, frequency-ranked ids, persistence; pad()."""
+
+from __future__ import annotations
+
+import string
+
+import numpy as np
+import pytest
+
+from siamese import ModelError
+from siamese.text import PAD, PAD_ID, UNK, UNK_ID, Vectorizer, pad
+
+
+def ids(v: Vectorizer, text: str) -> list[int]:
+    return v.encode([text])[0].tolist()
+
+
+def words(v: Vectorizer, text: str) -> list[str]:
+    vocab = v.vocabulary()
+    return [vocab[i] for i in ids(v, text)]
+
+
+def test_special_ids():
+    v = Vectorizer.fit(["a b c"])
+    assert (PAD_ID, UNK_ID) == (0, 1)
+    assert v.vocabulary()[:2] == [PAD, UNK]
+    assert v.tokenizer.token_to_id(PAD) == PAD_ID and v.tokenizer.token_to_id(UNK) == UNK_ID
+
+
+def test_strips_every_ascii_punctuation_character():
+    text = f"wo{string.punctuation}rd"
+    v = Vectorizer.fit([text, "don't stop-me now!"])
+    assert "word" in v.vocabulary()
+    assert words(v, text) == ["word"]
+    assert words(v, "Don't, stop-me... NOW?!") == ["dont", "stopme", "now"]
+    assert not any(c in string.punctuation for w in v.vocabulary()[2:] for c in w)
+
+
+def test_non_ascii_punctuation_is_kept_like_keras():
+    v = Vectorizer.fit(["¿qué tal? «bien» — sí"])
+    assert {"¿qué", "tal", "«bien»", "—", "sí"} <= set(v.vocabulary())
+
+
+def test_lowercases_by_default_and_keeps_case_when_asked():
+    texts = ["Hello World", "hello world"]
+    lower = Vectorizer.fit(texts)
+    assert "Hello" not in lower.vocabulary() and "hello" in lower.vocabulary()
+    assert ids(lower, "HELLO") == ids(lower, "hello")
+    cased = Vectorizer.fit(texts, lowercase=False)
+    assert {"Hello", "hello", "World", "world"} <= set(cased.vocabulary())
+    assert ids(cased, "Hello") != ids(cased, "hello")
+    assert ids(cased, "HELLO") == [UNK_ID]
+
+
+def test_whitespace_split_and_out_of_vocabulary():
+    v = Vectorizer.fit(["the cat sat", "the dog"])
+    the, cat = v.tokenizer.token_to_id("the"), v.tokenizer.token_to_id("cat")
+    assert ids(v, "the  zebra\tcat\nquux") == [the, UNK_ID, cat, UNK_ID]
+    # a text with nothing left after standardisation becomes a single [UNK], never empty
+    assert ids(v, "") == [UNK_ID]
+    assert ids(v, "?!...") == [UNK_ID]
+    assert all(e.dtype == np.int32 for e in v.encode(["the cat", ""]))
+
+
+def test_most_frequent_words_get_the_lowest_ids():
+    counts = {"alpha": 7, "beta": 5, "gamma": 3, "delta": 2, "eps": 1}
+    texts = [w for w, c in counts.items() for _ in range(c)]
+    v = Vectorizer.fit(np.random.default_rng(0).permutation(texts).tolist())
+    assert v.vocabulary() == [PAD, UNK, "alpha", "beta", "gamma", "delta", "eps"]
+    assert v.vocab_size == 7
+
+
+def test_max_vocab_caps_size_keeping_the_most_frequent():
+    counts = {"alpha": 7, "beta": 5, "gamma": 3, "delta": 2, "eps": 1}
+    texts = [w for w, c in counts.items() for _ in range(c)]
+    v = Vectorizer.fit(texts, max_vocab=5)  # two special tokens + the three most frequent words
+    assert v.vocab_size == 5
+    assert v.vocabulary() == [PAD, UNK, "alpha", "beta", "gamma"]
+    assert ids(v, "delta alpha") == [UNK_ID, 2]
+    assert Vectorizer.fit(texts, max_vocab=None).vocab_size == 7
+
+
+def test_min_frequency():
+    v = Vectorizer.fit(["a a b", "a c c"], min_frequency=2)
+    assert v.vocabulary() == [PAD, UNK, "a", "c"]
+
+
+def test_truncation_at_max_length():
+    text = " ".join(f"w{i}" for i in range(300))
+    v = Vectorizer.fit([text], max_length=16)
+    out = ids(v, text)
+    assert len(out) == 16
+    assert out == ids(Vectorizer.fit([text], max_length=None), text)[:16]
+    assert len(ids(Vectorizer.fit([text], max_length=None), text)) == 300
+
+
+def test_save_load_round_trip(tmp_path):
+    texts = ["What is the best way to learn Python?", "How do I learn python quickly?", "Ünïcode — text!"]
+    v = Vectorizer.fit(texts, lowercase=False, max_length=5)
+    path = tmp_path / "tokenizer.json"
+    v.save(path)
+    loaded = Vectorizer.load(path)
+    probe = texts + ["never seen words here", "", "LEARN learn, learn. learn; learn learn learn"]
+    for a, b in zip(v.encode(probe), loaded.encode(probe)):
+        np.testing.assert_array_equal(a, b)
+    assert loaded.vocabulary() == v.vocabulary()
+    assert len(loaded.encode(["a b c d e f g h"])[0]) == 5  # truncation survives the round trip
+
+
+def test_load_rejects_bad_files(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ModelError, match="not a readable tokenizer.json"):
+        Vectorizer.load(bad)
+    with pytest.raises(ModelError, match="not a readable tokenizer.json"):
+        Vectorizer.load(tmp_path / "missing.json")
+    # a valid tokenizer without [PAD]/[UNK] at ids 0/1
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+
+    other = tmp_path / "other.json"
+    Tokenizer(WordLevel({"x": 0, "[UNK]": 1, "[PAD]": 2}, unk_token="[UNK]")).save(str(other))
+    with pytest.raises(ModelError, match=r"expected \[PAD\] at id 0"):
+        Vectorizer.load(other)
+
+
+def test_pad_shapes_and_values():
+    seqs = [np.array([5, 6, 7], dtype=np.int32), np.array([8], dtype=np.int32), np.array([9, 10], dtype=np.int32)]
+    batch, lengths = pad(seqs)
+    assert batch.shape == (3, 3) and batch.dtype == np.int64
+    assert lengths.tolist() == [3, 1, 2] and lengths.dtype == np.int64
+    np.testing.assert_array_equal(batch, [[5, 6, 7], [8, PAD_ID, PAD_ID], [9, 10, PAD_ID]])
+
+
+def test_pad_edge_cases():
+    batch, lengths = pad([])
+    assert batch.shape == (0, 1) and lengths.shape == (0,)
+    batch, lengths = pad([np.array([], dtype=np.int32), np.array([4], dtype=np.int32)])
+    assert batch.tolist() == [[0], [4]] and lengths.tolist() == [0, 1]
