@@ -1,6 +1,7 @@
 """Training and encoding speed of the Siamese LSTM, side by side in one run.
 
-Contenders, each trained on the same duplicate pairs (PAWS-QQP train positives: Quora questions)
+Contenders, each trained on the same duplicate pairs (default: PAWS-QQP train positives, i.e.
+Quora questions; --pairs twitter-url-train for headline/tweet pairs)
 with the same model (Embedding 128 → LSTM 128 → mean → L2), batch 256, Adam 0.01:
   keras      the seed's Keras code (bench/keras_seed.py, TensorFlow in bench/.venv-tf)
   naive      a direct PyTorch port: batches padded to their longest text, dense Adam, fp32
@@ -9,7 +10,7 @@ with the same model (Embedding 128 → LSTM 128 → mean → L2), batch 256, Ada
 Each run is a fresh process (own peak memory); rounds are interleaved so machine noise hits all
 contenders alike; the table quotes medians. Encoding speed is measured on ~50k real questions.
 
-    .venv/bin/python bench/speed.py [--rounds 3] [--epochs 6] [--setup-tf]
+    .venv/bin/python bench/speed.py [--rounds 3] [--epochs 6] [--pairs paws-qqp-train] [--setup-tf]
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def quality(model) -> dict:
 def worker_ours(args) -> dict:
     from siamese import TrainConfig, datasets, train
 
-    pairs = datasets.load("paws-qqp-train")
+    pairs = datasets.load(args.pairs)
     model = train(pairs, config=TrainConfig(epochs=args.epochs, precision=args.precision, seed=args.seed), progress=False)
     rates = [h["pairs_per_second"] for h in model.info["training"]["history"]]
     return {"pairs_per_second": statistics.median(rates[1:] or rates), "epoch_rates": rates, "roc_auc": quality(model)}
@@ -65,7 +66,7 @@ def worker_naive(args) -> dict:
     from siamese.text import pad
 
     torch.manual_seed(args.seed)
-    pairs = datasets.load("paws-qqp-train").positives()
+    pairs = datasets.load(args.pairs).positives()
     model = SiameseModel.build(pairs.text1 + pairs.text2, ModelConfig(seed=args.seed))
 
     class Branch(nn.Module):
@@ -140,10 +141,12 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pairs", default="paws-qqp-train", help="shared data set whose duplicates are trained on")
+    p.add_argument("--no-encode", action="store_true", help="skip the encoding benchmark")
     p.add_argument("--setup-tf", action="store_true", help="create bench/.venv-tf first (TensorFlow CPU)")
     p.add_argument("--worker", choices=["ours", "naive", "encode"], help=argparse.SUPPRESS)
     p.add_argument("--precision", default="bf16", help=argparse.SUPPRESS)
-    p.add_argument("--out", type=Path, default=HERE / "results" / "speed.json")
+    p.add_argument("--out", type=Path, help="JSON results (default bench/results/speed-<pairs>.json)")
     args = p.parse_args()
 
     if args.worker:
@@ -156,9 +159,9 @@ def main() -> None:
         subprocess.run(["bash", str(HERE / "tf_env.sh")], check=True)
     from siamese import datasets
 
-    pairs = datasets.load("paws-qqp-train").positives()
+    pairs = datasets.load(args.pairs).positives()
     words = statistics.mean(len(t.split()) for t in pairs.text1 + pairs.text2)
-    me = [sys.executable, __file__, "--epochs", str(args.epochs), "--seed", str(args.seed)]
+    me = [sys.executable, __file__, "--epochs", str(args.epochs), "--seed", str(args.seed), "--pairs", args.pairs]
     contenders = {
         "naive": me + ["--worker", "naive"],
         "ours-fp32": me + ["--worker", "ours", "--precision", "fp32"],
@@ -181,10 +184,10 @@ def main() -> None:
                 res = run(cmd)
                 runs[name].append(res)
                 print(f"round {r + 1} {name}: {res['pairs_per_second']:.0f} pairs/s, peak {res['peak_rss_mb']:.0f} MB", file=sys.stderr)
-        enc = [run(me + ["--worker", "encode"]) for _ in range(1)]
+        enc = None if args.no_encode else run(me + ["--worker", "encode"])
 
     summary = {
-        "pairs": len(pairs), "mean_words_per_text": round(words, 2), "epochs": args.epochs, "rounds": args.rounds,
+        "data": args.pairs, "pairs": len(pairs), "mean_words_per_text": round(words, 2), "epochs": args.epochs, "rounds": args.rounds,
         "training": {
             name: {
                 "pairs_per_second_median": round(statistics.median(r["pairs_per_second"] for r in rs), 1),
@@ -195,13 +198,14 @@ def main() -> None:
             }
             for name, rs in runs.items()
         },
-        "encoding": enc[0],
+        "encoding": enc,
     }
     base = summary["training"].get("keras", summary["training"]["naive"])["pairs_per_second_median"]
     for t in summary["training"].values():
         t["speedup_vs_" + ("keras" if "keras" in runs else "naive")] = round(t["pairs_per_second_median"] / base, 2)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=2) + "\n")
+    out = args.out or HERE / "results" / f"speed-{args.pairs}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
 
 

@@ -23,6 +23,7 @@ from .atomic import atomic_dir
 from .encoders import build_encoder
 from .errors import ModelError
 from .heads import HEADS
+from .parallel import ParallelEncoder, single_threaded_ops
 from .text import Vectorizer, pad
 
 FORMAT = "siamese-model/1"
@@ -83,6 +84,7 @@ class SiameseModel:
         """Unit vectors, one row per text (float32). Texts are length-sorted into batches."""
         texts = [texts] if isinstance(texts, str) else list(texts)
         self.encoder.eval()
+        runner = self._runner()
         out = np.empty((len(texts), self.config.dim), dtype=np.float32)
         chunk = 1 << 16  # tokenize in chunks so a million texts never sit as ids all at once
         bar = tqdm(total=len(texts), desc="encode", unit="text", disable=not progress)
@@ -92,11 +94,18 @@ class SiameseModel:
             for b in range(0, len(order), batch_size):
                 rows = order[b : b + batch_size]
                 batch, lengths = pad([ids[i] for i in rows])
-                vectors = self.encoder(torch.from_numpy(batch), torch.from_numpy(lengths))
+                with single_threaded_ops(runner.workers > 1):
+                    vectors = runner(torch.from_numpy(batch), torch.from_numpy(lengths))
                 out[start + rows] = vectors.numpy()
                 bar.update(len(rows))
         bar.close()
         return out
+
+    def _runner(self) -> ParallelEncoder:
+        """Batches are split into length groups encoded on one thread per core."""
+        if getattr(self, "_parallel", None) is None or self._parallel.encoder is not self.encoder:
+            self._parallel = ParallelEncoder(self.encoder)
+        return self._parallel
 
     def similarity(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int = 512) -> np.ndarray:
         """Head score per pair (cosine by default), in [-1, 1]."""

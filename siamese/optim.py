@@ -30,9 +30,10 @@ class LazyAdam(torch.optim.Optimizer):
                     state["v"] = torch.zeros_like(p)
                 state["step"] += 1
                 t = state["step"]
-                m = state["m"][rows].mul_(beta1).add_(values, alpha=1 - beta1)
-                v = state["v"][rows].mul_(beta2).addcmul_(values, values, value=1 - beta2)
-                state["m"][rows], state["v"][rows] = m, v
-                denom = (v / (1 - beta2**t)).sqrt_().add_(group["eps"])
-                p[rows] -= group["lr"] / (1 - beta1**t) * m / denom
+                m = state["m"].index_select(0, rows).lerp_(values, 1 - beta1)
+                v = state["v"].index_select(0, rows).mul_(beta2).addcmul_(values, values, value=1 - beta2)
+                state["m"].index_copy_(0, rows, m)
+                state["v"].index_copy_(0, rows, v)
+                denom = v.sqrt_().div_((1 - beta2**t) ** 0.5).add_(group["eps"])
+                p.index_add_(0, rows, m.div_(denom), alpha=-group["lr"] / (1 - beta1**t))
         return None

@@ -21,6 +21,7 @@ from .errors import ConfigError, DataError
 from .evaluation import choose_threshold
 from .losses import TripletLoss
 from .optim import LazyAdam
+from .parallel import ParallelEncoder, single_threaded_ops
 from .model import ModelConfig, SiameseModel
 from .text import pad
 
@@ -38,7 +39,7 @@ class TrainConfig:
     bucket_span: int = 50  # batches per sorted pool; larger = tighter lengths, less randomness
     precision: str = "bf16"  # "bf16": LSTM matmuls in bfloat16 (fp32 weights); "fp32"
     threshold_metric: str = "accuracy"  # what the validation threshold maximises: accuracy | f1
-    threads: int | None = None  # torch intra-op threads; None = all cores
+    workers: int | None = None  # threads encoding length groups of a batch in parallel; None = one per core
 
 
 def seed_everything(seed: int) -> np.random.Generator:
@@ -98,8 +99,6 @@ def train(
         raise ConfigError(f"precision must be 'bf16' or 'fp32', got {config.precision!r}")
     if config.threshold_metric not in ("accuracy", "f1"):
         raise ConfigError(f"threshold_metric must be 'accuracy' or 'f1', got {config.threshold_metric!r}")
-    if config.threads:
-        torch.set_num_threads(config.threads)
     rng = seed_everything(config.seed)
 
     positives = train_pairs.positives()
@@ -121,48 +120,19 @@ def train(
         (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if config.precision == "bf16" else contextlib.nullcontext
     )
 
+    runner = ParallelEncoder(encoder, config.workers, autocast)
+
     def batch_loss(data: PairTensors, rows: np.ndarray) -> torch.Tensor:
-        ids, lengths = data.batch(rows)
-        with autocast():
-            v = encoder(ids, lengths)
+        v = runner(*data.batch(rows))
         return loss_fn(v[: len(rows)], v[len(rows) :])
 
-    history: list[dict] = []
-    best = (float("inf"), None, -1)
-    train_seconds, trained_pairs = 0.0, 0
     started = time.perf_counter()
-    for epoch in range(1, config.epochs + 1):
-        encoder.train()
-        plan = batches(train_data.lengths, config.batch_size, rng, bucket=config.bucket, span=config.bucket_span)
-        bar = tqdm(plan, desc=f"epoch {epoch}/{config.epochs}", unit="batch", disable=not progress, leave=False)
-        t0, total = time.perf_counter(), 0.0
-        for rows in bar:
-            loss = batch_loss(train_data, rows)
-            for opt in optimizers:
-                opt.zero_grad(set_to_none=True)
-            loss.backward()
-            for opt in optimizers:
-                opt.step()
-            total += loss.item()
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-        epoch_seconds = time.perf_counter() - t0
-        train_seconds += epoch_seconds
-        trained_pairs += sum(len(b) for b in plan)
-        record = {"epoch": epoch, "loss": total / max(len(plan), 1), "seconds": round(epoch_seconds, 3),
-                  "pairs_per_second": round(sum(len(b) for b in plan) / epoch_seconds, 1)}
-        if val_data is not None:
-            record["val_loss"] = validation_loss(encoder, val_data, config, batch_loss)
-        history.append(record)
-        if progress:
-            tqdm.write(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
-        score = record.get("val_loss", record["loss"])
-        if score < best[0]:
-            best = (score, copy.deepcopy(encoder.state_dict()), epoch)
-            if checkpoint:
-                save_checkpoint(encoder, checkpoint)
-
+    with single_threaded_ops(runner.workers > 1):
+        history, best, train_seconds, trained_pairs = _fit(
+            encoder, runner, optimizers, batch_loss, train_data, val_data, config, rng, checkpoint, progress)
     encoder.load_state_dict(best[1])
     encoder.eval()
+    runner.close()
     threshold_info = {}
     if val_pairs is not None and len(set(val_pairs.labels.tolist())) == 2:
         sims = model.similarity(val_pairs.text1, val_pairs.text2)
@@ -183,6 +153,45 @@ def train(
         "sources": [train_pairs.source] + ([val_pairs.source] if val_pairs is not None else []),
     }
     return model
+
+
+def _fit(encoder, runner, optimizers, batch_loss, train_data, val_data, config, rng, checkpoint, progress):
+    """The epoch loop; returns (history, (best score, best weights, best epoch), seconds, pairs)."""
+    history: list[dict] = []
+    best = (float("inf"), None, -1)
+    train_seconds, trained_pairs = 0.0, 0
+    for epoch in range(1, config.epochs + 1):
+        encoder.train()
+        plan = batches(train_data.lengths, config.batch_size, rng, bucket=config.bucket, span=config.bucket_span)
+        bar = tqdm(plan, desc=f"epoch {epoch}/{config.epochs}", unit="batch", disable=not progress, leave=False)
+        t0, total = time.perf_counter(), 0.0
+        for rows in bar:
+            loss = batch_loss(train_data, rows)
+            for opt in optimizers:
+                opt.zero_grad(set_to_none=True)
+            loss.backward()
+            runner.backward()  # the encoder's share of the gradient, group by group in parallel
+            for opt in optimizers:
+                opt.step()
+            total += loss.item()
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+        epoch_seconds = time.perf_counter() - t0
+        train_seconds += epoch_seconds
+        trained_pairs += sum(len(b) for b in plan)
+        record = {"epoch": epoch, "loss": total / max(len(plan), 1), "seconds": round(epoch_seconds, 3),
+                  "pairs_per_second": round(sum(len(b) for b in plan) / epoch_seconds, 1)}
+        if val_data is not None:
+            record["val_loss"] = validation_loss(encoder, val_data, config, batch_loss)
+        history.append(record)
+        if progress:
+            tqdm.write(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
+        score = record.get("val_loss", record["loss"])
+        if score < best[0]:
+            best = (score, copy.deepcopy(encoder.state_dict()), epoch)
+            if checkpoint:
+                save_checkpoint(encoder, checkpoint)
+
+    return history, best, train_seconds, trained_pairs
 
 
 @torch.no_grad()
