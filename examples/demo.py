@@ -13,7 +13,7 @@ import time
 from siamese import SiameseModel, TrainConfig, datasets, train
 from siamese.baselines import TfidfBaseline
 from siamese.errors import SiameseError
-from siamese.evaluation import benchmark
+from siamese.evaluation import benchmark, choose_threshold
 
 EXAMPLES = [
     ("When will I see you?", "When can I see you again?"),
@@ -41,7 +41,8 @@ def main() -> int:
 
     tfidf = TfidfBaseline().fit(train_pairs.text1 + train_pairs.text2)
     ours = benchmark(model.similarity, datasets.BENCHMARKS, default_threshold=model.threshold, root=root)
-    base = benchmark(tfidf.similarity, datasets.BENCHMARKS, default_threshold=0.5, root=root)
+    tfidf_threshold, _ = choose_threshold(tfidf.similarity(val_pairs.text1, val_pairs.text2), val_pairs.labels)
+    base = benchmark(tfidf.similarity, datasets.BENCHMARKS, default_threshold=tfidf_threshold, root=root)
     print(f"\n{'held-out set':<16}{'pairs':>7}{'ROC-AUC':>9}{'acc':>7}{'F1':>7}{'Spearman':>10}   TF-IDF: ROC-AUC acc F1")
     for name, r in ours.items():
         b = base[name]

@@ -93,15 +93,15 @@ class _FusedLSTMFunction(torch.autograd.Function):
     def forward(ctx, x, w_ih, w_hh, b_ih, b_hh):
         ext = _ext
         bias = b_ih.detach().float() + b_hh.detach().float()
-        out, xh, gates, cs = ext.forward(x.detach(), w_ih.detach(), w_hh.detach(), bias)
-        ctx.save_for_backward(xh, gates, cs, w_ih, w_hh)
+        out, xh, saved = ext.forward(x.detach(), w_ih.detach(), w_hh.detach(), bias)
+        ctx.save_for_backward(xh, saved, w_ih, w_hh)
         ctx.x_dtype = x.dtype
         return out
 
     @staticmethod
     def backward(ctx, dout):
-        xh, gates, cs, w_ih, w_hh = ctx.saved_tensors
-        dx, dw_ih, dw_hh, db = _ext.backward(dout, xh, gates, cs, w_ih.detach(), w_hh.detach())
+        xh, saved, w_ih, w_hh = ctx.saved_tensors
+        dx, dw_ih, dw_hh, db = _ext.backward(dout, xh, saved, w_ih.detach(), w_hh.detach())
         return (dx.to(ctx.x_dtype), dw_ih.to(w_ih.dtype), dw_hh.to(w_hh.dtype), db.to(w_ih.dtype),
                 db.to(w_hh.dtype))
 

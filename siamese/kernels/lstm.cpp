@@ -22,19 +22,18 @@ constexpr int MR = 6;  // rows per microkernel block
 using bf16_t = uint16_t;
 
 // ---------------------------------------------------------------- math helpers
+// exp(x) for x <= 88 (callers clamp): 2^(x*log2e) with a degree-6 polynomial for 2^f, |f| <= 0.5.
 static inline __m512 exp512(__m512 x) {
-  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-88.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
+  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, n);
+  __m512 p = _mm512_set1_ps(1.5403530e-4f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504109e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022651e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
   return _mm512_scalef_ps(p, n);
 }
 
@@ -45,7 +44,8 @@ static inline __m512 recip512(__m512 d) {
 }
 
 static inline __m512 sigmoid512(__m512 x) {
-  return recip512(_mm512_add_ps(_mm512_set1_ps(1.0f), exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+  const __m512 e = exp512(_mm512_min_ps(_mm512_sub_ps(_mm512_setzero_ps(), x), _mm512_set1_ps(80.0f)));
+  return recip512(_mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
 static inline __m512 tanh512(__m512 x) {
@@ -62,24 +62,24 @@ static inline __m512 from_bf16(const bf16_t* p) {
 }
 
 // ---------------------------------------------------------------- microkernel
-// C[i][q][16] = sum_p A[i][2p:2p+2] . B[p][q]   (B: K2 x NC zmm of 16 column-pairs)
-// Kept out of line so that the 24 accumulators own the register file (no spills).
+// C[i][q][16] = sum_p A(i, p) . B[p][q]  with A(i, p) = 32-bit bf16 pair A[i*a_rs + p*a_ps] (broadcast)
+// and B[p][q] = zmm of 16 column-pairs at B[p*b_ps + q]. Kept out of line so that the
+// M*NC accumulators own the register file (no spills).
 template <int M, int NC>
-__attribute__((noinline)) void mk(const bf16_t* A, int64_t lda, const __m512i* B, int K2, float* C) {
+__attribute__((noinline)) void mk(const int32_t* A, int64_t a_rs, int64_t a_ps, const __m512i* B, int64_t b_ps,
+                                  int K2, float* C) {
   __m512 acc[M][NC];
 #pragma GCC unroll 6
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 4
     for (int q = 0; q < NC; ++q) acc[i][q] = _mm512_setzero_ps();
-  const int32_t* a32 = reinterpret_cast<const int32_t*>(A);
-  const int64_t l32 = lda / 2;
   for (int p = 0; p < K2; ++p) {
     __m512i b[NC];
 #pragma GCC unroll 4
-    for (int q = 0; q < NC; ++q) b[q] = _mm512_loadu_si512(B + p * NC + q);
+    for (int q = 0; q < NC; ++q) b[q] = _mm512_loadu_si512(B + p * b_ps + q);
 #pragma GCC unroll 6
     for (int i = 0; i < M; ++i) {
-      const __m512i a = _mm512_set1_epi32(a32[i * l32 + p]);
+      const __m512i a = _mm512_set1_epi32(A[i * a_rs + p * a_ps]);
 #pragma GCC unroll 4
       for (int q = 0; q < NC; ++q)
         acc[i][q] = _mm512_dpbf16_ps(acc[i][q], (__m512bh)a, (__m512bh)b[q]);
@@ -89,6 +89,16 @@ __attribute__((noinline)) void mk(const bf16_t* A, int64_t lda, const __m512i* B
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 4
     for (int q = 0; q < NC; ++q) _mm512_store_ps(C + (i * 4 + q) * 16, acc[i][q]);
+}
+
+// out[2k + e] = (e ? b : a)[k] for 16 bf16 from each of a, b (b may be null -> zeros).
+static inline void interleave16(const bf16_t* a, const bf16_t* b, bf16_t* out) {
+  static const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                              23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m256i va = _mm256_loadu_si256((const __m256i*)a);
+  const __m256i vb = b ? _mm256_loadu_si256((const __m256i*)b) : _mm256_setzero_si256();
+  const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(va), vb, 1);
+  _mm512_storeu_si512(out, _mm512_permutexvar_epi16(idx, v));
 }
 
 // Pack W (R x C, fp32, row-major) as bf16 pairs along R for use as the B operand of
@@ -115,8 +125,8 @@ static void pack_pairs(const float* W, int64_t ldw, int R, int ntiles, ColOf col
 // ---------------------------------------------------------------- forward
 template <int M>
 static void fwd_block(int64_t r0, int T, int d, int h, bf16_t* xh, const __m512i* Wf, const float* bias,
-                      float* out, float* gates, float* cs) {
-  const int D = d + h, G = 4 * h, K2 = D / 2, HT = h / 16;
+                      float* out, float* saved) {
+  const int D = d + h, K2 = D / 2, HT = h / 16;
   const int64_t lda = (int64_t)T * D;
   alignas(64) float c[MR][512];
   std::vector<float> cvec;
@@ -128,7 +138,7 @@ static void fwd_block(int64_t r0, int T, int d, int h, bf16_t* xh, const __m512i
   for (int t = 0; t < T; ++t) {
     const bf16_t* A = xh + (r0 * T + t) * D;
     for (int ht = 0; ht < HT; ++ht) {
-      mk<M, 4>(A, lda, Wf + (int64_t)ht * K2 * 4, K2, acc);
+      mk<M, 4>(reinterpret_cast<const int32_t*>(A), lda / 2, 1, Wf + (int64_t)ht * K2 * 4, 4, K2, acc);
       const int j = ht * 16;
       const __m512 bi = _mm512_loadu_ps(bias + j), bf = _mm512_loadu_ps(bias + h + j),
                    bg = _mm512_loadu_ps(bias + 2 * h + j), bo = _mm512_loadu_ps(bias + 3 * h + j);
@@ -140,16 +150,21 @@ static void fwd_block(int64_t r0, int T, int d, int h, bf16_t* xh, const __m512i
         const __m512 gg = tanh512(_mm512_add_ps(_mm512_load_ps(acc + (i * 4 + 2) * 16), bg));
         const __m512 og = sigmoid512(_mm512_add_ps(_mm512_load_ps(acc + (i * 4 + 3) * 16), bo));
         float* cp = cst + i * cstride + j;
-        const __m512 cn = _mm512_fmadd_ps(fg, _mm512_loadu_ps(cp), _mm512_mul_ps(ig, gg));
-        const __m512 hn = _mm512_mul_ps(og, tanh512(cn));
+        const __m512 cprev = _mm512_loadu_ps(cp);
+        const __m512 cn = _mm512_fmadd_ps(fg, cprev, _mm512_mul_ps(ig, gg));
+        const __m512 tc = tanh512(cn);
+        const __m512 hn = _mm512_mul_ps(og, tc);
         _mm512_storeu_ps(cp, cn);
-        float* gp = gates + rt * G + j;
-        _mm512_storeu_ps(gp, ig);
-        _mm512_storeu_ps(gp + h, fg);
-        _mm512_storeu_ps(gp + 2 * h, gg);
-        _mm512_storeu_ps(gp + 3 * h, og);
-        _mm512_storeu_ps(cs + rt * h + j, cn);
         _mm512_storeu_ps(out + rt * h + j, hn);
+        // derivative factors for backward (see bwd_block)
+        const __m512 one = _mm512_set1_ps(1.0f);
+        float* sp = saved + rt * 6 * h + j;
+        _mm512_stream_ps(sp, _mm512_mul_ps(tc, _mm512_mul_ps(og, _mm512_sub_ps(one, og))));
+        _mm512_stream_ps(sp + h, _mm512_mul_ps(og, _mm512_fnmadd_ps(tc, tc, one)));
+        _mm512_stream_ps(sp + 2 * h, _mm512_mul_ps(gg, _mm512_mul_ps(ig, _mm512_sub_ps(one, ig))));
+        _mm512_stream_ps(sp + 3 * h, _mm512_mul_ps(ig, _mm512_fnmadd_ps(gg, gg, one)));
+        _mm512_stream_ps(sp + 4 * h, _mm512_mul_ps(cprev, _mm512_mul_ps(fg, _mm512_sub_ps(one, fg))));
+        _mm512_stream_ps(sp + 5 * h, fg);
         if (t + 1 < T) _mm256_storeu_si256((__m256i*)(xh + (rt + 1) * D + d + j), to_bf16(hn));
       }
     }
@@ -157,41 +172,34 @@ static void fwd_block(int64_t r0, int T, int d, int h, bf16_t* xh, const __m512i
 }
 
 // ---------------------------------------------------------------- backward
+// dgP: dgates as bf16 with row pairs interleaved: [n/2][T][G][2] (pair p = rp*T + t), the layout
+// the weight-gradient GEMM consumes directly.
 template <int M>
-static void bwd_block(int64_t r0, int T, int d, int h, const float* dout, const float* gates, const float* cs,
-                      const __m512i* Wb, bf16_t* dg, float* dx, float* dbacc) {
+static void bwd_block(int64_t r0, int T, int d, int h, const float* dout, const float* saved,
+                      const __m512i* Wb, bf16_t* dgP, float* dx, float* dbacc) {
   const int D = d + h, G = 4 * h, K2 = G / 2, CT = D / 16, HT = h / 16;
-  std::vector<float> st((size_t)2 * MR * h + 64);
+  std::vector<float> st((size_t)2 * MR * h, 0.f);
   float* dhr = st.data();        // recurrent dh  [MR][h]
   float* dcb = dhr + MR * h;     // dc carried    [MR][h]
-  std::fill(st.begin(), st.end(), 0.f);
-  const int64_t lda = (int64_t)T * G;
+  std::vector<bf16_t> dgrow_v((size_t)MR * G + 32);
+  bf16_t* dgrow = dgrow_v.data();  // this step's dgates, row-major [MR][G]
   alignas(64) float acc[MR * 4 * 16];
   for (int t = T - 1; t >= 0; --t) {
     // pointwise: dgates for the block's rows at step t
     for (int i = 0; i < M; ++i) {
       const int64_t rt = (r0 + i) * T + t;
-      const float* gp = gates + rt * G;
-      const float* cp = cs + rt * h;
+      const float* sp = saved + rt * 6 * h;
       const float* dop = dout + rt * h;
-      bf16_t* dgp = dg + rt * G;
+      bf16_t* dgp = dgrow + i * G;
       for (int ht = 0; ht < HT; ++ht) {
         const int j = ht * 16;
-        const __m512 one = _mm512_set1_ps(1.0f);
-        const __m512 ig = _mm512_loadu_ps(gp + j), fg = _mm512_loadu_ps(gp + h + j),
-                     gg = _mm512_loadu_ps(gp + 2 * h + j), og = _mm512_loadu_ps(gp + 3 * h + j);
-        const __m512 c = _mm512_loadu_ps(cp + j);
-        const __m512 cprev = t > 0 ? _mm512_loadu_ps(cp - h + j) : _mm512_setzero_ps();
         const __m512 dh = _mm512_add_ps(_mm512_loadu_ps(dop + j), _mm512_loadu_ps(dhr + i * h + j));
-        const __m512 tc = tanh512(c);
-        // dc = dc_next + dh * o * (1 - tanh(c)^2)
-        const __m512 dc = _mm512_fmadd_ps(_mm512_mul_ps(dh, og), _mm512_fnmadd_ps(tc, tc, one),
-                                          _mm512_loadu_ps(dcb + i * h + j));
-        const __m512 dpo = _mm512_mul_ps(_mm512_mul_ps(dh, tc), _mm512_mul_ps(og, _mm512_sub_ps(one, og)));
-        const __m512 dpi = _mm512_mul_ps(_mm512_mul_ps(dc, gg), _mm512_mul_ps(ig, _mm512_sub_ps(one, ig)));
-        const __m512 dpg = _mm512_mul_ps(_mm512_mul_ps(dc, ig), _mm512_fnmadd_ps(gg, gg, one));
-        const __m512 dpf = _mm512_mul_ps(_mm512_mul_ps(dc, cprev), _mm512_mul_ps(fg, _mm512_sub_ps(one, fg)));
-        _mm512_storeu_ps(dcb + i * h + j, _mm512_mul_ps(dc, fg));
+        const __m512 dc = _mm512_fmadd_ps(dh, _mm512_load_ps(sp + h + j), _mm512_loadu_ps(dcb + i * h + j));
+        const __m512 dpo = _mm512_mul_ps(dh, _mm512_load_ps(sp + j));
+        const __m512 dpi = _mm512_mul_ps(dc, _mm512_load_ps(sp + 2 * h + j));
+        const __m512 dpg = _mm512_mul_ps(dc, _mm512_load_ps(sp + 3 * h + j));
+        const __m512 dpf = _mm512_mul_ps(dc, _mm512_load_ps(sp + 4 * h + j));
+        _mm512_storeu_ps(dcb + i * h + j, _mm512_mul_ps(dc, _mm512_load_ps(sp + 5 * h + j)));
         _mm256_storeu_si256((__m256i*)(dgp + j), to_bf16(dpi));
         _mm256_storeu_si256((__m256i*)(dgp + h + j), to_bf16(dpf));
         _mm256_storeu_si256((__m256i*)(dgp + 2 * h + j), to_bf16(dpg));
@@ -202,80 +210,61 @@ static void bwd_block(int64_t r0, int T, int d, int h, const float* dout, const 
         _mm512_storeu_ps(dbacc + 3 * h + j, _mm512_add_ps(_mm512_loadu_ps(dbacc + 3 * h + j), dpo));
       }
     }
+    // pair-interleaved copy for the weight gradient
+    for (int i = 0; i < M; i += 2) {
+      bf16_t* o = dgP + (((r0 + i) / 2) * T + t) * (int64_t)G * 2;
+      const bf16_t* a = dgrow + i * G;
+      const bf16_t* b2 = i + 1 < M ? a + G : nullptr;
+      for (int j = 0; j < G; j += 16) interleave16(a + j, b2 ? b2 + j : nullptr, o + 2 * j);
+    }
     // [dx_t, dh_{t-1}] = dgates_t @ [W_ih | W_hh]
-    const bf16_t* A = dg + (r0 * T + t) * G;
+    const int32_t* A = reinterpret_cast<const int32_t*>(dgrow);
     for (int g = 0; g < CT; g += 4) {
       const int nc = std::min(4, CT - g);
       const __m512i* B = Wb + (int64_t)g * K2;
       switch (nc) {
-        case 4: mk<M, 4>(A, lda, B, K2, acc); break;
-        case 3: mk<M, 3>(A, lda, B, K2, acc); break;
-        case 2: mk<M, 2>(A, lda, B, K2, acc); break;
-        default: mk<M, 1>(A, lda, B, K2, acc); break;
+        case 4: mk<M, 4>(A, G / 2, 1, B, 4, K2, acc); break;
+        case 3: mk<M, 3>(A, G / 2, 1, B, 3, K2, acc); break;
+        case 2: mk<M, 2>(A, G / 2, 1, B, 2, K2, acc); break;
+        default: mk<M, 1>(A, G / 2, 1, B, 1, K2, acc); break;
       }
       for (int i = 0; i < M; ++i) {
         const int64_t rt = (r0 + i) * T + t;
         for (int q = 0; q < nc; ++q) {
           const int col = (g + q) * 16;
-          if (col < d) _mm512_storeu_ps(dx + rt * d + col, _mm512_load_ps(acc + (i * 4 + q) * 16));
-          else _mm512_storeu_ps(dhr + i * h + (col - d), _mm512_load_ps(acc + (i * 4 + q) * 16));
+          const __m512 v = _mm512_load_ps(acc + (i * 4 + q) * 16);
+          if (col < d) _mm512_storeu_ps(dx + rt * d + col, v);
+          else _mm512_storeu_ps(dhr + i * h + (col - d), v);
         }
       }
     }
   }
 }
 
-// dW (G x D, fp32) = sum_r dg[r]^T (G) outer xh[r] (D), bf16 inputs, fp32 accumulation.
-// Operands are rows of dg (N x G) and xh (N x D). Uses pairs of rows as the dot-product dim.
-static void weight_grad(const bf16_t* dg, const bf16_t* xh, int64_t N, int G, int D, float* dW) {
-  // Repack: A' [G][N2][2] (dg transposed, row pairs interleaved); B' [CTgroups][N2][4][16][2].
-  const int64_t N2 = (N + 1) / 2;
+// dW (G x D, fp32) = sum_n dg[n]^T xh[n]; both operands pair-interleaved over n: dgP [N2][G][2],
+// xhP [N2][D][2]. bf16 inputs, fp32 accumulation.
+static void weight_grad(const bf16_t* dgP, const bf16_t* xhP, int64_t N2, int G, int D, float* dW) {
   const int CT = D / 16;
-  std::vector<bf16_t> At((size_t)G * N2 * 2), Bp((size_t)CT * 16 * N2 * 2);
-  for (int64_t p = 0; p < N2; ++p) {
-    const bf16_t* r0 = dg + 2 * p * G;
-    const bool has1 = 2 * p + 1 < N;
-    const bf16_t* r1 = dg + (2 * p + 1) * G;
-    for (int j = 0; j < G; ++j) {
-      At[((size_t)j * N2 + p) * 2] = r0[j];
-      At[((size_t)j * N2 + p) * 2 + 1] = has1 ? r1[j] : 0;
-    }
-  }
-  for (int g = 0; g < CT; g += 4) {
-    const int nc = std::min(4, CT - g);
-    bf16_t* base = Bp.data() + (size_t)g * 16 * N2 * 2;
-    for (int64_t p = 0; p < N2; ++p) {
-      const bf16_t* x0 = xh + 2 * p * D;
-      const bool has1 = 2 * p + 1 < N;
-      const bf16_t* x1 = xh + (2 * p + 1) * D;
-      bf16_t* o = base + (size_t)p * nc * 32;
-      for (int q = 0; q < nc; ++q)
-        for (int l = 0; l < 16; ++l) {
-          const int c = (g + q) * 16 + l;
-          o[q * 32 + 2 * l] = x0[c];
-          o[q * 32 + 2 * l + 1] = has1 ? x1[c] : 0;
-        }
-    }
-  }
-  // Blocks of K (pairs) to keep B in L2 and accumulate in fp32 into dW.
-  const int64_t KB = 512;
+  const int64_t KB = 128;
   std::memset(dW, 0, sizeof(float) * G * D);
+  const int32_t* A0 = reinterpret_cast<const int32_t*>(dgP);
+  const __m512i* B0 = reinterpret_cast<const __m512i*>(xhP);
   at::parallel_for(0, (G + MR - 1) / MR, 1, [&](int64_t b0, int64_t b1) {
     alignas(64) float acc[MR * 4 * 16];
     for (int64_t kb = 0; kb < N2; kb += KB) {
       const int kn = (int)std::min(KB, N2 - kb);
-      for (int64_t b = b0; b < b1; ++b) {
-        const int j0 = (int)b * MR, m = std::min(MR, G - j0);
-        const bf16_t* A = At.data() + ((size_t)j0 * N2 + kb) * 2;
-        for (int g = 0; g < CT; g += 4) {
-          const int nc = std::min(4, CT - g);
-          const __m512i* B = reinterpret_cast<const __m512i*>(Bp.data() + (size_t)g * 16 * N2 * 2) + kb * nc;
+      for (int g = 0; g < CT; g += 4) {
+        const int nc = std::min(4, CT - g);
+        const __m512i* B = B0 + kb * CT + g;
+        for (int64_t b = b0; b < b1; ++b) {
+          const int j0 = (int)b * MR, m = std::min(MR, G - j0);
+          const int32_t* A = A0 + kb * G + j0;
 #define WG_CASE(MM)                                                         \
   case MM:                                                                  \
-    if (nc == 4) mk<MM, 4>(A, N2 * 2, B, kn, acc);                       \
-    else if (nc == 3) mk<MM, 3>(A, N2 * 2, B, kn, acc);                  \
-    else if (nc == 2) mk<MM, 2>(A, N2 * 2, B, kn, acc);                  \
-    else mk<MM, 1>(A, N2 * 2, B, kn, acc);                               \
+    if (nc == 4) mk<MM, 4>(A, 1, G, B, CT, kn, acc);                        \
+    else if (nc == 3) mk<MM, 3>(A, 1, G, B, CT, kn, acc);                   \
+    else if (nc == 2) mk<MM, 2>(A, 1, G, B, CT, kn, acc);                   \
+    else mk<MM, 1>(A, 1, G, B, CT, kn, acc);                                \
     break;
           switch (m) { WG_CASE(6) WG_CASE(5) WG_CASE(4) WG_CASE(3) WG_CASE(2) WG_CASE(1) }
 #undef WG_CASE
@@ -300,7 +289,8 @@ void check_inputs(const at::Tensor& x, const at::Tensor& w_ih, const at::Tensor&
 
 }  // namespace
 
-// Returns (out fp32 (n,T,h), xh bf16 (n,T,d+h), gates fp32 (n,T,4h), c fp32 (n,T,h)).
+// Returns (out fp32 (n,T,h), xh bf16 (n,T,d+h) = GEMM operand [x_t, h_{t-1}], saved fp32 (n,T,6h) =
+// per-step derivative factors for backward).
 std::vector<at::Tensor> lstm_forward(const at::Tensor& x_, const at::Tensor& w_ih_, const at::Tensor& w_hh_,
                                      const at::Tensor& bias_) {
   check_inputs(x_, w_ih_, w_hh_);
@@ -308,9 +298,9 @@ std::vector<at::Tensor> lstm_forward(const at::Tensor& x_, const at::Tensor& w_i
   const auto f32 = at::TensorOptions().dtype(at::kFloat);
   at::Tensor w_ih = w_ih_.to(at::kFloat).contiguous(), w_hh = w_hh_.to(at::kFloat).contiguous();
   at::Tensor bias = bias_.to(at::kFloat).contiguous();
-  at::Tensor out = at::empty({n, T, h}, f32), gates = at::empty({n, T, G}, f32), cs = at::empty({n, T, h}, f32);
+  at::Tensor out = at::empty({n, T, h}, f32), saved = at::empty({n, T, 6 * h}, f32);
   at::Tensor xh = at::empty({n, T, D}, f32.dtype(at::kBFloat16));
-  if (n == 0 || T == 0) return {out, xh, gates, cs};
+  if (n == 0 || T == 0) return {out, xh, saved};
   xh.narrow(2, 0, d).copy_(x_);
   xh.select(1, 0).narrow(1, d, h).zero_();
   // Wcat^T as B operand: W (D x G) = [W_ih | W_hh]^T, column tiles = (hidden tile, gate).
@@ -325,29 +315,30 @@ std::vector<at::Tensor> lstm_forward(const at::Tensor& x_, const at::Tensor& w_i
   const __m512i* W = reinterpret_cast<const __m512i*>(wfp);
   bf16_t* xhp = reinterpret_cast<bf16_t*>(xh.data_ptr<at::BFloat16>());
   const float* bp = bias.data_ptr<float>();
-  float *op = out.data_ptr<float>(), *gp = gates.data_ptr<float>(), *cp = cs.data_ptr<float>();
+  float *op = out.data_ptr<float>(), *sp = saved.data_ptr<float>();
   const int64_t nb = (n + MR - 1) / MR;
   at::parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t r0 = b * MR;
       const int m = (int)std::min<int64_t>(MR, n - r0);
       switch (m) {
-        case 6: fwd_block<6>(r0, T, d, h, xhp, W, bp, op, gp, cp); break;
-        case 5: fwd_block<5>(r0, T, d, h, xhp, W, bp, op, gp, cp); break;
-        case 4: fwd_block<4>(r0, T, d, h, xhp, W, bp, op, gp, cp); break;
-        case 3: fwd_block<3>(r0, T, d, h, xhp, W, bp, op, gp, cp); break;
-        case 2: fwd_block<2>(r0, T, d, h, xhp, W, bp, op, gp, cp); break;
-        default: fwd_block<1>(r0, T, d, h, xhp, W, bp, op, gp, cp); break;
+        case 6: fwd_block<6>(r0, T, d, h, xhp, W, bp, op, sp); break;
+        case 5: fwd_block<5>(r0, T, d, h, xhp, W, bp, op, sp); break;
+        case 4: fwd_block<4>(r0, T, d, h, xhp, W, bp, op, sp); break;
+        case 3: fwd_block<3>(r0, T, d, h, xhp, W, bp, op, sp); break;
+        case 2: fwd_block<2>(r0, T, d, h, xhp, W, bp, op, sp); break;
+        default: fwd_block<1>(r0, T, d, h, xhp, W, bp, op, sp); break;
       }
     }
+    _mm_sfence();
   });
-  return {out, xh, gates, cs};
+  return {out, xh, saved};
 }
 
 // Returns (dx fp32 (n,T,d), dW_ih (4h,d), dW_hh (4h,h), db (4h)).
-std::vector<at::Tensor> lstm_backward(const at::Tensor& dout_, const at::Tensor& xh, const at::Tensor& gates,
-                                      const at::Tensor& cs, const at::Tensor& w_ih_, const at::Tensor& w_hh_) {
-  const int64_t n = gates.size(0), T = gates.size(1), G = gates.size(2), h = G / 4, D = xh.size(2), d = D - h;
+std::vector<at::Tensor> lstm_backward(const at::Tensor& dout_, const at::Tensor& xh, const at::Tensor& saved,
+                                      const at::Tensor& w_ih_, const at::Tensor& w_hh_) {
+  const int64_t n = saved.size(0), T = saved.size(1), h = saved.size(2) / 6, G = 4 * h, D = xh.size(2), d = D - h;
   const auto f32 = at::TensorOptions().dtype(at::kFloat);
   at::Tensor dout = dout_.to(at::kFloat).contiguous();
   at::Tensor dx = at::empty({n, T, d}, f32);
@@ -364,9 +355,25 @@ std::vector<at::Tensor> lstm_backward(const at::Tensor& dout_, const at::Tensor&
   wbp = reinterpret_cast<bf16_t*>((reinterpret_cast<uintptr_t>(wbp) + 63) & ~uintptr_t(63));
   pack_pairs(wcat.data_ptr<float>(), D, (int)G, CT, [](int tile, int l) { return (int64_t)tile * 16 + l; }, wbp);
   const __m512i* W = reinterpret_cast<const __m512i*>(wbp);
-  at::Tensor dg = at::empty({n, T, G}, f32.dtype(at::kBFloat16));
+  const int64_t n2 = (n + 1) / 2;
+  at::Tensor dg = at::empty({n2, T, G, 2}, f32.dtype(at::kBFloat16));
   bf16_t* dgp = reinterpret_cast<bf16_t*>(dg.data_ptr<at::BFloat16>());
-  const float *dop = dout.data_ptr<float>(), *gp = gates.data_ptr<float>(), *cp = cs.data_ptr<float>();
+  // xh with row pairs interleaved: [n2][T][D][2]
+  at::Tensor xhP = at::empty({n2, T, D, 2}, f32.dtype(at::kBFloat16));
+  {
+    const bf16_t* src = reinterpret_cast<const bf16_t*>(xh.data_ptr<at::BFloat16>());
+    bf16_t* dst = reinterpret_cast<bf16_t*>(xhP.data_ptr<at::BFloat16>());
+    at::parallel_for(0, n2, 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t rp = p0; rp < p1; ++rp)
+        for (int64_t t = 0; t < T; ++t) {
+          const bf16_t* a = src + ((2 * rp) * T + t) * D;
+          const bf16_t* b = 2 * rp + 1 < n ? a + T * D : nullptr;
+          bf16_t* o = dst + (rp * T + t) * D * 2;
+          for (int64_t c = 0; c < D; c += 16) interleave16(a + c, b ? b + c : nullptr, o + 2 * c);
+        }
+    });
+  }
+  const float *dop = dout.data_ptr<float>(), *sp = saved.data_ptr<float>();
   float* dxp = dx.data_ptr<float>();
   const int64_t nb = (n + MR - 1) / MR;
   const int nthreads = at::get_num_threads();
@@ -377,19 +384,19 @@ std::vector<at::Tensor> lstm_backward(const at::Tensor& dout_, const at::Tensor&
       const int64_t r0 = b * MR;
       const int m = (int)std::min<int64_t>(MR, n - r0);
       switch (m) {
-        case 6: bwd_block<6>(r0, T, d, h, dop, gp, cp, W, dgp, dxp, dbacc); break;
-        case 5: bwd_block<5>(r0, T, d, h, dop, gp, cp, W, dgp, dxp, dbacc); break;
-        case 4: bwd_block<4>(r0, T, d, h, dop, gp, cp, W, dgp, dxp, dbacc); break;
-        case 3: bwd_block<3>(r0, T, d, h, dop, gp, cp, W, dgp, dxp, dbacc); break;
-        case 2: bwd_block<2>(r0, T, d, h, dop, gp, cp, W, dgp, dxp, dbacc); break;
-        default: bwd_block<1>(r0, T, d, h, dop, gp, cp, W, dgp, dxp, dbacc); break;
+        case 6: bwd_block<6>(r0, T, d, h, dop, sp, W, dgp, dxp, dbacc); break;
+        case 5: bwd_block<5>(r0, T, d, h, dop, sp, W, dgp, dxp, dbacc); break;
+        case 4: bwd_block<4>(r0, T, d, h, dop, sp, W, dgp, dxp, dbacc); break;
+        case 3: bwd_block<3>(r0, T, d, h, dop, sp, W, dgp, dxp, dbacc); break;
+        case 2: bwd_block<2>(r0, T, d, h, dop, sp, W, dgp, dxp, dbacc); break;
+        default: bwd_block<1>(r0, T, d, h, dop, sp, W, dgp, dxp, dbacc); break;
       }
     }
   });
   float* dbp = db.data_ptr<float>();
   for (int k = 0; k < nthreads; ++k)
     for (int64_t j = 0; j < G; ++j) dbp[j] += dbparts[(size_t)k * G + j];
-  weight_grad(dgp, reinterpret_cast<const bf16_t*>(xh.data_ptr<at::BFloat16>()), n * T, (int)G, (int)D,
+  weight_grad(dgp, reinterpret_cast<const bf16_t*>(xhP.data_ptr<at::BFloat16>()), n2 * T, (int)G, (int)D,
               dW.data_ptr<float>());
   return {dx, dW.narrow(1, 0, d).contiguous(), dW.narrow(1, d, h).contiguous(), db};
 }
