@@ -54,7 +54,8 @@ def train(
     data: Annotated[list[Path], typer.Option("--data", help="Labelled pairs to train on (repeat for several files).")],
     out: Annotated[Path, typer.Option("--out", help="Model folder to write (only written if training succeeds).")],
     val_data: Annotated[Optional[Path], typer.Option("--val-data", help="Validation pairs (both labels). Default: a split of --data.")] = None,
-    val_fraction: Annotated[float, typer.Option(help="Share of --data held out for validation when --val-data is not given.")] = 0.1,
+    val_fraction: Annotated[float, typer.Option(min=0.0, max=0.9, help="Share of --data held out for validation when --val-data is not given.")] = 0.1,
+    test_fraction: Annotated[float, typer.Option(min=0.0, max=0.9, help="Share of --data held out as a test split (both labels), evaluated after training.")] = 0.0,
     format: FormatOpt = "auto",
     text1: Text1Opt = None,
     text2: Text2Opt = None,
@@ -70,6 +71,7 @@ def train(
     precision: Annotated[str, typer.Option(help="bf16 (fast, fp32 weights) or fp32.")] = "bf16",
     threshold_metric: Annotated[str, typer.Option(help="What the validation threshold maximises: accuracy or f1.")] = "accuracy",
     checkpoint: Annotated[Optional[Path], typer.Option(help="Also write the best weights here after each improving epoch.")] = None,
+    workers: Annotated[Optional[int], typer.Option(min=1, help="Threads encoding parts of each batch in parallel (default: one per core).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     as_json: JsonOpt = False,
 ):
@@ -80,12 +82,15 @@ def train(
     from .training import train as run_training
 
     pairs = Pairs.concat([_read(p, format, text1, text2, label) for p in data])
+    test = None
+    if test_fraction > 0:
+        test, pairs = split_pairs(pairs, [test_fraction], seed=seed)
     if val_data is not None:
         val = _read(val_data, format, text1, text2, label)
     else:
         val, pairs = split_pairs(pairs, [val_fraction], seed=seed)
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, seed=seed,
-                         precision=precision, threshold_metric=threshold_metric)
+                         precision=precision, threshold_metric=threshold_metric, workers=workers)
     model_config = ModelConfig(dim=dim, seed=seed, lowercase=lowercase, max_vocab=max_vocab or None)
     model = run_training(pairs, val, model_config=model_config, config=config, checkpoint=checkpoint, progress=not quiet)
     model.save(out)
@@ -103,12 +108,19 @@ def train(
         "pairs_per_second": info["pairs_per_second"],
         "seconds": info["seconds"],
     }
+    lines = []
+    if test is not None:
+        from .evaluation import evaluate as run_evaluation
+
+        result["test"] = run_evaluation(model, test)
+        t = result["test"]
+        lines.append(f"held-out test split ({t['n']} pairs): accuracy {t['accuracy']:.4f}, F1 {t['f1']:.4f}, ROC-AUC {t['roc_auc']:.4f}")
     _emit(result, as_json, [
         f"trained on {result['train_pairs']} duplicate pairs for {result['epochs']} epochs in {result['seconds']:.1f}s "
         f"({result['pairs_per_second']:.0f} pairs/s); best epoch {result['best_epoch']}",
         f"threshold {result['threshold']:.4f} (chosen on {result['val_pairs']} validation pairs)",
         f"saved to {out}",
-    ])
+    ] + lines)
 
 
 @app.command()

@@ -144,3 +144,25 @@ def test_train_bad_validation_data_fails_before_training(tmp_path, data_dir):
 def test_evaluate_missing_model_folder(tmp_path, data_dir):
     proc = run("evaluate", tmp_path / "no-model", "--data", data_dir / "msrp/msr-para-val.tsv", check_ok=False)
     assert_user_error(proc, str(tmp_path / "no-model"), "config.json")
+
+
+def test_train_with_split_test_fraction_reports_held_out_metrics(tmp_path, data_dir):
+    # MQP: 3,048 pairs, half duplicates. 20 % test and 10 % of the rest for validation, both labels kept.
+    out = tmp_path / "mqp-model"
+    result = run_json("train", "--data", data_dir / "mqp/mqp.csv", "--out", out, "--epochs", 1, "--dim", 32,
+                      "--test-fraction", 0.2, "--quiet")
+    test = result["test"]
+    assert EVAL_KEYS <= set(test)
+    assert test["n"] == round(0.2 * 1524) * 2  # stratified: 305 of each label
+    assert np.array(test["confusion_matrix"]).sum(axis=1).tolist() == [305, 305]
+    assert result["val_pairs"] == round(0.1 * 1219) * 2
+    assert result["train_pairs"] == 1524 - 305 - 122  # duplicates left for training
+    assert test["threshold"] == result["threshold"]
+
+
+def test_train_rejects_unknown_precision_before_writing(tmp_path, data_dir):
+    out = tmp_path / "model"
+    proc = run("train", "--data", data_dir / "msrp/msr-para-val.tsv", "--out", out, "--precision", "fp16", "--quiet",
+               check_ok=False)
+    assert_user_error(proc, "precision", "'fp16'")
+    assert not out.exists()
