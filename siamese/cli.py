@@ -167,6 +167,103 @@ def predict(
     _emit(result, as_json, [f"similarity {similarity:.4f} → {'duplicate' if result['duplicate'] else 'not duplicate'} (threshold {t:.4f})"])
 
 
+index_app = typer.Typer(no_args_is_help=True, help="Build and extend duplicate-search indexes.")
+app.add_typer(index_app, name="index")
+TextColumnOpt = Annotated[Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")]
+
+
+@index_app.command("build")
+@user_errors
+def index_build(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
+    data: Annotated[Path, typer.Option("--data", help="Texts: a .txt file (one per line) or a CSV/TSV column.")],
+    out: Annotated[Path, typer.Option("--out", help="Index folder to write.")],
+    column: TextColumnOpt = None,
+    kind: Annotated[str, typer.Option(help="flat (exact) or hnsw (approximate, for large corpora).")] = "flat",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    as_json: JsonOpt = False,
+):
+    """Encode a corpus into a FAISS index saved with its texts."""
+    from .data import read_texts
+    from .model import SiameseModel
+    from .search import DuplicateIndex
+
+    model = SiameseModel.load(model_dir)
+    index = DuplicateIndex(model, kind=kind)
+    index.add(read_texts(data, column), progress=not quiet)
+    index.save(out)
+    _emit({"out": str(out), "size": len(index), "kind": kind}, as_json, [f"indexed {len(index)} texts ({kind}) into {out}"])
+
+
+@index_app.command("add")
+@user_errors
+def index_add(
+    index_dir: Annotated[Path, typer.Argument(help="Index folder to extend (rewritten atomically).")],
+    data: Annotated[Path, typer.Option("--data", help="New texts: a .txt file or a CSV/TSV column.")],
+    model_dir: Annotated[Optional[Path], typer.Option("--model", help="Model folder (default: the one that built the index).")] = None,
+    column: TextColumnOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    as_json: JsonOpt = False,
+):
+    """Append texts to an index, encoding only the new ones."""
+    from .data import read_texts
+    from .model import SiameseModel
+    from .search import DuplicateIndex
+
+    index = DuplicateIndex.load(index_dir, SiameseModel.load(model_dir) if model_dir else None)
+    before = len(index)
+    index.add(read_texts(data, column), progress=not quiet)
+    index.save(index_dir)
+    _emit({"out": str(index_dir), "added": len(index) - before, "size": len(index)}, as_json,
+          [f"added {len(index) - before} texts; {index_dir} now holds {len(index)}"])
+
+
+@app.command()
+@user_errors
+def search(
+    index_dir: Annotated[Path, typer.Argument(help="Index folder.")],
+    query: Annotated[str, typer.Argument(help="The new question.")],
+    model_dir: Annotated[Optional[Path], typer.Option("--model", help="Model folder (default: the one that built the index).")] = None,
+    k: Annotated[int, typer.Option("-k", min=1, help="How many neighbours.")] = 5,
+    threshold: Annotated[Optional[float], typer.Option(help="Duplicate threshold (default: the model's).")] = None,
+    as_json: JsonOpt = False,
+):
+    """Nearest indexed texts to a query, with similarity and a duplicate verdict."""
+    from dataclasses import asdict
+
+    from .model import SiameseModel
+    from .search import DuplicateIndex
+
+    index = DuplicateIndex.load(index_dir, SiameseModel.load(model_dir) if model_dir else None)
+    hits = index.search([query], k, threshold=threshold)[0]
+    _emit({"query": query, "hits": [asdict(h) for h in hits]}, as_json,
+          [f"{h.similarity:.4f} {'DUP' if h.duplicate else '   '} [{h.id}] {h.text}" for h in hits])
+
+
+@app.command()
+@user_errors
+def dedupe(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
+    data: Annotated[Path, typer.Option("--data", help="Texts: a .txt file or a CSV/TSV column.")],
+    out: Annotated[Path, typer.Option("--out", help="Clusters as JSON lines.")],
+    threshold: Annotated[Optional[float], typer.Option(help="Duplicate threshold (default: the model's).")] = None,
+    column: TextColumnOpt = None,
+    k: Annotated[int, typer.Option("-k", min=1, help="Neighbours examined per text.")] = 20,
+    kind: Annotated[str, typer.Option(help="flat (exact neighbours) or hnsw (approximate, faster at scale).")] = "flat",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    as_json: JsonOpt = False,
+):
+    """Group near-duplicate texts into clusters (connected components above the threshold)."""
+    from .data import read_texts
+    from .model import SiameseModel
+    from .search import dedupe as run_dedupe
+
+    summary = run_dedupe(SiameseModel.load(model_dir), read_texts(data, column), out, threshold=threshold, k=k,
+                         kind=kind, progress=not quiet)
+    _emit(summary, as_json, [f"{summary['pairs']} duplicate pairs in {summary['clusters']} clusters "
+                             f"({summary['clustered_texts']} of {summary['texts']} texts); written to {out}"])
+
+
 @app.command()
 def formats():
     """List the pair formats the readers understand."""

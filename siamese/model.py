@@ -6,6 +6,7 @@ and ``model.safetensors``. :meth:`SiameseModel.load` needs nothing else and neve
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -57,6 +58,7 @@ class SiameseModel:
         self.encoder = encoder
         self.config = config
         self.info = dict(info or {})  # training summary etc., saved beside the config
+        self.path: Path | None = None  # the folder it was loaded from or saved to
 
     @classmethod
     def build(cls, texts: Iterable[str], config: ModelConfig | None = None) -> SiameseModel:
@@ -122,6 +124,16 @@ class SiameseModel:
         t = self.threshold if threshold is None else threshold
         return self.similarity(texts_a, texts_b) > t
 
+    def fingerprint(self) -> str:
+        """SHA-256 of the weights, vocabulary and architecture: what an index records to know its model."""
+        h = hashlib.sha256()
+        h.update(json.dumps({k: v for k, v in asdict(self.config).items() if k != "threshold"}, sort_keys=True).encode())
+        h.update(self.vectorizer.tokenizer.to_str().encode())
+        for name, tensor in sorted(self.encoder.state_dict().items()):
+            h.update(name.encode())
+            h.update(tensor.detach().contiguous().numpy().tobytes())
+        return h.hexdigest()
+
     # -- persistence -------------------------------------------------------------------------
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -139,6 +151,7 @@ class SiameseModel:
             self.vectorizer.save(tmp / "tokenizer.json")
             state = {k: v.detach().contiguous() for k, v in self.encoder.state_dict().items()}
             save_file(state, str(tmp / "model.safetensors"), metadata={"format": FORMAT})
+        self.path = path.resolve()
         return path
 
     @classmethod
@@ -170,4 +183,6 @@ class SiameseModel:
         except (RuntimeError, OSError, SafetensorError) as e:
             raise ModelError(f"{path / 'model.safetensors'}: weights do not fit the config ({str(e).splitlines()[0]})") from None
         encoder.eval()
-        return cls(vectorizer, encoder, config, raw.get("info"))
+        model = cls(vectorizer, encoder, config, raw.get("info"))
+        model.path = path.resolve()
+        return model
