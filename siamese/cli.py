@@ -265,6 +265,26 @@ def dedupe(
 
 
 @app.command()
+@user_errors
+def serve(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
+    index_dir: Annotated[Optional[Path], typer.Option("--index", help="Index folder for /search.")] = None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+):
+    """Serve the model over HTTP: /similarity, /search, /embed, /v1/embeddings, /health, /docs."""
+    import uvicorn
+
+    from .model import SiameseModel
+    from .search import DuplicateIndex
+    from .serve import create_app
+
+    model = SiameseModel.load(model_dir)
+    index = DuplicateIndex.load(index_dir, model) if index_dir else None
+    uvicorn.run(create_app(model, index), host=host, port=port, log_level="warning")
+
+
+@app.command()
 def formats():
     """List the pair formats the readers understand."""
     from .data import FORMATS

@@ -1,0 +1,119 @@
+"""The HTTP API: similarity, search, embeddings (also OpenAI-compatible), health.
+
+Thin by design: requests are validated (sizes limited, clear 4xx), then the Python API does the
+work. Bad input never yields a 5xx.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import asdict, dataclass
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from .. import __version__
+from ..model import SiameseModel
+from ..search import DuplicateIndex
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_texts: int = 256  # texts (or pairs) per request
+    max_chars: int = 2_000  # characters per text
+    max_body_bytes: int = 1_000_000
+    max_k: int = 100
+
+
+class PairsRequest(BaseModel):
+    pairs: list[tuple[str, str]] = Field(..., description="[[text_a, text_b], ...]")
+    threshold: float | None = None
+
+
+class SearchRequest(BaseModel):
+    query: str
+    k: int = Field(5, ge=1)
+    threshold: float | None = None
+
+
+class EmbedRequest(BaseModel):
+    texts: list[str]
+
+
+class OpenAIEmbeddingRequest(BaseModel):
+    input: str | list[str]
+    model: str | None = None
+    encoding_format: str = "float"
+    dimensions: int | None = None
+    user: str | None = None
+
+
+def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits: Limits = Limits()) -> FastAPI:
+    app = FastAPI(title="siamese", version=__version__, description="Siamese similarity service")
+    model_name = model.path.name if model.path else "siamese"
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next):
+        size = request.headers.get("content-length")
+        if size is not None and size.isdigit() and int(size) > limits.max_body_bytes:
+            return JSONResponse({"detail": f"request body over {limits.max_body_bytes} bytes"}, status_code=413)
+        return await call_next(request)
+
+    def check_texts(texts: list[str], field: str) -> None:
+        if not texts:
+            raise HTTPException(422, f"'{field}' is empty")
+        if len(texts) > limits.max_texts:
+            raise HTTPException(413, f"'{field}' has {len(texts)} items; at most {limits.max_texts} per request")
+        for i, t in enumerate(texts):
+            if len(t) > limits.max_chars:
+                raise HTTPException(413, f"'{field}'[{i}] has {len(t)} characters; at most {limits.max_chars}")
+            if not t.strip():
+                raise HTTPException(422, f"'{field}'[{i}] is empty")
+
+    @app.get("/health")
+    def health():
+        return {"status": "ok", "version": __version__, "model": model_name, "threshold": model.threshold,
+                "index_size": len(index) if index is not None else None}
+
+    @app.post("/similarity")
+    def similarity(req: PairsRequest):
+        check_texts([t for pair in req.pairs for t in pair], "pairs")
+        t = model.threshold if req.threshold is None else req.threshold
+        scores = model.similarity([a for a, _ in req.pairs], [b for _, b in req.pairs])
+        return {"threshold": t, "results": [{"similarity": float(s), "duplicate": bool(s > t)} for s in scores]}
+
+    @app.post("/search")
+    def search(req: SearchRequest):
+        if index is None:
+            raise HTTPException(404, "this server has no index; start it with --index")
+        check_texts([req.query], "query")
+        if req.k > limits.max_k:
+            raise HTTPException(422, f"'k' is {req.k}; at most {limits.max_k}")
+        hits = index.search([req.query], req.k, threshold=req.threshold)[0]
+        return {"query": req.query, "hits": [asdict(h) for h in hits]}
+
+    @app.post("/embed")
+    def embed(req: EmbedRequest):
+        check_texts(req.texts, "texts")
+        vectors = model.encode(req.texts)
+        return {"dim": int(vectors.shape[1]), "embeddings": vectors.tolist()}
+
+    @app.post("/v1/embeddings")
+    def openai_embeddings(req: OpenAIEmbeddingRequest):
+        texts = [req.input] if isinstance(req.input, str) else req.input
+        check_texts(texts, "input")
+        if req.encoding_format not in ("float", "base64"):
+            raise HTTPException(422, f"encoding_format must be 'float' or 'base64', got {req.encoding_format!r}")
+        if req.dimensions is not None and req.dimensions != model.config.dim:
+            raise HTTPException(422, f"this model gives {model.config.dim} dimensions, not {req.dimensions}")
+        vectors = model.encode(texts)
+        tokens = sum(len(ids) for ids in model.vectorizer.encode(texts))
+        data = []
+        for i, v in enumerate(vectors):
+            emb = base64.b64encode(v.astype("<f4").tobytes()).decode() if req.encoding_format == "base64" else v.tolist()
+            data.append({"object": "embedding", "index": i, "embedding": emb})
+        return {"object": "list", "data": data, "model": req.model or model_name,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+    return app

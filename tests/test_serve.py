@@ -1,0 +1,136 @@
+"""The HTTP service: a real server on 127.0.0.1, real requests, the official openai client."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from siamese import SiameseModel, read_texts
+from siamese.search import DuplicateIndex
+
+SCRIPT = Path(sys.executable).parent / "siamese"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(model_path, data_dir, tmp_path_factory):
+    model = SiameseModel.load(model_path)
+    index = DuplicateIndex(model)
+    index.add(read_texts(data_dir / "insuranceqa/questions.csv", "question")[:3000])
+    idx = index.save(tmp_path_factory.mktemp("serve") / "idx")
+    port = free_port()
+    proc = subprocess.Popen([str(SCRIPT), "serve", str(model_path), "--index", str(idx), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(base + "/health", timeout=1)
+            break
+        except (urllib.error.URLError, ConnectionError):
+            if proc.poll() is not None:
+                pytest.fail(f"server exited: {proc.stderr.read()}")
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("server did not start within 60 s")
+    yield base, model, index
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def call(base: str, path: str, body=None, *, raw: bytes | None = None) -> tuple[int, dict]:
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    req = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_health_and_openapi(server):
+    base, model, index = server
+    status, body = call(base, "/health")
+    assert status == 200 and body["status"] == "ok" and body["index_size"] == 3000
+    assert body["threshold"] == pytest.approx(model.threshold)
+    status, schema = call(base, "/openapi.json")
+    assert status == 200
+    assert {"/similarity", "/search", "/embed", "/v1/embeddings", "/health"} <= set(schema["paths"])
+
+
+def test_similarity_matches_the_model(server):
+    base, model, _ = server
+    pairs = [["When will I see you?", "When can I see you again?"],
+             ["Do they enjoy eating the dessert?", "Do they like hiking in the desert?"]]
+    status, body = call(base, "/similarity", {"pairs": pairs})
+    assert status == 200
+    expected = model.similarity([a for a, _ in pairs], [b for _, b in pairs])
+    assert [r["similarity"] for r in body["results"]] == pytest.approx(expected.tolist(), abs=1e-5)
+    assert [r["duplicate"] for r in body["results"]] == [bool(s > model.threshold) for s in expected]
+    status, body = call(base, "/similarity", {"pairs": pairs, "threshold": -1.0})
+    assert all(r["duplicate"] for r in body["results"])
+
+
+def test_search_and_embed(server):
+    base, model, index = server
+    q = index.texts[42]
+    status, body = call(base, "/search", {"query": q, "k": 3})
+    assert status == 200 and len(body["hits"]) == 3
+    assert body["hits"][0]["similarity"] == pytest.approx(1.0, abs=1e-4)
+    assert [h["id"] for h in body["hits"]] == [h.id for h in index.search(q, 3)[0]]
+    status, body = call(base, "/embed", {"texts": ["a question", "another one"]})
+    assert status == 200 and body["dim"] == model.config.dim
+    assert np.allclose(body["embeddings"], model.encode(["a question", "another one"]), atol=1e-6)
+
+
+def test_openai_client(server):
+    openai = pytest.importorskip("openai")
+    base, model, _ = server
+    client = openai.OpenAI(base_url=base + "/v1", api_key="not-needed", max_retries=0)
+    texts = ["How do I cancel my car insurance?", "Is life insurance taxable?"]
+    resp = client.embeddings.create(model="siamese", input=texts)  # the client asks for base64 by default
+    assert [d.index for d in resp.data] == [0, 1]
+    assert np.allclose([d.embedding for d in resp.data], model.encode(texts), atol=1e-6)
+    assert resp.usage.prompt_tokens > 0
+    resp = client.embeddings.create(model="siamese", input=texts[0], encoding_format="float")
+    assert np.allclose(resp.data[0].embedding, model.encode(texts[:1])[0], atol=1e-6)
+
+
+@pytest.mark.parametrize("path, body, status, fragment", [
+    ("/similarity", {"pairs": []}, 422, "empty"),
+    ("/similarity", {"pairs": [["a", "b"]] * 300}, 413, "at most 256"),
+    ("/similarity", {"pairs": [["a" * 3000, "b"]]}, 413, "characters"),
+    ("/similarity", {"pairs": [["a", "  "]]}, 422, "empty"),
+    ("/similarity", {"pairs": "nope"}, 422, ""),
+    ("/search", {"query": "x", "k": 1000}, 422, "at most 100"),
+    ("/embed", {"texts": []}, 422, "empty"),
+    ("/v1/embeddings", {"input": ["ok"], "encoding_format": "int8"}, 422, "encoding_format"),
+    ("/v1/embeddings", {"input": "ok", "dimensions": 7}, 422, "dimensions"),
+])
+def test_bad_requests_get_clear_4xx(server, path, body, status, fragment):
+    got, detail = call(server[0], path, body)
+    assert got == status
+    assert fragment in json.dumps(detail)
+
+
+def test_malformed_and_oversized_bodies(server):
+    base = server[0]
+    got, _ = call(base, "/similarity", raw=b"{not json")
+    assert got == 422
+    got, detail = call(base, "/embed", raw=json.dumps({"texts": ["x" * 1000] * 1200}).encode())
+    assert got == 413 and "bytes" in detail["detail"]
