@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SIAMESE_DATA ?= $(abspath ../shared/data)
 
-.PHONY: install demo test bench bench-quality bench-speed clean
+.PHONY: install browser demo test bench bench-quality bench-speed clean
 
 install: $(VENV)/.installed
 
@@ -16,8 +16,12 @@ $(VENV)/.installed: pyproject.toml
 demo: install
 	$(PY) examples/demo.py
 
-test: install
+test: install browser
 	$(PY) -m pytest -q
+
+# The web page is tested in Debian's headless Chromium (Playwright's own browser download is not used).
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
 bench-speed: install
 	$(PY) bench/speed.py

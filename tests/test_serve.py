@@ -3,55 +3,11 @@
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-from siamese import SiameseModel, read_texts
-from siamese.search import DuplicateIndex
-
-SCRIPT = Path(sys.executable).parent / "siamese"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(model_path, data_dir, tmp_path_factory):
-    model = SiameseModel.load(model_path)
-    index = DuplicateIndex(model)
-    index.add(read_texts(data_dir / "insuranceqa/questions.csv", "question")[:3000])
-    idx = index.save(tmp_path_factory.mktemp("serve") / "idx")
-    port = free_port()
-    proc = subprocess.Popen([str(SCRIPT), "serve", str(model_path), "--index", str(idx), "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(base + "/health", timeout=1)
-            break
-        except (urllib.error.URLError, ConnectionError):
-            if proc.poll() is not None:
-                pytest.fail(f"server exited: {proc.stderr.read()}")
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("server did not start within 60 s")
-    yield base, model, index
-    proc.terminate()
-    proc.wait(timeout=10)
-
 
 def call(base: str, path: str, body=None, *, raw: bytes | None = None) -> tuple[int, dict]:
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())

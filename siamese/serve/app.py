@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import base64
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel, Field
 
 from .. import __version__
@@ -70,6 +71,12 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
                 raise HTTPException(413, f"'{field}'[{i}] has {len(t)} characters; at most {limits.max_chars}")
             if not t.strip():
                 raise HTTPException(422, f"'{field}'[{i}] is empty")
+
+    page = Path(__file__).with_name("static") / "index.html"
+
+    @app.get("/", include_in_schema=False)
+    def home():
+        return FileResponse(page, media_type="text/html")
 
     @app.get("/health")
     def health():
