@@ -148,3 +148,26 @@ def test_cli_search_errors(model_path, tmp_path):
     proc = run("index", "build", model_path, "--data", bad, "--column", "question", "--out", tmp_path / "i", check_ok=False)
     assert_user_error(proc, str(bad), "'question'")
     assert not (tmp_path / "i").exists()
+
+
+def test_retrieval_metrics(trained, data_dir):
+    from siamese.search import retrieval_metrics
+
+    pairs = datasets.load("insuranceqa-pairs", data_dir)
+    corpus = sorted(set(pairs.text1 + pairs.text2))
+    index = DuplicateIndex(trained.model)
+    index.add(corpus)
+    report = retrieval_metrics(index, pairs.text1, pairs.text2)
+    assert report["queries"] == 526
+    assert 0 < report["recall@1"] <= report["recall@5"] <= report["recall@10"] <= 1
+    assert report["recall@1"] <= report["mrr@10"] <= report["recall@10"]
+    # brute force for recall@1: the nearest other question is the partner
+    vectors = trained.model.encode(corpus)
+    pos = {t: i for i, t in enumerate(corpus)}
+    sims = trained.model.encode(pairs.text1) @ vectors.T
+    for row, q in enumerate(pairs.text1):
+        sims[row, pos[q]] = -np.inf
+    top1 = [corpus[j] for j in sims.argmax(1)]
+    assert report["recall@1"] == pytest.approx(np.mean([t == b for t, b in zip(top1, pairs.text2)]), abs=0.01)
+    # a scrambled target list scores near zero
+    assert retrieval_metrics(index, pairs.text1, list(np.roll(pairs.text2, 11)))["recall@10"] < 0.05
