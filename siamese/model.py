@@ -24,6 +24,7 @@ from .atomic import atomic_dir
 from .encoders import build_encoder
 from .errors import ModelError
 from .heads import HEADS
+from .manifest import read_manifest
 from .parallel import ParallelEncoder, single_threaded_ops
 from .text import Vectorizer, pad
 
@@ -158,16 +159,7 @@ class SiameseModel:
     def load(cls, path: str | os.PathLike) -> SiameseModel:
         path = Path(path)
         config_file = path / "config.json"
-        if not config_file.is_file():
-            raise ModelError(f"{path}: not a siamese model folder (no config.json)")
-        try:
-            raw = json.loads(config_file.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ModelError(f"{config_file}: invalid JSON ({e})") from None
-        if not isinstance(raw, dict):
-            raise ModelError(f"{config_file}: expected a JSON object")
-        if raw.get("format") != FORMAT:
-            raise ModelError(f"{config_file}: unsupported model format {raw.get('format')!r} (expected {FORMAT})")
+        raw = read_manifest(path, "config.json", FORMAT, ModelError, "model")
         known = {f.name for f in fields(ModelConfig)}
         config = ModelConfig(**{k: v for k, v in raw.items() if k in known})
         for name in ("tokenizer.json", "model.safetensors"):

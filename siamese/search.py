@@ -18,6 +18,7 @@ import numpy as np
 
 from .atomic import atomic_dir, atomic_file
 from .errors import ConfigError, SiameseError
+from .manifest import read_manifest
 from .model import SiameseModel
 
 FORMAT = "siamese-index/1"
@@ -110,15 +111,7 @@ class DuplicateIndex:
     def load(cls, path: str | os.PathLike, model: SiameseModel | None = None) -> DuplicateIndex:
         """Open an index; with no ``model``, the model folder recorded at build time is loaded."""
         path = Path(path)
-        meta_file = path / "index.json"
-        if not meta_file.is_file():
-            raise SearchIndexError(f"{path}: not a siamese index folder (no index.json)")
-        try:
-            meta = json.loads(meta_file.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise SearchIndexError(f"{meta_file}: invalid JSON ({e})") from None
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise SearchIndexError(f"{meta_file}: unsupported index format (expected {FORMAT})")
+        meta = read_manifest(path, "index.json", FORMAT, SearchIndexError, "index")
         if model is None:
             if not meta.get("model_path"):
                 raise SearchIndexError(f"{path}: the index does not record its model folder; pass the model explicitly")

@@ -1,0 +1,23 @@
+"""The JSON file that describes a saved folder (a model's config.json, an index's index.json)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def read_manifest(folder: Path, name: str, fmt: str, error: type[Exception], what: str) -> dict:
+    """Read ``folder/name``, check it is a JSON object of format ``fmt``; else raise ``error``
+    with a one-line message naming the file."""
+    file = folder / name
+    if not file.is_file():
+        raise error(f"{folder}: not a siamese {what} folder (no {name})")
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{file}: invalid JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise error(f"{file}: expected a JSON object")
+    if raw.get("format") != fmt:
+        raise error(f"{file}: unsupported {what} format {raw.get('format')!r} (expected {fmt})")
+    return raw
