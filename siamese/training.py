@@ -173,13 +173,15 @@ def _fit(encoder, runner, optimizers, batch_loss, train_data, val_data, config, 
             runner.backward()  # the encoder's share of the gradient, group by group in parallel
             for opt in optimizers:
                 opt.step()
-            total += loss.item()
-            bar.set_postfix(loss=f"{loss.item():.3f}")
+            value = loss.item()
+            total += value
+            bar.set_postfix(loss=f"{value:.3f}")
         epoch_seconds = time.perf_counter() - t0
+        epoch_pairs = sum(len(b) for b in plan)
         train_seconds += epoch_seconds
-        trained_pairs += sum(len(b) for b in plan)
+        trained_pairs += epoch_pairs
         record = {"epoch": epoch, "loss": total / max(len(plan), 1), "seconds": round(epoch_seconds, 3),
-                  "pairs_per_second": round(sum(len(b) for b in plan) / epoch_seconds, 1)}
+                  "pairs_per_second": round(epoch_pairs / epoch_seconds, 1)}
         if val_data is not None:
             record["val_loss"] = validation_loss(encoder, val_data, config, batch_loss)
         history.append(record)
@@ -190,7 +192,6 @@ def _fit(encoder, runner, optimizers, batch_loss, train_data, val_data, config, 
             best = (score, copy.deepcopy(encoder.state_dict()), epoch)
             if checkpoint:
                 save_checkpoint(encoder, checkpoint)
-
     return history, best, train_seconds, trained_pairs
 
 
