@@ -195,6 +195,14 @@ def index_build(
     _emit({"out": str(out), "size": len(index), "kind": kind}, as_json, [f"indexed {len(index)} texts ({kind}) into {out}"])
 
 
+def _open_index(index_dir: Path, model_dir: Path | None):
+    """The index, with the given model folder or else the one recorded when it was built."""
+    from .model import SiameseModel
+    from .search import DuplicateIndex
+
+    return DuplicateIndex.load(index_dir, SiameseModel.load(model_dir) if model_dir else None)
+
+
 @index_app.command("add")
 @user_errors
 def index_add(
@@ -207,10 +215,8 @@ def index_add(
 ):
     """Append texts to an index, encoding only the new ones."""
     from .data import read_texts
-    from .model import SiameseModel
-    from .search import DuplicateIndex
 
-    index = DuplicateIndex.load(index_dir, SiameseModel.load(model_dir) if model_dir else None)
+    index = _open_index(index_dir, model_dir)
     before = len(index)
     index.add(read_texts(data, column), progress=not quiet)
     index.save(index_dir)
@@ -231,10 +237,7 @@ def search(
     """Nearest indexed texts to a query, with similarity and a duplicate verdict."""
     from dataclasses import asdict
 
-    from .model import SiameseModel
-    from .search import DuplicateIndex
-
-    index = DuplicateIndex.load(index_dir, SiameseModel.load(model_dir) if model_dir else None)
+    index = _open_index(index_dir, model_dir)
     hits = index.search([query], k, threshold=threshold)[0]
     _emit({"query": query, "hits": [asdict(h) for h in hits]}, as_json,
           [f"{h.similarity:.4f} {'DUP' if h.duplicate else '   '} [{h.id}] {h.text}" for h in hits])

@@ -91,16 +91,16 @@ class SiameseModel:
         out = np.empty((len(texts), self.config.dim), dtype=np.float32)
         chunk = 1 << 16  # tokenize in chunks so a million texts never sit as ids all at once
         bar = tqdm(total=len(texts), desc="encode", unit="text", disable=not progress)
-        for start in range(0, len(texts), chunk):
-            ids = self.vectorizer.encode(texts[start : start + chunk])
-            order = np.argsort([len(s) for s in ids], kind="stable")
-            for b in range(0, len(order), batch_size):
-                rows = order[b : b + batch_size]
-                batch, lengths = pad([ids[i] for i in rows])
-                with single_threaded_ops(runner.workers > 1):
+        with single_threaded_ops(runner.workers > 1):
+            for start in range(0, len(texts), chunk):
+                ids = self.vectorizer.encode(texts[start : start + chunk])
+                order = np.argsort([len(s) for s in ids], kind="stable")
+                for b in range(0, len(order), batch_size):
+                    rows = order[b : b + batch_size]
+                    batch, lengths = pad([ids[i] for i in rows])
                     vectors = runner(torch.from_numpy(batch), torch.from_numpy(lengths))
-                out[start + rows] = vectors.numpy()
-                bar.update(len(rows))
+                    out[start + rows] = vectors.numpy()
+                    bar.update(len(rows))
         bar.close()
         return out
 

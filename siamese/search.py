@@ -25,6 +25,17 @@ FORMAT = "siamese-index/1"
 KINDS = ("flat", "hnsw")
 
 
+def faiss_index(kind: str, dim: int, *, hnsw_m: int = 32, ef_search: int = 128):
+    """An empty inner-product (= cosine on unit vectors) FAISS index: exact or HNSW."""
+    if kind == "flat":
+        return faiss.IndexFlatIP(dim)
+    if kind != "hnsw":
+        raise ConfigError(f"unknown index kind {kind!r}; choose one of: {', '.join(KINDS)}")
+    index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efSearch = ef_search
+    return index
+
+
 class SearchIndexError(SiameseError):
     """An index folder is missing, damaged, or belongs to another model."""
 
@@ -45,22 +56,13 @@ class DuplicateIndex:
     """
 
     def __init__(self, model: SiameseModel, *, kind: str = "flat", hnsw_m: int = 32, ef_search: int = 128):
-        if kind not in KINDS:
-            raise ConfigError(f"unknown index kind {kind!r}; choose one of: {', '.join(KINDS)}")
         self.model = model
         self.kind = kind
         self.hnsw_m = hnsw_m
         self.ef_search = ef_search
         self.ids: list[str] = []
         self.texts: list[str] = []
-        self.index = self._new_index(model.config.dim)
-
-    def _new_index(self, dim: int):
-        if self.kind == "flat":
-            return faiss.IndexFlatIP(dim)
-        index = faiss.IndexHNSWFlat(dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efSearch = self.ef_search
-        return index
+        self.index = faiss_index(kind, model.config.dim, hnsw_m=hnsw_m, ef_search=ef_search)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -145,14 +147,7 @@ def duplicate_pairs(vectors: np.ndarray, threshold: float, *, k: int = 20, kind:
     """
     from tqdm.auto import tqdm
 
-    dim = vectors.shape[1]
-    if kind == "flat":
-        index = faiss.IndexFlatIP(dim)
-    elif kind == "hnsw":
-        index = faiss.IndexHNSWFlat(dim, 32, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efSearch = max(64, 2 * k)
-    else:
-        raise ConfigError(f"unknown index kind {kind!r}; choose one of: {', '.join(KINDS)}")
+    index = faiss_index(kind, vectors.shape[1], ef_search=max(64, 2 * k))
     index.add(vectors)
     k = min(k + 1, len(vectors))
     for start in tqdm(range(0, len(vectors), chunk), desc="dedupe", unit="chunk", disable=not progress):
