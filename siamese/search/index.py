@@ -16,10 +16,10 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from .atomic import atomic_dir, atomic_file
-from .errors import ConfigError, SiameseError
-from .manifest import read_manifest
-from .model import SiameseModel
+from ..atomic import atomic_dir
+from ..errors import ConfigError, SiameseError
+from ..manifest import read_manifest
+from ..model import SiameseModel
 
 FORMAT = "siamese-index/1"
 KINDS = ("flat", "hnsw")
@@ -136,87 +136,3 @@ class DuplicateIndex:
         if self.index.ntotal != len(self.texts):
             raise SearchIndexError(f"{path}: index holds {self.index.ntotal} vectors but texts.jsonl {len(self.texts)} texts")
         return self
-
-
-def duplicate_pairs(vectors: np.ndarray, threshold: float, *, k: int = 20, kind: str = "flat",
-                    chunk: int = 4096, progress: bool = False):
-    """Yield ``(i, j, similarity)`` with i < j for pairs above ``threshold``, chunk by chunk.
-
-    Each text looks at its ``k`` nearest neighbours (exact with ``flat``, approximate with
-    ``hnsw``), so memory stays at one chunk of results whatever the corpus size.
-    """
-    from tqdm.auto import tqdm
-
-    index = faiss_index(kind, vectors.shape[1], ef_search=max(64, 2 * k))
-    index.add(vectors)
-    k = min(k + 1, len(vectors))
-    for start in tqdm(range(0, len(vectors), chunk), desc="dedupe", unit="chunk", disable=not progress):
-        scores, rows = index.search(vectors[start : start + chunk], k)
-        for offset, (srow, rrow) in enumerate(zip(scores, rows)):
-            i = start + offset
-            for s, j in zip(srow, rrow):
-                if j > i and s > threshold:
-                    yield i, int(j), float(s)
-
-
-def clusters(n: int, pairs) -> list[list[int]]:
-    """Connected components (union-find) of the duplicate graph; singletons left out."""
-    parent = np.arange(n)
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for i, j, _ in pairs:
-        ri, rj = find(i), find(j)
-        if ri != rj:
-            parent[max(ri, rj)] = min(ri, rj)
-    groups: dict[int, list[int]] = {}
-    for x in range(n):
-        groups.setdefault(find(x), []).append(x)
-    return [g for g in groups.values() if len(g) > 1]
-
-
-def dedupe(model: SiameseModel, texts: Sequence[str], out: str | os.PathLike, *, threshold: float | None = None,
-           k: int = 20, kind: str = "flat", progress: bool = False) -> dict:
-    """Group near-duplicate texts into clusters and write them as JSON lines (atomically).
-
-    Each line: ``{"cluster": n, "size": s, "members": [{"row", "text"}...]}``, largest first.
-    """
-    t = model.threshold if threshold is None else threshold
-    vectors = model.encode(list(texts), progress=progress)
-    pairs = list(duplicate_pairs(vectors, t, k=k, kind=kind, progress=progress))
-    groups = sorted(clusters(len(texts), pairs), key=lambda g: (-len(g), g[0]))
-    with atomic_file(out) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        for n, g in enumerate(groups):
-            members = [{"row": r, "text": texts[r]} for r in g]
-            f.write(json.dumps({"cluster": n, "size": len(g), "members": members}, ensure_ascii=False) + "\n")
-    return {"texts": len(texts), "pairs": len(pairs), "clusters": len(groups),
-            "clustered_texts": sum(len(g) for g in groups), "threshold": t, "out": str(out)}
-
-
-
-
-def retrieval_metrics(index: DuplicateIndex, queries: Sequence[str], targets: Sequence[str],
-                      ks: Sequence[int] = (1, 5, 10)) -> dict:
-    """How well each query finds its known duplicate among everything indexed.
-
-    ``targets[i]`` is the text of query i's duplicate (it must be in the index); the query's own
-    text is skipped if it is indexed too. Returns recall@k for each k and MRR@max(k).
-    """
-    depth = max(ks)
-    hits = index.search(list(queries), depth + 1)
-    ranks = []
-    for query, target, found in zip(queries, targets, hits):
-        texts = [h.text for h in found if h.text != query][:depth]
-        ranks.append(texts.index(target) + 1 if target in texts else None)
-    n = len(ranks)
-    report = {f"recall@{k}": sum(r is not None and r <= k for r in ranks) / n for k in ks}
-    report[f"mrr@{depth}"] = sum(1 / r for r in ranks if r is not None) / n
-    report["queries"] = n
-    return report
-
-
-__all__ = ["DuplicateIndex", "Hit", "SearchIndexError", "clusters", "dedupe", "duplicate_pairs", "retrieval_metrics"]
