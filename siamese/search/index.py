@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
-import numpy as np
 
 from ..atomic import atomic_dir
 from ..errors import ConfigError, SiameseError
