@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import faiss
 import numpy as np
 
 from siamese import SiameseModel, datasets, read_texts
-from siamese.search import communities, components, duplicate_pairs
+from siamese.search import communities, components, dedupe, duplicate_pairs, faiss_index, fill_index
 
 HERE = Path(__file__).resolve().parent
 
@@ -81,7 +82,7 @@ def paraphrase_mining_comparison(vectors: np.ndarray, threshold: float, k: int) 
     st_keys = pair_keys([min(p) for p in st], [max(p) for p in st], n)
     res = {"texts": n, "k": k, "threshold": threshold,
            "paraphrase_mining": {"seconds": round(st_s, 1), "pairs_above_threshold": len(st_keys)}}
-    for kind in ("flat", "hnsw"):
+    for kind in ("flat", "ivf", "hnsw"):
         pairs, s = timed(duplicate_pairs, vectors, threshold, k=k, kind=kind)
         keys = pair_keys(pairs.first, pairs.second, n)
         res[f"siamese_{kind}"] = {"seconds": round(s, 1), "pairs_above_threshold": len(keys),
@@ -97,6 +98,7 @@ def main() -> None:
     ap.add_argument("--threshold", type=float, default=None, help="dedupe threshold (default: the model's)")
     ap.add_argument("--ef-construction", type=int, default=64)
     ap.add_argument("--ef-search", type=int, nargs="+", default=[16, 32, 64, 128, 256, 512])
+    ap.add_argument("--nprobe", type=int, nargs="+", default=[4, 8, 16, 32, 64])
     ap.add_argument("--out", type=Path, default=HERE / "results" / "search.json")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
@@ -110,36 +112,49 @@ def main() -> None:
     vectors, s = timed(model.encode, texts, batch_size=1024)
     res["encode"] = {"seconds": round(s, 1), "texts_per_second": round(len(texts) / s)}
 
-    flat = faiss.IndexFlatIP(vectors.shape[1])
-    _, s = timed(flat.add, vectors)
+    flat, s = timed(fill_index, faiss_index("flat", vectors.shape[1]), vectors)
     res["flat"] = {"build_seconds": round(s, 2)}
-    hnsw = faiss.IndexHNSWFlat(vectors.shape[1], 32, faiss.METRIC_INNER_PRODUCT)
+    hnsw = faiss_index("hnsw", vectors.shape[1])
     hnsw.hnsw.efConstruction = args.ef_construction
-    _, s = timed(hnsw.add, vectors)
+    _, s = timed(fill_index, hnsw, vectors)
     res["hnsw"] = {"M": 32, "efConstruction": args.ef_construction, "build_seconds": round(s, 1)}
+    ivf, s = timed(fill_index, faiss_index("ivf", vectors.shape[1], size=len(vectors)), vectors)
+    res["ivf"] = {"lists": ivf.nlist, "build_seconds": round(s, 1)}
 
     queries = model.encode([texts[i] for i in rng.integers(0, len(texts), 2000)])
     res["flat"].update(latency(flat, queries[:300]), queries_per_second=throughput(flat, queries))
     _, exact = flat.search(queries, 10)
-    sweep = []
-    for ef in args.ef_search:
-        hnsw.hnsw.efSearch = ef
-        _, approx = hnsw.search(queries, 10)
-        sweep.append({"efSearch": ef, "recall@10": recall(approx, exact), **latency(hnsw, queries[:500]),
-                      "queries_per_second": throughput(hnsw, queries)})
-        print(json.dumps(sweep[-1]), flush=True)
-    res["hnsw"]["efSearch_sweep"] = sweep
 
-    for clustering, group in (("components", components), ("communities", communities)):
-        t0 = time.perf_counter()
-        pairs = duplicate_pairs(vectors, t, k=10, kind="hnsw")
-        groups = group(len(texts), pairs)
-        after = time.perf_counter() - t0
-        res[f"dedupe_{clustering}"] = {"threshold": t, "k": 10, "pairs": len(pairs), "clusters": len(groups),
-                                       "largest": max(map(len, groups), default=0),
-                                       "seconds_after_encoding": round(after, 1),
-                                       "seconds_end_to_end": round(after + res["encode"]["seconds"], 1)}
-        print(json.dumps(res[f"dedupe_{clustering}"]), flush=True)
+    def sweep(index, knob: str, values: list[int]) -> list[dict]:
+        rows = []
+        for value in values:
+            if knob == "efSearch":
+                index.hnsw.efSearch = value
+            else:
+                index.nprobe = value
+            _, approx = index.search(queries, 10)
+            rows.append({knob: value, "recall@10": recall(approx, exact), **latency(index, queries[:500]),
+                         "queries_per_second": throughput(index, queries)})
+            print(json.dumps(rows[-1]), flush=True)
+        return rows
+
+    res["hnsw"]["efSearch_sweep"] = sweep(hnsw, "efSearch", args.ef_search)
+    res["ivf"]["nprobe_sweep"] = sweep(ivf, "nprobe", args.nprobe)
+    del flat, hnsw, ivf
+
+    # The dedupe command's own code path, end to end: encode, IVF pairs, components, JSON lines out.
+    with tempfile.TemporaryDirectory() as tmp:
+        summary, s = timed(dedupe, model, texts, Path(tmp) / "clusters.jsonl", threshold=t, k=10)
+    res["dedupe_end_to_end"] = {**{k: summary[k] for k in ("threshold", "pairs", "clusters", "clustered_texts")},
+                                "k": 10, "kind": "auto (ivf)", "clustering": "components", "seconds": round(s, 1)}
+    print(json.dumps(res["dedupe_end_to_end"]), flush=True)
+    pairs, s = timed(duplicate_pairs, vectors, t, k=10)
+    res["dedupe_steps"] = {"pairs_seconds": round(s, 1)}
+    for name, group in (("components", components), ("communities", communities)):
+        groups, s = timed(group, len(texts), pairs)
+        res["dedupe_steps"][name] = {"clusters": len(groups), "largest": max(map(len, groups), default=0),
+                                     "seconds": round(s, 1)}
+    print(json.dumps(res["dedupe_steps"]), flush=True)
     res["peak_rss_mb"] = round(peak_mb())
     if args.compare_size:
         res["paraphrase_mining"] = paraphrase_mining_comparison(vectors[: args.compare_size], t, 10)

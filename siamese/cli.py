@@ -179,7 +179,7 @@ def index_build(
     data: Annotated[Path, typer.Option("--data", help="Texts: a .txt file (one per line) or a CSV/TSV column.")],
     out: Annotated[Path, typer.Option("--out", help="Index folder to write.")],
     column: TextColumnOpt = None,
-    kind: Annotated[str, typer.Option(help="flat (exact) or hnsw (approximate, for large corpora).")] = "flat",
+    kind: Annotated[str, typer.Option(help="flat (exact), hnsw or ivf (approximate, for large corpora).")] = "flat",
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     as_json: JsonOpt = False,
 ):
@@ -252,7 +252,8 @@ def dedupe(
     threshold: Annotated[Optional[float], typer.Option(help="Duplicate threshold (default: the model's).")] = None,
     column: TextColumnOpt = None,
     k: Annotated[int, typer.Option("-k", min=1, help="Neighbours examined per text.")] = 20,
-    kind: Annotated[str, typer.Option(help="flat (exact neighbours) or hnsw (approximate, faster at scale).")] = "flat",
+    kind: Annotated[str, typer.Option(
+        help="auto (exact up to 50,000 texts, ivf beyond), flat (exact), ivf or hnsw (approximate).")] = "auto",
     clusters: Annotated[str, typer.Option(
         help="components (all texts linked by a chain of duplicates) or communities (tight: each member "
              "a duplicate of its cluster's centre).")] = "components",

@@ -48,14 +48,27 @@ def test_known_duplicates_are_retrieved(data_dir, flat):
     assert np.mean(found) > 0.3 > np.mean(control)  # far above chance (10 of 16,889)
 
 
-def test_hnsw_recall_against_exact(trained, corpus, flat):
-    hnsw = DuplicateIndex(trained.model, kind="hnsw")
-    hnsw.add(corpus)
+@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
+def test_approximate_recall_against_exact(trained, corpus, flat, kind):
+    index = DuplicateIndex(trained.model, kind=kind)
+    index.add(corpus)
     queries = corpus[::97]
     exact = [{x.id for x in h} for h in flat.search(queries, k=10)]
-    approx = [{x.id for x in h} for h in hnsw.search(queries, k=10)]
+    approx = [{x.id for x in h} for h in index.search(queries, k=10)]
     recall = np.mean([len(a & e) / len(e) for a, e in zip(approx, exact)])
     assert recall >= 0.9
+
+
+def test_ivf_lists_are_learnt_once_and_saved(trained, corpus, tmp_path):
+    index = DuplicateIndex(trained.model, kind="ivf", nprobe=4)
+    index.add(corpus[:4000])
+    assert index.index.nlist == 102 and index.index.is_trained  # min(4·√4000, 4000 // 39)
+    index.add(corpus[4000:4100])  # appended to the trained lists
+    assert index.index.nlist == 102 and len(index) == index.index.ntotal == 4100
+    loaded = DuplicateIndex.load(index.save(tmp_path / "ivf"))
+    assert loaded.kind == "ivf" and loaded.index.nprobe == 4
+    queries = corpus[4050:4060]
+    assert [[h.id for h in r] for r in loaded.search(queries, k=3)] == [[h.id for h in r] for r in index.search(queries, k=3)]
 
 
 def test_save_load_add_and_model_check(trained, corpus, tmp_path, monkeypatch):
@@ -120,6 +133,14 @@ def test_communities_do_not_chain():
     assert components(5, pairs) == [[0, 1, 2, 3, 4]]  # the chain joins 0° and 120°
     assert communities(5, pairs) == [[1, 0, 2], [3, 4]]  # centre first; every member a duplicate of it
     assert communities(5, pairs, min_size=3) == [[1, 0, 2]]
+
+
+def test_ivf_pairs_agree_with_exact(trained, corpus):
+    vectors = trained.model.encode(corpus)
+    exact = duplicate_pairs(vectors, 0.9, k=10, kind="flat")
+    approx = duplicate_pairs(vectors, 0.9, k=10, kind="ivf")
+    shared = set(zip(exact.first.tolist(), exact.second.tolist())) & set(zip(approx.first.tolist(), approx.second.tolist()))
+    assert len(shared) >= 0.9 * len(exact) > 0 and len(approx) <= len(exact) * 1.05
 
 
 def test_communities_on_real_questions(trained, corpus):

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from ..atomic import atomic_file
 from ..errors import ConfigError
 from ..model import SiameseModel
-from .index import faiss_index
+from .index import KINDS, faiss_index, fill_index
 
 CLUSTERINGS = ("components", "communities")
 
@@ -53,16 +53,21 @@ class DuplicatePairs:
         return coo_matrix((sims, (rows, cols)), shape=(n, n)).tocsr()
 
 
-def duplicate_pairs(vectors: np.ndarray, threshold: float, *, k: int = 20, kind: str = "flat",
+EXACT_UP_TO = 50_000  # kind="auto": exact neighbours up to this many texts, IVF beyond
+
+
+def duplicate_pairs(vectors: np.ndarray, threshold: float, *, k: int = 20, kind: str = "auto",
                     chunk: int = 8192, progress: bool = False) -> DuplicatePairs:
     """Every pair of rows of ``vectors`` whose cosine is above ``threshold`` among each row's ``k`` neighbours.
 
     A pair is kept if either text has the other among its ``k`` nearest neighbours, so with
-    ``k >= len(vectors)`` and ``kind="flat"`` the result is exact.
+    ``k >= len(vectors)`` and ``kind="flat"`` the result is exact. ``kind="auto"`` is exact up
+    to 50,000 texts and IVF (approximate, near-linear) beyond.
     """
     n = len(vectors)
-    index = faiss_index(kind, vectors.shape[1], ef_search=max(64, 2 * k))
-    index.add(vectors)
+    if kind == "auto":
+        kind = "flat" if n <= EXACT_UP_TO else "ivf"
+    index = fill_index(faiss_index(kind, vectors.shape[1], size=n, ef_search=max(64, 2 * k)), vectors)
     k = min(k + 1, n)  # + the text itself
     keys, sims = [], []
     for start in tqdm(range(0, n, chunk), desc="dedupe", unit="chunk", disable=not progress):
@@ -115,7 +120,7 @@ def _groups(labels: np.ndarray, keep: np.ndarray) -> list[list[int]]:
 
 
 def dedupe(model: SiameseModel, texts: Sequence[str], out: str | os.PathLike, *, threshold: float | None = None,
-           k: int = 20, kind: str = "flat", clustering: str = "components", min_size: int = 2,
+           k: int = 20, kind: str = "auto", clustering: str = "components", min_size: int = 2,
            progress: bool = False) -> dict:
     """Group near-duplicate texts into clusters and write them as JSON lines (atomically).
 
@@ -124,6 +129,8 @@ def dedupe(model: SiameseModel, texts: Sequence[str], out: str | os.PathLike, *,
     """
     if clustering not in CLUSTERINGS:
         raise ConfigError(f"unknown clustering {clustering!r}; choose one of: {', '.join(CLUSTERINGS)}")
+    if kind not in ("auto", *KINDS):  # checked before the (long) encoding
+        raise ConfigError(f"unknown index kind {kind!r}; choose one of: auto, {', '.join(KINDS)}")
     t = model.threshold if threshold is None else threshold
     vectors = model.encode(list(texts), progress=progress)
     pairs = duplicate_pairs(vectors, t, k=k, kind=kind, progress=progress)

@@ -8,6 +8,7 @@ fingerprint of the model that built it — an index refuses to be searched with 
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,17 +22,40 @@ from ..manifest import read_manifest
 from ..model import SiameseModel
 
 FORMAT = "siamese-index/1"
-KINDS = ("flat", "hnsw")
+KINDS = ("flat", "hnsw", "ivf")
 
 
-def faiss_index(kind: str, dim: int, *, hnsw_m: int = 32, ef_search: int = 128):
-    """An empty inner-product (= cosine on unit vectors) FAISS index: exact or HNSW."""
+def ivf_lists(size: int) -> int:
+    """Inverted lists for ``size`` vectors: ~4·√n, with at least 39 training points per list."""
+    return max(1, min(int(4 * math.sqrt(size)), size // 39))
+
+
+def faiss_index(kind: str, dim: int, *, size: int = 0, hnsw_m: int = 32, ef_search: int = 128, nprobe: int = 16):
+    """An empty inner-product (= cosine on unit vectors) FAISS index.
+
+    ``flat`` is exact; ``hnsw`` is a graph, slow to build but the fastest single queries;
+    ``ivf`` clusters the vectors into lists and scans ``nprobe`` of them per query — quick to
+    build, best for all-against-all de-duplication. ``ivf`` must be trained (see
+    :func:`fill_index`); ``size`` is the expected number of vectors.
+    """
     if kind == "flat":
         return faiss.IndexFlatIP(dim)
-    if kind != "hnsw":
-        raise ConfigError(f"unknown index kind {kind!r}; choose one of: {', '.join(KINDS)}")
-    index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
-    index.hnsw.efSearch = ef_search
+    if kind == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efSearch = ef_search
+        return index
+    if kind == "ivf":
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, ivf_lists(size), faiss.METRIC_INNER_PRODUCT)
+        index.nprobe = nprobe
+        return index
+    raise ConfigError(f"unknown index kind {kind!r}; choose one of: {', '.join(KINDS)}")
+
+
+def fill_index(index, vectors: np.ndarray):
+    """Add vectors, training the index on them first if it needs it (IVF)."""
+    if not index.is_trained:
+        index.train(vectors)
+    index.add(vectors)
     return index
 
 
@@ -50,18 +74,25 @@ class Hit:
 class DuplicateIndex:
     """Texts encoded by one model, searchable by cosine similarity.
 
-    ``kind="flat"`` is exact search; ``kind="hnsw"`` is approximate (HNSW graph, ``hnsw_m``
-    links per node) and much faster on large corpora.
+    ``kind="flat"`` is exact search; ``kind="hnsw"`` (graph, ``hnsw_m`` links per node) and
+    ``kind="ivf"`` (inverted lists trained on the first texts added, ``nprobe`` scanned per query)
+    are approximate and much faster on large corpora.
     """
 
-    def __init__(self, model: SiameseModel, *, kind: str = "flat", hnsw_m: int = 32, ef_search: int = 128):
+    def __init__(self, model: SiameseModel, *, kind: str = "flat", hnsw_m: int = 32, ef_search: int = 128,
+                 nprobe: int = 16):
         self.model = model
         self.kind = kind
         self.hnsw_m = hnsw_m
         self.ef_search = ef_search
+        self.nprobe = nprobe
         self.ids: list[str] = []
         self.texts: list[str] = []
-        self.index = faiss_index(kind, model.config.dim, hnsw_m=hnsw_m, ef_search=ef_search)
+        self.index = self._empty(size=0)
+
+    def _empty(self, size: int):
+        return faiss_index(self.kind, self.model.config.dim, size=size, hnsw_m=self.hnsw_m, ef_search=self.ef_search,
+                           nprobe=self.nprobe)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -75,7 +106,9 @@ class DuplicateIndex:
         if not texts:
             return
         vectors = self.model.encode(texts, progress=progress)
-        self.index.add(vectors)
+        if not self.index.is_trained:  # IVF: lists are learnt from the first texts added
+            self.index = self._empty(size=len(vectors))
+        fill_index(self.index, vectors)
         self.texts.extend(texts)
         self.ids.extend(ids)
 
@@ -102,7 +135,8 @@ class DuplicateIndex:
                 for i, t in zip(self.ids, self.texts):
                     f.write(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n")
             meta = {"format": FORMAT, "kind": self.kind, "size": len(self), "dim": self.model.config.dim,
-                    "hnsw_m": self.hnsw_m, "ef_search": self.ef_search, "model_fingerprint": self.model.fingerprint(),
+                    "hnsw_m": self.hnsw_m, "ef_search": self.ef_search, "nprobe": self.nprobe,
+                    "model_fingerprint": self.model.fingerprint(),
                     "model_path": str(self.model.path) if self.model.path else None,
                     "threshold": self.model.threshold}
             (tmp / "index.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -120,13 +154,16 @@ class DuplicateIndex:
         if meta.get("model_fingerprint") != model.fingerprint():
             raise SearchIndexError(f"{path}: built by a different model (fingerprint {str(meta.get('model_fingerprint'))[:12]}…, "
                               f"this model is {model.fingerprint()[:12]}…); rebuild the index with this model")
-        self = cls(model, kind=meta["kind"], hnsw_m=meta.get("hnsw_m", 32), ef_search=meta.get("ef_search", 128))
+        self = cls(model, kind=meta["kind"], hnsw_m=meta.get("hnsw_m", 32), ef_search=meta.get("ef_search", 128),
+                   nprobe=meta.get("nprobe", 16))
         try:
             self.index = faiss.read_index(str(path / "index.faiss"))
         except RuntimeError as e:
             raise SearchIndexError(f"{path / 'index.faiss'}: unreadable ({str(e).splitlines()[0]})") from None
         if self.kind == "hnsw":
             self.index.hnsw.efSearch = self.ef_search
+        elif self.kind == "ivf":
+            self.index.nprobe = self.nprobe
         with open(path / "texts.jsonl", encoding="utf-8") as f:
             for line in f:
                 row = json.loads(line)
