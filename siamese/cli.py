@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .errors import SiameseError
+from .errors import ConfigError, SiameseError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Siamese neural networks for semantic similarity.")
 
@@ -41,6 +41,20 @@ def _read(path: Path, format: str, text1, text2, label):
     return read_pairs(path, format, text1=text1, text2=text2, label=label)
 
 
+def _encoder_options(pairs: list[str] | None, **named) -> dict:
+    """``-o KEY=VALUE`` options (values parsed as JSON, else kept as text) plus the named ones that are set."""
+    options = {k: v for k, v in named.items() if v is not None}
+    for item in pairs or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--option {item!r}: expected KEY=VALUE")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
+
+
 def _emit(result: dict, as_json: bool, lines: list[str]) -> None:
     if as_json:
         typer.echo(json.dumps(result))
@@ -53,6 +67,15 @@ def _emit(result: dict, as_json: bool, lines: list[str]) -> None:
 def train(
     data: Annotated[list[Path], typer.Option("--data", help="Labelled pairs to train on (repeat for several files).")],
     out: Annotated[Path, typer.Option("--out", help="Model folder to write (only written if training succeeds).")],
+    weight: Annotated[Optional[list[float]], typer.Option("--weight", min=0.0, help="Sampling weight per --data file, in the same order (default 1 each): 2 draws a set twice per epoch, 0.5 half of it.")] = None,
+    encoder: Annotated[str, typer.Option(help="lstm, bilstm, bilstm-max, cnn or transformer.")] = "lstm",
+    head: Annotated[str, typer.Option(help="cosine, manhattan, l1, concat or symmetric.")] = "cosine",
+    loss: Annotated[str, typer.Option(help="triplet, hinge, mnr (duplicates only), contrastive or bce (labelled pairs).")] = "triplet",
+    pooling: Annotated[Optional[str], typer.Option(help="Encoder pooling: mean, max, last, attention (recurrent), cls, pooler (transformer).")] = None,
+    glove: Annotated[Optional[Path], typer.Option(help="GloVe vectors (glove.*.txt or .json) to start the word embedding from.")] = None,
+    transformer: Annotated[Optional[Path], typer.Option(help="Local Hugging Face model folder for --encoder transformer (default: all-MiniLM-L6-v2).")] = None,
+    frozen_layers: Annotated[int, typer.Option(min=0, help="Transformer: keep the embeddings and the first N layers fixed.")] = 0,
+    option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Other encoder keyword as KEY=VALUE (JSON value), e.g. -o hidden=128 -o kernel_sizes=[2,3].")] = None,
     val_data: Annotated[Optional[Path], typer.Option("--val-data", help="Validation pairs (both labels). Default: a split of --data.")] = None,
     val_fraction: Annotated[float, typer.Option(min=0.0, max=0.9, help="Share of --data held out for validation when --val-data is not given.")] = 0.1,
     test_fraction: Annotated[float, typer.Option(min=0.0, max=0.9, help="Share of --data held out as a test split (both labels), evaluated after training.")] = 0.0,
@@ -62,9 +85,9 @@ def train(
     label: LabelOpt = None,
     epochs: Annotated[int, typer.Option(min=1)] = 5,
     batch_size: Annotated[int, typer.Option(min=2)] = 256,
-    lr: Annotated[float, typer.Option(min=0.0)] = 0.01,
-    dim: Annotated[int, typer.Option(min=1, help="Embedding and LSTM width.")] = 128,
-    margin: float = 0.25,
+    lr: Annotated[Optional[float], typer.Option(min=0.0, help="Adam learning rate (default: 0.01 lstm, 1e-3 other word encoders, 2e-6 transformer).")] = None,
+    dim: Annotated[Optional[int], typer.Option(min=1, help="LSTM width; embedding width of the other word encoders.")] = None,
+    margin: Annotated[Optional[float], typer.Option(help="Loss margin (default: 0.25 triplet, 0.2 hinge, 0.5 contrastive).")] = None,
     seed: int = 0,
     max_vocab: Annotated[int, typer.Option(help="Vocabulary size cap (0 = no cap).")] = 50_000,
     lowercase: Annotated[bool, typer.Option("--lowercase/--keep-case")] = True,
@@ -75,13 +98,18 @@ def train(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     as_json: JsonOpt = False,
 ):
-    """Train the Siamese LSTM with the hard-negative triplet loss on duplicate pairs."""
+    """Train a Siamese model: by default the LSTM with the hard-negative triplet loss on duplicate pairs."""
     from .data import Pairs, split_pairs
     from .model import ModelConfig
     from .training import TrainConfig
     from .training import train as run_training
 
-    pairs = Pairs.concat([_read(p, format, text1, text2, label) for p in data])
+    parts = [_read(p, format, text1, text2, label) for p in data]
+    if weight:
+        if len(weight) != len(parts):
+            raise ConfigError(f"--weight given {len(weight)} times for {len(parts)} --data files; give one per file")
+        parts = [part.with_weight(w) for part, w in zip(parts, weight)]
+    pairs = Pairs.concat(parts)
     test = None
     if test_fraction > 0:
         test, pairs = split_pairs(pairs, [test_fraction], seed=seed)
@@ -91,7 +119,10 @@ def train(
         val, pairs = split_pairs(pairs, [val_fraction], seed=seed)
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, seed=seed,
                          precision=precision, threshold_metric=threshold_metric, workers=workers)
-    model_config = ModelConfig(dim=dim, seed=seed, lowercase=lowercase, max_vocab=max_vocab or None)
+    options = _encoder_options(option, pooling=pooling, path=str(transformer) if transformer else None,
+                               frozen_layers=frozen_layers or None)
+    model_config = ModelConfig(encoder=encoder, head=head, loss=loss, dim=dim, encoder_options=options,
+                               glove=str(glove) if glove else None, seed=seed, lowercase=lowercase, max_vocab=max_vocab or None)
     model = run_training(pairs, val, model_config=model_config, config=config, checkpoint=checkpoint, progress=not quiet)
     model.save(out)
     info = model.info["training"]
@@ -107,8 +138,12 @@ def train(
         "threshold": info["threshold"],
         "pairs_per_second": info["pairs_per_second"],
         "seconds": info["seconds"],
+        "recipe": {"encoder": encoder, "head": head, "loss": loss},
     }
     lines = []
+    if "glove" in model.info:
+        result["glove"] = model.info["glove"]
+        lines.append(f"GloVe covers {result['glove']['covered']} of {result['glove']['total']} words ({100 * result['glove']['fraction']:.1f}%)")
     if test is not None:
         from .evaluation import evaluate as run_evaluation
 
@@ -116,7 +151,7 @@ def train(
         t = result["test"]
         lines.append(f"held-out test split ({t['n']} pairs): accuracy {t['accuracy']:.4f}, F1 {t['f1']:.4f}, ROC-AUC {t['roc_auc']:.4f}")
     _emit(result, as_json, [
-        f"trained on {result['train_pairs']} duplicate pairs for {result['epochs']} epochs in {result['seconds']:.1f}s "
+        f"trained on {result['train_pairs']} pairs for {result['epochs']} epochs in {result['seconds']:.1f}s "
         f"({result['pairs_per_second']:.0f} pairs/s); best epoch {result['best_epoch']}",
         f"threshold {result['threshold']:.4f} (chosen on {result['val_pairs']} validation pairs)",
         f"saved to {out}",

@@ -17,7 +17,7 @@ import faiss
 import numpy as np
 
 from .atomic import atomic_dir, atomic_file
-from .errors import ConfigError, SiameseError
+from .errors import ConfigError, ModelError, SiameseError
 from .manifest import read_manifest
 from .model import SiameseModel
 
@@ -56,13 +56,15 @@ class DuplicateIndex:
     """
 
     def __init__(self, model: SiameseModel, *, kind: str = "flat", hnsw_m: int = 32, ef_search: int = 128):
+        if model.config.head != "cosine":  # an inner-product index ranks by cosine, not by other heads
+            raise ModelError(f"search needs a model with the cosine head; this one has {model.config.head!r}")
         self.model = model
         self.kind = kind
         self.hnsw_m = hnsw_m
         self.ef_search = ef_search
         self.ids: list[str] = []
         self.texts: list[str] = []
-        self.index = faiss_index(kind, model.config.dim, hnsw_m=hnsw_m, ef_search=ef_search)
+        self.index = faiss_index(kind, model.dim, hnsw_m=hnsw_m, ef_search=ef_search)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -102,7 +104,7 @@ class DuplicateIndex:
             with open(tmp / "texts.jsonl", "w", encoding="utf-8") as f:
                 for i, t in zip(self.ids, self.texts):
                     f.write(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n")
-            meta = {"format": FORMAT, "kind": self.kind, "size": len(self), "dim": self.model.config.dim,
+            meta = {"format": FORMAT, "kind": self.kind, "size": len(self), "dim": self.model.dim,
                     "hnsw_m": self.hnsw_m, "ef_search": self.ef_search, "model_fingerprint": self.model.fingerprint(),
                     "model_path": str(self.model.path) if self.model.path else None,
                     "threshold": self.model.threshold}

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
 from torch.nn import functional as F
+
+from .base import PairLoss
 
 
 def hinge_loss(anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 0.2) -> torch.Tensor:
@@ -21,12 +22,23 @@ def hinge_loss(anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Ten
     return torch.relu(margin - good + bad).mean()
 
 
-class HingeLoss(nn.Module):
-    """Module form of :func:`hinge_loss`."""
+class HingeLoss(PairLoss):
+    """Module form of :func:`hinge_loss`. In the training loop it scores with the model's head;
+    without explicit negatives, every other row of the batch is a wrong answer for a row."""
+
+    default_margin = 0.2
 
     def __init__(self, margin: float = 0.2):
-        super().__init__()
-        self.margin = margin
+        super().__init__(margin)
 
-    def forward(self, anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
-        return hinge_loss(anchor, positive, negative, self.margin)
+    def forward(self, anchor, positive, negative=None, labels=None, head=None) -> torch.Tensor:
+        if head is None and negative is not None:
+            return hinge_loss(anchor, positive, negative, self.margin)
+        head = self.head_or_cosine(head)
+        if negative is not None:
+            return torch.relu(self.margin - head(anchor, positive) + head(anchor, negative)).mean()
+        scores = head.matrix(anchor, positive)  # (n, n): row i against every candidate
+        n = scores.shape[0]
+        off_diagonal = ~torch.eye(n, dtype=torch.bool, device=scores.device)
+        terms = torch.relu(self.margin - scores.diagonal()[:, None] + scores)
+        return terms[off_diagonal].mean()
