@@ -236,7 +236,7 @@ def _fit(modules, runner, optimizers, batch_loss, train_data, val_data, config, 
         epoch_pairs = sum(len(b) for b in plan)
         train_seconds += epoch_seconds
         trained_pairs += epoch_pairs
-        record = {"epoch": epoch, "loss": total / max(len(plan), 1), "seconds": round(epoch_seconds, 3),
+        record = {"epoch": epoch, "loss": total / max(len(plan), 1), "pairs": epoch_pairs, "seconds": round(epoch_seconds, 3),
                   "pairs_per_second": round(epoch_pairs / epoch_seconds, 1)}
         if val_data is not None:
             record["val_loss"] = validation_loss(modules, val_data, config, batch_loss)
