@@ -202,6 +202,29 @@ def predict(
     _emit(result, as_json, [f"similarity {similarity:.4f} → {'duplicate' if result['duplicate'] else 'not duplicate'} (threshold {t:.4f})"])
 
 
+@app.command()
+@user_errors
+def summary(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
+    png: Annotated[Optional[Path], typer.Option("--png", help="Also draw the architecture into this PNG file.")] = None,
+    as_json: JsonOpt = False,
+):
+    """Layers, output shapes and parameter counts of a model (like Keras's model.summary())."""
+    from dataclasses import asdict
+
+    from .model import SiameseModel
+    from .summary import draw, summary_rows
+
+    model = SiameseModel.load(model_dir)
+    if png is not None:
+        draw(model, png)
+    rows = [asdict(r) for r in summary_rows(model)]
+    total = sum(p.numel() for m in (model.encoder, model.head) for p in m.parameters())
+    result = {"encoder": model.config.encoder, "head": model.config.head, "loss": model.config.loss,
+              "layers": rows, "total_params": total, "png": str(png) if png else None}
+    _emit(result, as_json, [model.summary()] + ([f"architecture drawn to {png}"] if png else []))
+
+
 index_app = typer.Typer(no_args_is_help=True, help="Build and extend duplicate-search indexes.")
 app.add_typer(index_app, name="index")
 TextColumnOpt = Annotated[Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")]

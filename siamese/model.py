@@ -186,6 +186,12 @@ class SiameseModel:
         t = self.threshold if threshold is None else threshold
         return self.similarity(texts_a, texts_b) > t
 
+    def summary(self) -> str:
+        """A Keras-like table of layers, output shapes and parameter counts."""
+        from .summary import summary
+
+        return summary(self)
+
     def fingerprint(self) -> str:
         """SHA-256 of the weights, vocabulary and architecture: what an index records to know its model."""
         h = hashlib.sha256()

@@ -197,3 +197,34 @@ def old_fingerprint(model) -> str:
         h.update(name.encode())
         h.update(tensor.detach().contiguous().numpy().tobytes())
     return h.hexdigest()
+
+
+def test_summary_table_and_png(trained, tmp_path):
+    text = trained.model.summary()
+    lines = text.splitlines()
+    assert 'encoder "lstm"' in lines[0] and "Output Shape" in lines[2]
+    # Keras counts: Embedding vocab x 128; LSTM 4 x 128 x (128 + 128 + 2) (PyTorch keeps two bias vectors)
+    vocab = trained.model.vectorizer.vocab_size
+    assert any(l.startswith("encoder.embedding (Embedding)") and l.rstrip().endswith(f"{vocab * 128:,}") for l in lines)
+    assert any(l.startswith("encoder.lstm (LSTM)") and "(None, None, 128)" in l and l.endswith(f"{4 * 128 * 258:,}") for l in lines)
+    assert any(l.startswith("encoding (mean, L2)") and "(None, 128)" in l for l in lines)
+    assert f"Total params: {vocab * 128 + 4 * 128 * 258:,}" in text
+
+    png = tmp_path / "arch.png"
+    r = subprocess.run([str(SCRIPT), "summary", str(trained.path), "--png", str(png), "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["total_params"] == vocab * 128 + 4 * 128 * 258
+    assert [row["kind"] for row in result["layers"]] == ["Embedding", "LSTM", "Pooling", "CosineHead"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_summary_of_classifier_head_counts_its_dense_layer():
+    model = SiameseModel.build(["how do I learn english", "what is the best way"],
+                               ModelConfig(encoder="cnn", head="symmetric", loss="bce", dim=16,
+                                           encoder_options={"filters": 8, "kernel_sizes": [2, 3]}))
+    text = model.summary()
+    assert "encoder.convs.0 (Conv1d)" in text and "(None, 8, None)" in text
+    assert "head: [|a - b|, a*b] -> Dense(1, sigmoid)" in text and "(None,)" in text
+    head_line = next(l for l in text.splitlines() if l.startswith("head:"))
+    assert head_line.endswith(f"{2 * 16 + 1:,}")  # Dense over [|a-b|, a*b] of two 16-wide encodings
