@@ -41,6 +41,25 @@ def _read(path: Path, format: str, text1, text2, label):
     return read_pairs(path, format, text1=text1, text2=text2, label=label)
 
 
+def _answer_triplets(data: list[Path], val_data: Path | None, val_fraction: float, negatives: int, seed: int):
+    """Training and validation triplets from answer-selection sets, and the validation questions."""
+    import numpy as np
+
+    from .answers import make_triplets, read_answers
+
+    questions = [q for path in data for q in read_answers(path)]
+    if val_data is not None:
+        val_questions = read_answers(val_data)
+    else:
+        order = np.random.default_rng(seed).permutation(len(questions))
+        cut = max(1, round(val_fraction * len(questions)))
+        val_questions = [questions[i] for i in order[:cut]]
+        questions = [questions[i] for i in order[cut:]]
+    source = "+".join(str(p) for p in data)
+    return (make_triplets(questions, negatives=negatives, seed=seed, source=source),
+            make_triplets(val_questions, negatives=negatives, seed=seed, source=str(val_data or source)), val_questions)
+
+
 def _encoder_options(pairs: list[str] | None, **named) -> dict:
     """``-o KEY=VALUE`` options (values parsed as JSON, else kept as text) plus the named ones that are set."""
     options = {k: v for k, v in named.items() if v is not None}
@@ -70,7 +89,9 @@ def train(
     weight: Annotated[Optional[list[float]], typer.Option("--weight", min=0.0, help="Sampling weight per --data file, in the same order (default 1 each): 2 draws a set twice per epoch, 0.5 half of it.")] = None,
     encoder: Annotated[str, typer.Option(help="lstm, bilstm, bilstm-max, cnn or transformer.")] = "lstm",
     head: Annotated[str, typer.Option(help="cosine, manhattan, l1, concat or symmetric.")] = "cosine",
-    loss: Annotated[str, typer.Option(help="triplet, hinge, mnr (duplicates only), contrastive or bce (labelled pairs).")] = "triplet",
+    loss: Annotated[Optional[str], typer.Option(help="triplet (default), hinge (default with --answers), mnr, contrastive or bce (labelled pairs).")] = None,
+    answers: Annotated[bool, typer.Option("--answers", help="--data/--val-data are answer-selection sets (TrecQA CSV qtext,label,atext or a WikiQA folder): train on (question, right, wrong) triplets, report MAP/MRR.")] = False,
+    negatives: Annotated[int, typer.Option(min=1, help="With --answers: wrong answers drawn per right answer.")] = 5,
     pooling: Annotated[Optional[str], typer.Option(help="Encoder pooling: mean, max, last, attention (recurrent), cls, pooler (transformer).")] = None,
     glove: Annotated[Optional[Path], typer.Option(help="GloVe vectors (glove.*.txt or .json) to start the word embedding from.")] = None,
     transformer: Annotated[Optional[Path], typer.Option(help="Local Hugging Face model folder for --encoder transformer (default: all-MiniLM-L6-v2).")] = None,
@@ -104,19 +125,23 @@ def train(
     from .training import TrainConfig
     from .training import train as run_training
 
-    parts = [_read(p, format, text1, text2, label) for p in data]
-    if weight:
-        if len(weight) != len(parts):
-            raise ConfigError(f"--weight given {len(weight)} times for {len(parts)} --data files; give one per file")
-        parts = [part.with_weight(w) for part, w in zip(parts, weight)]
-    pairs = Pairs.concat(parts)
+    loss = loss or ("hinge" if answers else "triplet")
     test = None
-    if test_fraction > 0:
-        test, pairs = split_pairs(pairs, [test_fraction], seed=seed)
-    if val_data is not None:
-        val = _read(val_data, format, text1, text2, label)
+    if answers:
+        pairs, val, val_questions = _answer_triplets(data, val_data, val_fraction, negatives, seed)
     else:
-        val, pairs = split_pairs(pairs, [val_fraction], seed=seed)
+        parts = [_read(p, format, text1, text2, label) for p in data]
+        if weight:
+            if len(weight) != len(parts):
+                raise ConfigError(f"--weight given {len(weight)} times for {len(parts)} --data files; give one per file")
+            parts = [part.with_weight(w) for part, w in zip(parts, weight)]
+        pairs = Pairs.concat(parts)
+        if test_fraction > 0:
+            test, pairs = split_pairs(pairs, [test_fraction], seed=seed)
+        if val_data is not None:
+            val = _read(val_data, format, text1, text2, label)
+        else:
+            val, pairs = split_pairs(pairs, [val_fraction], seed=seed)
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, seed=seed,
                          precision=precision, threshold_metric=threshold_metric, workers=workers)
     options = _encoder_options(option, pooling=pooling, path=str(transformer) if transformer else None,
@@ -141,6 +166,12 @@ def train(
         "recipe": {"encoder": encoder, "head": head, "loss": loss},
     }
     lines = []
+    if answers:
+        from .answers import ranking_report
+
+        result["validation_ranking"] = ranking_report(model.similarity, val_questions)
+        r = result["validation_ranking"]
+        lines.append(f"validation ranking ({r['questions']} questions): MAP {r['map']:.4f}, MRR {r['mrr']:.4f}")
     if "glove" in model.info:
         result["glove"] = model.info["glove"]
         lines.append(f"GloVe covers {result['glove']['covered']} of {result['glove']['total']} words ({100 * result['glove']['fraction']:.1f}%)")
@@ -223,6 +254,45 @@ def summary(
     result = {"encoder": model.config.encoder, "head": model.config.head, "loss": model.config.loss,
               "layers": rows, "total_params": total, "png": str(png) if png else None}
     _emit(result, as_json, [model.summary()] + ([f"architecture drawn to {png}"] if png else []))
+
+
+@app.command()
+@user_errors
+def rank(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
+    question: Annotated[str, typer.Argument(help="The question.")],
+    candidates: Annotated[Path, typer.Option("--candidates", help="Candidate answers: a .txt file (one per line) or a CSV/TSV column.")],
+    column: Annotated[Optional[str], typer.Option("--column", help="CSV/TSV column holding the answers (default: the first).")] = None,
+    k: Annotated[Optional[int], typer.Option("-k", min=1, help="Show only the best k (default: all).")] = None,
+    as_json: JsonOpt = False,
+):
+    """Rank candidate answers for a question, best first."""
+    from .answers import rank as run_rank
+    from .data import read_texts
+    from .model import SiameseModel
+
+    model = SiameseModel.load(model_dir)
+    texts = read_texts(candidates, column)
+    ranked = run_rank(model, question, texts)[:k]
+    hits = [{"rank": r + 1, "score": score, "candidate": i + 1, "answer": texts[i]} for r, (i, score) in enumerate(ranked)]
+    _emit({"question": question, "ranked": hits}, as_json,
+          [f"{h['rank']:>3}. {h['score']:.4f}  {h['answer']}" for h in hits])
+
+
+@app.command("evaluate-answers")
+@user_errors
+def evaluate_answers(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
+    data: Annotated[Path, typer.Option("--data", help="Answer-selection set: TrecQA CSV (qtext,label,atext) or a WikiQA folder.")],
+    as_json: JsonOpt = False,
+):
+    """MAP and MRR of ranking each question's candidate answers."""
+    from .answers import ranking_report, read_answers
+    from .model import SiameseModel
+
+    report = ranking_report(SiameseModel.load(model_dir).similarity, read_answers(data))
+    _emit(report, as_json, [f"MAP {report['map']:.4f}, MRR {report['mrr']:.4f} over {report['questions']} questions "
+                            f"({report['candidates']} candidates)"])
 
 
 index_app = typer.Typer(no_args_is_help=True, help="Build and extend duplicate-search indexes.")
