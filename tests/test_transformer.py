@@ -82,3 +82,24 @@ def test_transformer_default_lr_is_the_recipes(data_dir):
     from siamese.encoders import default_lr
 
     assert default_lr("transformer") == 2e-6 and default_lr("lstm") == 0.01
+
+
+def test_cli_trains_a_frozen_bert_with_a_concat_classifier(data_dir, tmp_path):
+    """The BERT recipe from the CLI: [CLS] pooling, [a, b] -> Dense(1, sigmoid), BCE; every layer
+    frozen, so only the classifier learns (and the encoder's weights are the pretrained ones)."""
+    rows = (data_dir / "mqp/mqp.csv").read_text(encoding="utf-8").splitlines()[:25]  # header + 24 real pairs
+    (tmp_path / "mqp24.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    out = tmp_path / "bert"
+    r = subprocess.run([str(SCRIPT), "train", "--data", str(tmp_path / "mqp24.csv"), "--encoder", "transformer",
+                        "--transformer", str(default_model_path()), "--pooling", "cls", "--head", "concat", "--loss", "bce",
+                        "--frozen-layers", "6", "--lr", "1e-3", "--epochs", "1", "--batch-size", "8", "--val-fraction", "0.25",
+                        "--workers", "1", "--out", str(out), "--json", "-q"],
+                       capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["recipe"] == {"encoder": "transformer", "head": "concat", "loss": "bce"}
+    model = SiameseModel.load(out)
+    assert model.config.encoder_options["pooling"] == "cls" and model.config.encoder_options["frozen_layers"] == 6
+    pretrained = SiameseModel.build([], ModelConfig(encoder="transformer")).encoder.model.state_dict()
+    assert all(torch.equal(v, pretrained[k]) for k, v in model.encoder.model.state_dict().items())
+    scores = model.similarity(*SEED_PAIRS)
+    assert ((scores > 0) & (scores < 1)).all()
