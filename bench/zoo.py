@@ -31,7 +31,6 @@ from siamese.evaluation import benchmark, choose_threshold
 
 HERE = Path(__file__).resolve().parent
 DOCS = HERE.parent / "docs" / "benchmarks.md"
-START, END = "<!-- zoo:start -->", "<!-- zoo:end -->"
 GLOVE = "glove/glove-50d-5k.json"
 ZOO_BENCHMARKS: dict[str, str | None] = {**datasets.BENCHMARKS, "semeval-dev": None, "mqp": None}
 # Fine-tuning a transformer on 2 CPU cores runs at tens of pairs/s: it sees a sample of the data.
@@ -144,13 +143,16 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def write_docs(markdown: str, command: str) -> None:
+def write_docs(markdown: str, command: str, section: str = "zoo", title: str = "The model zoo") -> None:
+    """Put the command and the table between ``<!-- section:start -->`` and ``<!-- section:end -->``
+    of docs/benchmarks.md (a new section at the end the first time)."""
+    start, end = f"<!-- {section}:start -->", f"<!-- {section}:end -->"
     text = DOCS.read_text()
-    block = f"{START}\n```bash\n{command}\n```\n\n{markdown}\n{END}"
-    if START in text and END in text:
-        text = text[: text.index(START)] + block + text[text.index(END) + len(END):]
+    block = f"{start}\n```bash\n{command}\n```\n\n{markdown}\n{end}"
+    if start in text and end in text:
+        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
     else:
-        text += f"\n## The model zoo\n\n{block}\n"
+        text += f"\n## {title}\n\n{block}\n"
     DOCS.write_text(text)
 
 

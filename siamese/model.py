@@ -7,6 +7,7 @@ and ``model.safetensors``. :meth:`SiameseModel.load` needs nothing else and neve
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -21,8 +22,8 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .atomic import atomic_dir
-from .encoders import LSTMEncoder, build_encoder, encoder_class
-from .errors import ModelError
+from .encoders import ENCODERS, LSTMEncoder, build_encoder, encoder_class
+from .errors import ConfigError, ModelError
 from .heads import HEADS, build_head
 from .losses import check_head_and_loss
 from .glove import embedding_matrix, load_glove
@@ -73,6 +74,9 @@ class ModelConfig:
         if self.head not in HEADS:
             raise ModelError(f"unknown head {self.head!r}; choose one of: {', '.join(HEADS)}")
         check_head_and_loss(self.head, self.loss)
+        if self.glove and "embeddings" not in inspect.signature(encoder_class(self.encoder)).parameters:
+            takes = [name for name, cls in ENCODERS.items() if "embeddings" in inspect.signature(cls).parameters]
+            raise ConfigError(f"encoder {self.encoder!r} does not start from GloVe vectors; these do: {', '.join(takes)}")
 
 
 # Fields added after the first model format: left out of the fingerprint while at their defaults,
@@ -118,9 +122,11 @@ class SiameseModel:
                 options["embedding_dim"] = options["embeddings"].shape[1]
             encoder = build_encoder(config.encoder, vectorizer.vocab_size, **options)
         # Whatever config.json must keep to rebuild this encoder (e.g. a transformer's own config).
-        config.encoder_options.update(getattr(encoder, "saved_options", dict)())
-        if "embedding_dim" in options and "embedding_dim" not in config.encoder_options:
-            config.encoder_options["embedding_dim"] = options["embedding_dim"]
+        # (a new dict: the caller's options are not changed behind its back)
+        saved = {**config.encoder_options, **getattr(encoder, "saved_options", dict)()}
+        if "embedding_dim" in options:  # the width built (GloVe's, when it sets the embedding)
+            saved["embedding_dim"] = options["embedding_dim"]
+        config.encoder_options = saved
         return cls(vectorizer, encoder, config, info)
 
     @property

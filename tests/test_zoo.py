@@ -105,6 +105,11 @@ def test_refuses_head_loss_pairs_that_cannot_train(head, loss):
         SiameseModel.build(["a text"], ModelConfig(head=head, loss=loss))
 
 
+def test_glove_only_for_encoders_with_a_word_embedding_to_start():
+    with pytest.raises(ConfigError, match="encoder 'lstm' does not start from GloVe vectors; these do: bilstm, bilstm-max, cnn"):
+        SiameseModel.build(["a text"], ModelConfig(glove="glove.txt"))
+
+
 def test_every_sensible_pair_is_accepted():
     accepted = {(h, l) for h in HEADS for l in LOSSES if not _refused(h, l)}
     assert ("cosine", "triplet") in accepted and ("l1", "bce") in accepted and ("manhattan", "bce") in accepted
