@@ -91,10 +91,12 @@ def weighted_rows(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 class PairTensors:
     """Token ids of every side of a set of pairs (or triplets), padded per batch on demand."""
 
-    def __init__(self, model: SiameseModel, pairs: Pairs):
+    def __init__(self, model: SiameseModel, pairs: Pairs, graded: bool = False):
         self.sides = [model.vectorizer.encode(texts) for texts in text_sides(pairs)]
         self.lengths = np.max([[len(s) for s in side] for side in self.sides], axis=0)
-        self.labels = torch.as_tensor(np.asarray(pairs.labels, dtype=np.int64)) if pairs.labels is not None else None
+        # the graded scores (STS-B, SICK) for losses that rank by them, else the 0/1 labels
+        targets = pairs.scores if graded and getattr(pairs, "scores", None) is not None else pairs.labels
+        self.labels = torch.as_tensor(np.asarray(targets, dtype=np.float32)) if targets is not None else None
         self.weights = pairs.weights
 
     def __len__(self) -> int:
@@ -157,9 +159,10 @@ def train(
         raise DataError(f"{train_pairs.source}: need at least 2 {what} to train with loss {model_config.loss!r}, found {len(data)}")
     model = SiameseModel.build([t for side in text_sides(data) for t in side], model_config)
     encoder, head = model.encoder, model.head
-    train_data = PairTensors(model, data)
+    graded = getattr(loss_fn, "uses_scores", False)
+    train_data = PairTensors(model, data, graded)
     val_set = training_data(val_pairs, loss_fn) if val_pairs is not None and len(val_pairs) else None
-    val_data = PairTensors(model, val_set) if val_set is not None and len(val_set) >= 2 else None
+    val_data = PairTensors(model, val_set, graded) if val_set is not None and len(val_set) >= 2 else None
 
     lr = config.lr if config.lr is not None else default_lr(model_config.encoder)
     trainable = [p for p in [*encoder.parameters(), *head.parameters()] if p.requires_grad]
