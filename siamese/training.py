@@ -42,6 +42,7 @@ class TrainConfig:
     precision: str = "bf16"  # "bf16": LSTM matmuls in bfloat16 (fp32 weights); "fp32"
     threshold_metric: str = "accuracy"  # what the validation threshold maximises: accuracy | f1
     workers: int | None = None  # threads encoding length groups of a batch in parallel; None = one per core
+    warmup_steps: int = 0  # raise the learning rate linearly over the first steps (fine-tuning a pretrained encoder)
 
 
 @functools.cache
@@ -218,6 +219,9 @@ def _fit(modules, runner, optimizers, batch_loss, train_data, val_data, config, 
     history: list[dict] = []
     best = (float("inf"), None, -1)
     train_seconds, trained_pairs = 0.0, 0
+    # Linear warm-up: early steps of a pretrained encoder otherwise take full-size Adam steps on noisy moments.
+    schedulers = [torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / (config.warmup_steps + 1)))
+                  for opt in optimizers] if config.warmup_steps else []
     for epoch in range(1, config.epochs + 1):
         modules.train()
         rows = weighted_rows(train_data.weights, rng) if train_data.weights is not None else None
@@ -232,6 +236,8 @@ def _fit(modules, runner, optimizers, batch_loss, train_data, val_data, config, 
             runner.backward()  # the encoder's share of the gradient, group by group in parallel
             for opt in optimizers:
                 opt.step()
+            for scheduler in schedulers:
+                scheduler.step()
             value = loss.item()
             total += value
             bar.set_postfix(loss=f"{value:.3f}")

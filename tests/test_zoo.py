@@ -243,3 +243,17 @@ def test_summary_of_classifier_head_counts_its_dense_layer():
     assert "head: [|a - b|, a*b] -> Dense(1, sigmoid)" in text and "(None,)" in text
     head_line = next(l for l in text.splitlines() if l.startswith("head:"))
     assert head_line.endswith(f"{2 * 16 + 1:,}")  # Dense over [|a-b|, a*b] of two 16-wide encodings
+
+
+def test_warmup_steps_damp_the_first_updates(msrp):
+    """With a long linear warm-up the same few steps move the weights far less."""
+    train_pairs, _ = msrp
+    moved = {}
+    for warmup in (0, 10_000):
+        config = ModelConfig(encoder="cnn", dim=16, encoder_options={"filters": 16})
+        model = train(train_pairs.subset(range(300)), None, model_config=config,
+                      config=TrainConfig(epochs=1, batch_size=64, workers=1, warmup_steps=warmup), progress=False)
+        start = SiameseModel.build(train_pairs.subset(range(300)).positives().text1
+                                   + train_pairs.subset(range(300)).positives().text2, config)
+        moved[warmup] = (model.encoder.convs[0].weight - start.encoder.convs[0].weight).abs().mean().item()
+    assert moved[10_000] < 0.05 * moved[0]
