@@ -3,14 +3,14 @@
 __version__ = "0.1.0"
 
 from .data import FORMATS, Pairs, read_pairs, read_texts, split_pairs  # noqa: E402
-from .errors import DataError, ModelError, SiameseError  # noqa: E402
+from .errors import ConfigError, DataError, ModelError, SiameseError  # noqa: E402
 from .evaluation import choose_threshold, evaluate  # noqa: E402
-from .losses import triplet_loss  # noqa: E402
+from .losses import hinge_loss, triplet_loss  # noqa: E402
 from .model import ModelConfig, SiameseModel  # noqa: E402
 from .training import TrainConfig, train  # noqa: E402
 
 __all__ = [
-    "FORMATS", "DataError", "ModelConfig", "ModelError", "Pairs", "SiameseError", "SiameseModel",
+    "FORMATS", "ConfigError", "DataError", "ModelConfig", "ModelError", "Pairs", "SiameseError", "SiameseModel",
     "TrainConfig", "choose_threshold", "evaluate", "read_pairs", "read_texts", "split_pairs",
-    "train", "triplet_loss",
+    "train", "hinge_loss", "triplet_loss",
 ]

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .errors import SiameseError
+from .errors import ConfigError, SiameseError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Siamese neural networks for semantic similarity.")
 
@@ -41,6 +41,39 @@ def _read(path: Path, format: str, text1, text2, label):
     return read_pairs(path, format, text1=text1, text2=text2, label=label)
 
 
+def _answer_triplets(data: list[Path], val_data: Path | None, val_fraction: float, negatives: int, seed: int):
+    """Training and validation triplets from answer-selection sets, and the validation questions."""
+    import numpy as np
+
+    from .answers import make_triplets, read_answers
+
+    questions = [q for path in data for q in read_answers(path)]
+    if val_data is not None:
+        val_questions = read_answers(val_data)
+    else:
+        order = np.random.default_rng(seed).permutation(len(questions))
+        cut = max(1, round(val_fraction * len(questions)))
+        val_questions = [questions[i] for i in order[:cut]]
+        questions = [questions[i] for i in order[cut:]]
+    source = "+".join(str(p) for p in data)
+    return (make_triplets(questions, negatives=negatives, seed=seed, source=source),
+            make_triplets(val_questions, negatives=negatives, seed=seed, source=str(val_data or source)), val_questions)
+
+
+def _encoder_options(pairs: list[str] | None, **named) -> dict:
+    """``-o KEY=VALUE`` options (values parsed as JSON, else kept as text) plus the named ones that are set."""
+    options = {k: v for k, v in named.items() if v is not None}
+    for item in pairs or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--option {item!r}: expected KEY=VALUE")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
+
+
 def _emit(result: dict, as_json: bool, lines: list[str]) -> None:
     if as_json:
         typer.echo(json.dumps(result))
@@ -53,6 +86,17 @@ def _emit(result: dict, as_json: bool, lines: list[str]) -> None:
 def train(
     data: Annotated[list[Path], typer.Option("--data", help="Labelled pairs to train on (repeat for several files).")],
     out: Annotated[Path, typer.Option("--out", help="Model folder to write (only written if training succeeds).")],
+    weight: Annotated[Optional[list[float]], typer.Option("--weight", min=0.0, help="Sampling weight per --data file, in the same order (default 1 each): 2 draws a set twice per epoch, 0.5 half of it.")] = None,
+    encoder: Annotated[str, typer.Option(help="lstm, bilstm, bilstm-max, cnn or transformer.")] = "lstm",
+    head: Annotated[str, typer.Option(help="cosine, manhattan, l1, concat or symmetric.")] = "cosine",
+    loss: Annotated[Optional[str], typer.Option(help="triplet (default), hinge (default with --answers), mnr; contrastive, cosent or bce (labelled pairs).")] = None,
+    answers: Annotated[bool, typer.Option("--answers", help="--data/--val-data are answer-selection sets (TrecQA CSV qtext,label,atext or a WikiQA folder): train on (question, right, wrong) triplets, report MAP/MRR.")] = False,
+    negatives: Annotated[int, typer.Option(min=1, help="With --answers: wrong answers drawn per right answer.")] = 5,
+    pooling: Annotated[Optional[str], typer.Option(help="Encoder pooling: mean, max, last, attention (recurrent), cls, pooler (transformer).")] = None,
+    glove: Annotated[Optional[Path], typer.Option(help="GloVe vectors (glove.*.txt or .json) to start the word embedding from.")] = None,
+    transformer: Annotated[Optional[Path], typer.Option(help="Local Hugging Face model folder for --encoder transformer (default: all-MiniLM-L6-v2).")] = None,
+    frozen_layers: Annotated[int, typer.Option(min=0, help="Transformer: keep the embeddings and the first N layers fixed.")] = 0,
+    option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Other encoder keyword as KEY=VALUE (JSON value), e.g. -o hidden=128 -o kernel_sizes=[2,3].")] = None,
     val_data: Annotated[Optional[Path], typer.Option("--val-data", help="Validation pairs (both labels). Default: a split of --data.")] = None,
     val_fraction: Annotated[float, typer.Option(min=0.0, max=0.9, help="Share of --data held out for validation when --val-data is not given.")] = 0.1,
     test_fraction: Annotated[float, typer.Option(min=0.0, max=0.9, help="Share of --data held out as a test split (both labels), evaluated after training.")] = 0.0,
@@ -62,9 +106,10 @@ def train(
     label: LabelOpt = None,
     epochs: Annotated[int, typer.Option(min=1)] = 5,
     batch_size: Annotated[int, typer.Option(min=2)] = 256,
-    lr: Annotated[float, typer.Option(min=0.0)] = 0.01,
-    dim: Annotated[int, typer.Option(min=1, help="Embedding and LSTM width.")] = 128,
-    margin: float = 0.25,
+    lr: Annotated[Optional[float], typer.Option(min=0.0, help="Adam learning rate (default: 0.01 lstm, 1e-3 other word encoders, 2e-6 transformer).")] = None,
+    dim: Annotated[Optional[int], typer.Option(min=1, help="LSTM width; embedding width of the other word encoders.")] = None,
+    warmup_steps: Annotated[int, typer.Option(min=0, help="Raise the learning rate linearly over the first N steps (for fine-tuning a transformer).")] = 0,
+    margin: Annotated[Optional[float], typer.Option(help="Loss margin (default: 0.25 triplet, 0.2 hinge, 0.5 contrastive).")] = None,
     seed: int = 0,
     max_vocab: Annotated[int, typer.Option(help="Vocabulary size cap (0 = no cap).")] = 50_000,
     lowercase: Annotated[bool, typer.Option("--lowercase/--keep-case")] = True,
@@ -75,23 +120,35 @@ def train(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     as_json: JsonOpt = False,
 ):
-    """Train the Siamese LSTM with the hard-negative triplet loss on duplicate pairs."""
+    """Train a Siamese model: by default the LSTM with the hard-negative triplet loss on duplicate pairs."""
     from .data import Pairs, split_pairs
     from .model import ModelConfig
     from .training import TrainConfig
     from .training import train as run_training
 
-    pairs = Pairs.concat([_read(p, format, text1, text2, label) for p in data])
+    loss = loss or ("hinge" if answers else "triplet")
     test = None
-    if test_fraction > 0:
-        test, pairs = split_pairs(pairs, [test_fraction], seed=seed)
-    if val_data is not None:
-        val = _read(val_data, format, text1, text2, label)
+    if answers:
+        pairs, val, val_questions = _answer_triplets(data, val_data, val_fraction, negatives, seed)
     else:
-        val, pairs = split_pairs(pairs, [val_fraction], seed=seed)
-    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, seed=seed,
+        parts = [_read(p, format, text1, text2, label) for p in data]
+        if weight:
+            if len(weight) != len(parts):
+                raise ConfigError(f"--weight given {len(weight)} times for {len(parts)} --data files; give one per file")
+            parts = [part.with_weight(w) for part, w in zip(parts, weight)]
+        pairs = Pairs.concat(parts)
+        if test_fraction > 0:
+            test, pairs = split_pairs(pairs, [test_fraction], seed=seed)
+        if val_data is not None:
+            val = _read(val_data, format, text1, text2, label)
+        else:
+            val, pairs = split_pairs(pairs, [val_fraction], seed=seed)
+    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, seed=seed, warmup_steps=warmup_steps,
                          precision=precision, threshold_metric=threshold_metric, workers=workers)
-    model_config = ModelConfig(dim=dim, seed=seed, lowercase=lowercase, max_vocab=max_vocab or None)
+    options = _encoder_options(option, pooling=pooling, path=str(transformer) if transformer else None,
+                               frozen_layers=frozen_layers or None)
+    model_config = ModelConfig(encoder=encoder, head=head, loss=loss, dim=dim, encoder_options=options,
+                               glove=str(glove) if glove else None, seed=seed, lowercase=lowercase, max_vocab=max_vocab or None)
     model = run_training(pairs, val, model_config=model_config, config=config, checkpoint=checkpoint, progress=not quiet)
     model.save(out)
     info = model.info["training"]
@@ -107,8 +164,18 @@ def train(
         "threshold": info["threshold"],
         "pairs_per_second": info["pairs_per_second"],
         "seconds": info["seconds"],
+        "recipe": {"encoder": encoder, "head": head, "loss": loss},
     }
     lines = []
+    if answers:
+        from .answers import ranking_report
+
+        result["validation_ranking"] = ranking_report(model.similarity, val_questions)
+        r = result["validation_ranking"]
+        lines.append(f"validation ranking ({r['questions']} questions): MAP {r['map']:.4f}, MRR {r['mrr']:.4f}")
+    if "glove" in model.info:
+        result["glove"] = model.info["glove"]
+        lines.append(f"GloVe covers {result['glove']['covered']} of {result['glove']['total']} words ({100 * result['glove']['fraction']:.1f}%)")
     if test is not None:
         from .evaluation import evaluate as run_evaluation
 
@@ -116,7 +183,7 @@ def train(
         t = result["test"]
         lines.append(f"held-out test split ({t['n']} pairs): accuracy {t['accuracy']:.4f}, F1 {t['f1']:.4f}, ROC-AUC {t['roc_auc']:.4f}")
     _emit(result, as_json, [
-        f"trained on {result['train_pairs']} duplicate pairs for {result['epochs']} epochs in {result['seconds']:.1f}s "
+        f"trained on {result['train_pairs']} pairs for {result['epochs']} epochs in {result['seconds']:.1f}s "
         f"({result['pairs_per_second']:.0f} pairs/s); best epoch {result['best_epoch']}",
         f"threshold {result['threshold']:.4f} (chosen on {result['val_pairs']} validation pairs)",
         f"saved to {out}",
@@ -165,6 +232,68 @@ def predict(
     similarity = float(model.similarity([text1], [text2])[0])
     result = {"similarity": similarity, "duplicate": similarity > t, "threshold": t}
     _emit(result, as_json, [f"similarity {similarity:.4f} → {'duplicate' if result['duplicate'] else 'not duplicate'} (threshold {t:.4f})"])
+
+
+@app.command()
+@user_errors
+def summary(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
+    png: Annotated[Optional[Path], typer.Option("--png", help="Also draw the architecture into this PNG file.")] = None,
+    as_json: JsonOpt = False,
+):
+    """Layers, output shapes and parameter counts of a model (like Keras's model.summary())."""
+    from dataclasses import asdict
+
+    from .model import SiameseModel
+    from .summary import draw, summary_rows
+
+    model = SiameseModel.load(model_dir)
+    if png is not None:
+        draw(model, png)
+    rows = [asdict(r) for r in summary_rows(model)]
+    total = sum(p.numel() for m in (model.encoder, model.head) for p in m.parameters())
+    result = {"encoder": model.config.encoder, "head": model.config.head, "loss": model.config.loss,
+              "layers": rows, "total_params": total, "png": str(png) if png else None}
+    _emit(result, as_json, [model.summary()] + ([f"architecture drawn to {png}"] if png else []))
+
+
+@app.command()
+@user_errors
+def rank(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
+    question: Annotated[str, typer.Argument(help="The question.")],
+    candidates: Annotated[Path, typer.Option("--candidates", help="Candidate answers: a .txt file (one per line) or a CSV/TSV column.")],
+    column: Annotated[Optional[str], typer.Option("--column", help="CSV/TSV column holding the answers (default: the first).")] = None,
+    k: Annotated[Optional[int], typer.Option("-k", min=1, help="Show only the best k (default: all).")] = None,
+    as_json: JsonOpt = False,
+):
+    """Rank candidate answers for a question, best first."""
+    from .answers import rank as run_rank
+    from .data import read_texts
+    from .model import SiameseModel
+
+    model = SiameseModel.load(model_dir)
+    texts = read_texts(candidates, column)
+    ranked = run_rank(model, question, texts)[:k]
+    hits = [{"rank": r + 1, "score": score, "candidate": i + 1, "answer": texts[i]} for r, (i, score) in enumerate(ranked)]
+    _emit({"question": question, "ranked": hits}, as_json,
+          [f"{h['rank']:>3}. {h['score']:.4f}  {h['answer']}" for h in hits])
+
+
+@app.command("evaluate-answers")
+@user_errors
+def evaluate_answers(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
+    data: Annotated[Path, typer.Option("--data", help="Answer-selection set: TrecQA CSV (qtext,label,atext) or a WikiQA folder.")],
+    as_json: JsonOpt = False,
+):
+    """MAP and MRR of ranking each question's candidate answers."""
+    from .answers import ranking_report, read_answers
+    from .model import SiameseModel
+
+    report = ranking_report(SiameseModel.load(model_dir).similarity, read_answers(data))
+    _emit(report, as_json, [f"MAP {report['map']:.4f}, MRR {report['mrr']:.4f} over {report['questions']} questions "
+                            f"({report['candidates']} candidates)"])
 
 
 index_app = typer.Typer(no_args_is_help=True, help="Build and extend duplicate-search indexes.")

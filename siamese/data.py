@@ -10,7 +10,7 @@ import csv
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -76,9 +76,16 @@ class Pairs:
     scores: np.ndarray | None = None  # float32 graded similarity (STS-B, SICK)
     source: str = ""
     line_numbers: np.ndarray | None = field(default=None, repr=False)
+    weights: np.ndarray | None = field(default=None, repr=False)  # per-pair sampling weight in training (None: 1)
 
     def __len__(self) -> int:
         return len(self.text1)
+
+    def with_weight(self, weight: float) -> Pairs:
+        """The same pairs, each drawn ``weight`` times per epoch on average when training."""
+        if weight < 0:
+            raise ValueError(f"{self.source}: a data set weight must be >= 0, got {weight}")
+        return replace(self, weights=np.full(len(self), weight, dtype=np.float32))
 
     def subset(self, index: Sequence[int] | np.ndarray) -> Pairs:
         index = np.asarray(index, dtype=np.int64)
@@ -89,6 +96,7 @@ class Pairs:
             scores=None if self.scores is None else self.scores[index],
             source=self.source,
             line_numbers=None if self.line_numbers is None else self.line_numbers[index],
+            weights=None if self.weights is None else self.weights[index],
         )
 
     def positives(self) -> Pairs:
@@ -98,15 +106,18 @@ class Pairs:
     def concat(parts: Sequence[Pairs]) -> Pairs:
         if len(parts) == 1:
             return parts[0]
-        scores = None
+        scores = weights = None
         if all(p.scores is not None for p in parts):
             scores = np.concatenate([p.scores for p in parts])
+        if any(p.weights is not None for p in parts):
+            weights = np.concatenate([np.ones(len(p), np.float32) if p.weights is None else p.weights for p in parts])
         return Pairs(
             text1=[t for p in parts for t in p.text1],
             text2=[t for p in parts for t in p.text2],
             labels=np.concatenate([p.labels for p in parts]),
             scores=scores,
             source="+".join(p.source for p in parts),
+            weights=weights,
         )
 
 

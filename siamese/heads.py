@@ -1,8 +1,17 @@
-"""Heads turn two encodings into one similarity score per pair: ``score(a, b) -> (n,)``."""
+"""Heads turn two encodings into one score per pair: ``head(a, b) -> (n,)``.
+
+Two families:
+
+* **similarity heads** (``cosine``, ``manhattan``) have no weights and can score every pair of a
+  batch at once with :meth:`matrix`, which the in-batch losses (triplet, hinge, MNR) need;
+* **classifier heads** (``l1``, ``concat``, ``symmetric``) end in Dense(1, sigmoid) and give the
+  probability that the pair is a duplicate; they are trained with binary cross-entropy.
+"""
 
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -10,4 +19,95 @@ def cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a * b).sum(-1)
 
 
-HEADS = {"cosine": cosine}
+class CosineHead(nn.Module):
+    """cos(a, b) in [-1, 1] (the foundation model's head)."""
+
+    classifier = False
+    unit_vectors = True  # encoders L2-normalise for this head, so the dot product is the cosine
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return cosine(a, b)
+
+    def matrix(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a @ b.T
+
+
+class ManhattanHead(nn.Module):
+    """exp(−‖a − b‖₁) in (0, 1] (MaLSTM, Mueller & Thyagarajan 2016), on unnormalised encodings."""
+
+    classifier = False
+    unit_vectors = False
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.exp(-(a - b).abs().sum(-1))
+
+    def matrix(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.exp(-torch.cdist(a, b, p=1))
+
+
+class ClassifierHead(nn.Module):
+    """Dense(1, sigmoid) over features of the pair; subclasses say which features."""
+
+    classifier = True
+    unit_vectors = False
+
+    def __init__(self, dim: int, width_factor: int = 1):
+        super().__init__()
+        self.dense = nn.Linear(width_factor * dim, 1)
+
+    def features(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def logits(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return self.dense(self.features(a, b)).squeeze(-1)
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.logits(a, b))
+
+
+class L1Head(ClassifierHead):
+    """``1 − |a − b|`` → Dense(1, sigmoid) (the Keras "Siamese recipes" head)."""
+
+    def __init__(self, dim: int):
+        super().__init__(dim)
+
+    def features(self, a, b):
+        return 1 - (a - b).abs()
+
+
+class ConcatHead(ClassifierHead):
+    """``[a, b]`` → Dense(1, sigmoid) (the BERT recipe). Not symmetric in a and b."""
+
+    def __init__(self, dim: int):
+        super().__init__(dim, 2)
+
+    def features(self, a, b):
+        return torch.cat([a, b], -1)
+
+
+class SymmetricHead(ClassifierHead):
+    """``[|a − b|, a ⊙ b]`` → Dense(1, sigmoid): the concatenation made order-free."""
+
+    def __init__(self, dim: int):
+        super().__init__(dim, 2)
+
+    def features(self, a, b):
+        return torch.cat([(a - b).abs(), a * b], -1)
+
+
+HEADS: dict[str, type[nn.Module]] = {
+    "cosine": CosineHead,
+    "manhattan": ManhattanHead,
+    "l1": L1Head,
+    "concat": ConcatHead,
+    "symmetric": SymmetricHead,
+}
+
+
+def build_head(name: str, dim: int) -> nn.Module:
+    from .errors import ModelError
+
+    if name not in HEADS:
+        raise ModelError(f"unknown head {name!r}; choose one of: {', '.join(HEADS)}")
+    cls = HEADS[name]
+    return cls(dim) if issubclass(cls, ClassifierHead) else cls()

@@ -7,10 +7,11 @@ and ``model.safetensors``. :meth:`SiameseModel.load` needs nothing else and neve
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -21,23 +22,35 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .atomic import atomic_dir
-from .encoders import build_encoder
-from .errors import ModelError
-from .heads import HEADS
+from .encoders import ENCODERS, LSTMEncoder, build_encoder, encoder_class
+from .errors import ConfigError, ModelError
+from .heads import HEADS, build_head
+from .losses import check_head_and_loss
+from .glove import embedding_matrix, load_glove
 from .manifest import read_manifest
 from .parallel import ParallelEncoder, single_threaded_ops
-from .text import Vectorizer, pad
+from .text import PretrainedVectorizer, Vectorizer, pad
 
 FORMAT = "siamese-model/1"
+HEAD_PREFIX = "head."
 
 
 @dataclass
 class ModelConfig:
-    """Architecture and text hyper-parameters; saved as ``config.json``."""
+    """Architecture and text hyper-parameters; saved as ``config.json``.
+
+    ``encoder``, ``head`` and ``loss`` are chosen by name (see :mod:`siamese.encoders`,
+    :mod:`siamese.heads`, :mod:`siamese.losses`); ``encoder_options`` holds the encoder's own
+    keywords (``{"hidden": 256, "pooling": "attention"}``). The defaults are the foundation
+    model, so folders saved before these fields existed load unchanged.
+    """
 
     encoder: str = "lstm"
-    dim: int = 128  # embedding width = LSTM units, as in the seed
+    dim: int | None = None  # LSTM width; embedding width of the other word encoders (None: the encoder's default)
     head: str = "cosine"
+    loss: str = "triplet"
+    encoder_options: dict = field(default_factory=dict)
+    glove: str | None = None  # word vectors the embedding starts from (used when building only)
     threshold: float = 0.7  # replaced by the one chosen on validation data when training
     lowercase: bool = True
     max_vocab: int | None = 50_000
@@ -45,36 +58,81 @@ class ModelConfig:
     max_length: int | None = 128
     seed: int = 0
 
-    def encoder_options(self) -> dict:
-        return {"dim": self.dim}
+    def encoder_kwargs(self) -> dict:
+        """Keywords for :func:`build_encoder`: the options, the width, and whether the head wants unit vectors."""
+        options = dict(self.encoder_options)
+        cls = encoder_class(self.encoder)
+        if self.dim is not None and not getattr(cls, "own_tokenizer", False):
+            options.setdefault("dim" if cls is LSTMEncoder else "embedding_dim", self.dim)
+        if self.head in HEADS:
+            options["normalize"] = HEADS[self.head].unit_vectors
+        return options
+
+    def check(self) -> None:
+        """Refuse unknown names and head/loss pairs that cannot train, with a one-line message."""
+        encoder_class(self.encoder)
+        if self.head not in HEADS:
+            raise ModelError(f"unknown head {self.head!r}; choose one of: {', '.join(HEADS)}")
+        check_head_and_loss(self.head, self.loss)
+        if self.glove and "embeddings" not in inspect.signature(encoder_class(self.encoder)).parameters:
+            takes = [name for name, cls in ENCODERS.items() if "embeddings" in inspect.signature(cls).parameters]
+            raise ConfigError(f"encoder {self.encoder!r} does not start from GloVe vectors; these do: {', '.join(takes)}")
+
+
+# Fields added after the first model format: left out of the fingerprint while at their defaults,
+# so indexes built by older models still recognise them.
+_NEW_FIELDS = {"loss": "triplet", "encoder_options": {}, "glove": None}
 
 
 class SiameseModel:
     """A trained (or freshly built) Siamese text model."""
 
-    def __init__(self, vectorizer: Vectorizer, encoder: torch.nn.Module, config: ModelConfig, info: dict | None = None):
+    def __init__(self, vectorizer: Vectorizer, encoder: torch.nn.Module, config: ModelConfig, info: dict | None = None,
+                 head: torch.nn.Module | None = None):
         if config.head not in HEADS:
             raise ModelError(f"unknown head {config.head!r}; choose one of: {', '.join(HEADS)}")
         self.vectorizer = vectorizer
         self.encoder = encoder
+        self.head = head if head is not None else build_head(config.head, encoder.dim)
         self.config = config
         self.info = dict(info or {})  # training summary etc., saved beside the config
         self.path: Path | None = None  # the folder it was loaded from or saved to
 
     @classmethod
     def build(cls, texts: Iterable[str], config: ModelConfig | None = None) -> SiameseModel:
-        """Learn the vocabulary from ``texts`` and build an untrained encoder."""
+        """Learn the vocabulary from ``texts`` (or take the pretrained encoder's tokenizer) and
+        build an untrained encoder and head."""
         config = config or ModelConfig()
+        config.check()
         torch.manual_seed(config.seed)
-        vectorizer = Vectorizer.fit(
-            texts,
-            max_vocab=config.max_vocab,
-            min_frequency=config.min_frequency,
-            lowercase=config.lowercase,
-            max_length=config.max_length,
-        )
-        encoder = build_encoder(config.encoder, vectorizer.vocab_size, **config.encoder_options())
-        return cls(vectorizer, encoder, config)
+        options, info = config.encoder_kwargs(), {}
+        if getattr(encoder_class(config.encoder), "own_tokenizer", False):
+            encoder = build_encoder(config.encoder, None, **options)
+            vectorizer = PretrainedVectorizer.load(Path(encoder.path) / "tokenizer.json", max_length=config.max_length)
+        else:
+            vectorizer = Vectorizer.fit(
+                texts,
+                max_vocab=config.max_vocab,
+                min_frequency=config.min_frequency,
+                lowercase=config.lowercase,
+                max_length=config.max_length,
+            )
+            if config.glove:
+                options["embeddings"], info["glove"] = glove_embeddings(config.glove, vectorizer, config.seed)
+                options["embedding_dim"] = options["embeddings"].shape[1]
+            encoder = build_encoder(config.encoder, vectorizer.vocab_size, **options)
+        # Whatever config.json must keep to rebuild this encoder (e.g. a transformer's own config).
+        # (a new dict: the caller's options are not changed behind its back)
+        saved = {**config.encoder_options, **getattr(encoder, "saved_options", dict)()}
+        if "embedding_dim" in options:  # the width built (GloVe's, when it sets the embedding)
+            saved["embedding_dim"] = options["embedding_dim"]
+        config.encoder_options = saved
+        return cls(vectorizer, encoder, config, info)
+
+    @property
+    def dim(self) -> int:
+        """Width of the vectors :meth:`encode` returns."""
+        return self.encoder.dim
 
     @property
     def threshold(self) -> float:
@@ -83,12 +141,14 @@ class SiameseModel:
     # -- inference ---------------------------------------------------------------------------
 
     @torch.inference_mode()
-    def encode(self, texts: Sequence[str], *, batch_size: int = 512, progress: bool = False) -> np.ndarray:
-        """Unit vectors, one row per text (float32). Texts are length-sorted into batches."""
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False) -> np.ndarray:
+        """One row per text (float32): unit vectors for the cosine head, the encoder's raw
+        features for the others. Texts are length-sorted into batches."""
+        batch_size = batch_size or getattr(self.encoder, "encode_batch_size", 512)
         texts = [texts] if isinstance(texts, str) else list(texts)
         self.encoder.eval()
         runner = self._runner()
-        out = np.empty((len(texts), self.config.dim), dtype=np.float32)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
         chunk = 1 << 16  # tokenize in chunks so a million texts never sit as ids all at once
         bar = tqdm(total=len(texts), desc="encode", unit="text", disable=not progress)
         with single_threaded_ops(runner.workers > 1):
@@ -110,27 +170,42 @@ class SiameseModel:
             self._parallel = ParallelEncoder(self.encoder)
         return self._parallel
 
-    def similarity(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int = 512) -> np.ndarray:
-        """Head score per pair (cosine by default), in [-1, 1]."""
+    def similarity(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
+        """Head score per pair: a cosine in [-1, 1], or a duplicate probability in [0, 1] for the
+        manhattan and classifier heads."""
         texts_a = [texts_a] if isinstance(texts_a, str) else list(texts_a)
         texts_b = [texts_b] if isinstance(texts_b, str) else list(texts_b)
         if len(texts_a) != len(texts_b):
             raise ValueError(f"texts_a has {len(texts_a)} texts but texts_b has {len(texts_b)}")
         a = torch.from_numpy(self.encode(texts_a, batch_size=batch_size))
         b = torch.from_numpy(self.encode(texts_b, batch_size=batch_size))
-        return HEADS[self.config.head](a, b).numpy()
+        return self.score(a, b)
+
+    @torch.inference_mode()
+    def score(self, a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
+        """The head on encodings (rows of :meth:`encode`)."""
+        self.head.eval()
+        return self.head(a, b).float().numpy()
 
     def predict(self, texts_a: Sequence[str], texts_b: Sequence[str], *, threshold: float | None = None) -> np.ndarray:
         """True where a pair is a duplicate: similarity above the threshold."""
         t = self.threshold if threshold is None else threshold
         return self.similarity(texts_a, texts_b) > t
 
+    def summary(self) -> str:
+        """A Keras-like table of layers, output shapes and parameter counts."""
+        from .summary import summary
+
+        return summary(self)
+
     def fingerprint(self) -> str:
         """SHA-256 of the weights, vocabulary and architecture: what an index records to know its model."""
         h = hashlib.sha256()
-        h.update(json.dumps({k: v for k, v in asdict(self.config).items() if k != "threshold"}, sort_keys=True).encode())
+        config = {k: v for k, v in asdict(self.config).items() 
+                  if k != "threshold" and not (k in _NEW_FIELDS and _NEW_FIELDS[k] == v)}
+        h.update(json.dumps(config, sort_keys=True).encode())
         h.update(self.vectorizer.tokenizer.to_str().encode())
-        for name, tensor in sorted(self.encoder.state_dict().items()):
+        for name, tensor in sorted(self.state_dict().items()):
             h.update(name.encode())
             h.update(tensor.detach().contiguous().numpy().tobytes())
         return h.hexdigest()
@@ -150,10 +225,15 @@ class SiameseModel:
             }
             (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
             self.vectorizer.save(tmp / "tokenizer.json")
-            state = {k: v.detach().contiguous() for k, v in self.encoder.state_dict().items()}
-            save_file(state, str(tmp / "model.safetensors"), metadata={"format": FORMAT})
+            save_file(self.state_dict(), str(tmp / "model.safetensors"), metadata={"format": FORMAT})
         self.path = path.resolve()
         return path
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Encoder weights under their own names (as the first format had them), head weights under ``head.``."""
+        state = {k: v.detach().contiguous() for k, v in self.encoder.state_dict().items()}
+        state.update({f"{HEAD_PREFIX}{k}": v.detach().contiguous() for k, v in self.head.state_dict().items()})
+        return state
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> SiameseModel:
@@ -165,16 +245,34 @@ class SiameseModel:
         for name in ("tokenizer.json", "model.safetensors"):
             if not (path / name).is_file():
                 raise ModelError(f"{path}: model folder is missing {name}")
-        vectorizer = Vectorizer.load(path / "tokenizer.json")
+        config.check()
         try:
-            encoder = build_encoder(config.encoder, int(raw["vocab_size"]), **config.encoder_options())
+            own_tokenizer = getattr(encoder_class(config.encoder), "own_tokenizer", False)
+            encoder = build_encoder(config.encoder, None if own_tokenizer else int(raw["vocab_size"]), **config.encoder_kwargs())
+            head = build_head(config.head, encoder.dim)
         except (KeyError, TypeError, ValueError) as e:
             raise ModelError(f"{config_file}: missing or invalid field ({e!r})") from None
+        if own_tokenizer:
+            vectorizer = PretrainedVectorizer.load(path / "tokenizer.json", max_length=config.max_length)
+        else:
+            vectorizer = Vectorizer.load(path / "tokenizer.json")
         try:
-            encoder.load_state_dict(load_file(str(path / "model.safetensors")))
+            state = load_file(str(path / "model.safetensors"))
+            head.load_state_dict({k[len(HEAD_PREFIX):]: v for k, v in state.items() if k.startswith(HEAD_PREFIX)})
+            encoder.load_state_dict({k: v for k, v in state.items() if not k.startswith(HEAD_PREFIX)})
         except (RuntimeError, OSError, SafetensorError) as e:
             raise ModelError(f"{path / 'model.safetensors'}: weights do not fit the config ({str(e).splitlines()[0]})") from None
         encoder.eval()
-        model = cls(vectorizer, encoder, config, raw.get("info"))
+        head.eval()
+        model = cls(vectorizer, encoder, config, raw.get("info"), head)
         model.path = path.resolve()
         return model
+
+
+def glove_embeddings(path: str, vectorizer: Vectorizer, seed: int) -> tuple[np.ndarray, dict]:
+    """An embedding matrix for the vocabulary from GloVe vectors, and how much they cover."""
+    vocabulary = vectorizer.vocabulary()
+    matrix, coverage = embedding_matrix(vocabulary, load_glove(path, words=set(vocabulary) | {w.lower() for w in vocabulary}),
+                                        seed=seed)
+    return matrix, {"path": str(path), "covered": coverage.covered, "total": coverage.total,
+                    "fraction": round(coverage.fraction, 4), "missing_examples": coverage.missing[:10]}

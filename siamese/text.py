@@ -26,6 +26,8 @@ _PUNCTUATION = Regex(r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]""")
 class Vectorizer:
     """Text → token ids. Fit on training texts with :meth:`fit`, or load a ``tokenizer.json``."""
 
+    add_special_tokens = False
+
     def __init__(self, tokenizer: Tokenizer):
         self.tokenizer = tokenizer
 
@@ -75,13 +77,40 @@ class Vectorizer:
 
     def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Token ids per text (int32). A text with no known characters becomes ``[UNK]``."""
-        encodings = self.tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
+        encodings = self.tokenizer.encode_batch_fast(list(texts), add_special_tokens=self.add_special_tokens)
         unk = np.array([UNK_ID], dtype=np.int32)
         return [np.asarray(e.ids, dtype=np.int32) if e.ids else unk for e in encodings]
 
     def vocabulary(self) -> list[str]:
         vocab = self.tokenizer.get_vocab()
         return sorted(vocab, key=vocab.__getitem__)
+
+
+class PretrainedVectorizer(Vectorizer):
+    """A pretrained model's own ``tokenizer.json`` (e.g. BERT WordPiece with [CLS] … [SEP]).
+
+    Padding is ours (per batch, id 0), so the file's fixed-length padding is switched off.
+    """
+
+    add_special_tokens = True
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, max_length: int | None = 128) -> PretrainedVectorizer:
+        try:
+            tok = Tokenizer.from_file(str(path))
+        except Exception as e:  # tokenizers raises a bare Exception on bad files
+            raise ModelError(f"{path}: not a readable tokenizer.json ({e})") from None
+        pad_token = (tok.padding or {}).get("pad_token", PAD)
+        if tok.token_to_id(pad_token) != PAD_ID:
+            raise ModelError(f"{path}: the padding token {pad_token} must have id {PAD_ID}")
+        tok.no_padding()
+        if max_length:
+            tok.enable_truncation(max_length)
+        return cls(tok)
+
+    @classmethod
+    def fit(cls, *args, **kwargs):
+        raise TypeError("a pretrained tokenizer is loaded, not fitted")
 
 
 def pad(sequences: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

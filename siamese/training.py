@@ -19,7 +19,8 @@ from .atomic import atomic_file
 from .data import Pairs
 from .errors import ConfigError, DataError
 from .evaluation import choose_threshold
-from .losses import TripletLoss
+from .encoders import default_lr
+from .losses import LOSSES, PairLoss
 from .optim import LazyAdam
 from .parallel import ParallelEncoder, single_threaded_ops
 from .model import ModelConfig, SiameseModel
@@ -35,14 +36,15 @@ class TrainConfig:
 
     epochs: int = 5
     batch_size: int = 256
-    lr: float = 0.01
-    margin: float = 0.25
+    lr: float | None = None  # None: the encoder's default (0.01 for the seed LSTM, 2e-6 for a transformer)
+    margin: float | None = None  # None: the loss's default (0.25 triplet, 0.2 hinge, 0.5 contrastive)
     seed: int = 0
     bucket: bool = True  # group texts of similar length into batches: far less padding
     bucket_span: int = 50  # batches per sorted pool; larger = tighter lengths, less randomness
     precision: str = "auto"  # "bf16": LSTM matmuls in bfloat16 (fp32 weights); "fp32"; "auto": bf16 if the CPU has it
     threshold_metric: str = "accuracy"  # what the validation threshold maximises: accuracy | f1
     workers: int | None = None  # threads encoding length groups of a batch in parallel; None = one per core
+    warmup_steps: int = 0  # raise the learning rate linearly over the first steps (fine-tuning a pretrained encoder)
 
 
 def resolve_precision(precision: str) -> str:
@@ -63,37 +65,70 @@ def seed_everything(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-def batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator, *, bucket: bool = True, span: int = 50) -> list[np.ndarray]:
+def batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator, *, bucket: bool = True, span: int = 50,
+            rows: np.ndarray | None = None) -> list[np.ndarray]:
     """Shuffled index batches; with ``bucket`` each pool of ``span`` batches is sorted by length
-    before cutting, so a batch pads to a length close to its texts' own."""
-    order = rng.permutation(len(lengths))
+    before cutting, so a batch pads to a length close to its texts' own. ``rows`` (default: all)
+    are the rows this epoch draws, repeats allowed."""
+    order = rng.permutation(len(lengths)) if rows is None else rng.permutation(rows)
     if bucket:
         pool = batch_size * span
         order = np.concatenate(
             [chunk[np.argsort(lengths[chunk], kind="stable")] for chunk in np.split(order, range(pool, len(order), pool))]
         )
     out = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    if len(out) > 1 and len(out[-1]) < 2:  # the in-batch triplet loss needs a negative
+    if len(out) > 1 and len(out[-1]) < 2:  # the in-batch losses need a negative
         out[-2:] = [np.concatenate(out[-2:])]
     rng.shuffle(out)
     return out
 
 
-class PairTensors:
-    """Token ids of both sides of a set of pairs, padded per batch on demand."""
+def weighted_rows(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One epoch's rows when row i should be drawn ``weights[i]`` times on average: its whole
+    part every time, its fraction at random."""
+    whole = np.floor(weights).astype(np.int64)
+    extra = rng.random(len(weights)) < (weights - whole)
+    return np.repeat(np.arange(len(weights)), whole + extra)
 
-    def __init__(self, model: SiameseModel, pairs: Pairs):
-        self.ids1 = model.vectorizer.encode(pairs.text1)
-        self.ids2 = model.vectorizer.encode(pairs.text2)
-        self.lengths = np.maximum([len(s) for s in self.ids1], [len(s) for s in self.ids2])
+
+class PairTensors:
+    """Token ids of every side of a set of pairs (or triplets), padded per batch on demand."""
+
+    def __init__(self, model: SiameseModel, pairs: Pairs, graded: bool = False):
+        self.sides = [model.vectorizer.encode(texts) for texts in text_sides(pairs)]
+        self.lengths = np.max([[len(s) for s in side] for side in self.sides], axis=0)
+        # the graded scores (STS-B, SICK) for losses that rank by them, else the 0/1 labels
+        targets = pairs.scores if graded and getattr(pairs, "scores", None) is not None else pairs.labels
+        self.labels = torch.as_tensor(np.asarray(targets, dtype=np.float32)) if targets is not None else None
+        self.weights = pairs.weights
 
     def __len__(self) -> int:
-        return len(self.ids1)
+        return len(self.lengths)
 
     def batch(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        """Both sides stacked: rows 0..n-1 are side 1, rows n..2n-1 side 2 (one encoder call)."""
-        ids, lengths = pad([self.ids1[i] for i in rows] + [self.ids2[i] for i in rows])
+        """All sides stacked: rows 0..n-1 are side 1, n..2n-1 side 2, … (one encoder call)."""
+        ids, lengths = pad([side[i] for side in self.sides for i in rows])
         return torch.from_numpy(ids), torch.from_numpy(lengths)
+
+
+def text_sides(data) -> list[list[str]]:
+    """(text1, text2) of pairs, or (anchor, positive, negative) of triplets."""
+    if hasattr(data, "negative"):
+        return [data.anchor, data.positive, data.negative]
+    return [data.text1, data.text2]
+
+
+def training_data(data, loss_fn: PairLoss):
+    """What a loss trains on: the duplicates (in-batch losses), every labelled pair, or triplets."""
+    if hasattr(data, "negative"):
+        if loss_fn.trains_on != "positives":
+            raise ConfigError(f"{data.source}: triplets train the in-batch losses (triplet, hinge, mnr), not a labelled-pair loss")
+        return data
+    if loss_fn.trains_on == "positives":
+        return data.positives()
+    if len(set(np.asarray(data.labels).tolist())) < 2:
+        raise DataError(f"{data.source}: this loss trains on labelled pairs and needs both labels (0 and 1)")
+    return data
 
 
 def train(
@@ -105,32 +140,39 @@ def train(
     checkpoint: str | os.PathLike | None = None,
     progress: bool = True,
 ) -> SiameseModel:
-    """Train a Siamese model with the hard-negative triplet loss on the duplicate pairs of
-    ``train_pairs``. ``val_pairs`` (both labels) give the validation loss (on their duplicates)
-    and the decision threshold. Returns the model with the best validation weights; the
-    summary is in ``model.info["training"]``."""
+    """Train a Siamese model. The loss (``model_config.loss``) says what it learns from: the
+    duplicate pairs of ``train_pairs`` (triplet, hinge, mnr; the rest of the batch gives the
+    negatives), all its labelled pairs (bce, contrastive), or (anchor, positive, negative)
+    triplets (:class:`siamese.answers.Triplets`). ``val_pairs`` (both labels) give the
+    validation loss and the decision threshold. Returns the model with the best validation
+    weights; the summary is in ``model.info["training"]``."""
     config = config or TrainConfig()
     model_config = model_config or ModelConfig(seed=config.seed)
+    model_config.check()
     precision = resolve_precision(config.precision)
     if config.threshold_metric not in ("accuracy", "f1"):
         raise ConfigError(f"threshold_metric must be 'accuracy' or 'f1', got {config.threshold_metric!r}")
     rng = seed_everything(config.seed)
 
-    positives = train_pairs.positives()
-    if len(positives) < 2:
-        raise DataError(f"{train_pairs.source}: need at least 2 duplicate pairs (label 1) to train, found {len(positives)}")
-    model = SiameseModel.build(positives.text1 + positives.text2, model_config)
-    encoder = model.encoder
-    train_data = PairTensors(model, positives)
-    val_pos = val_pairs.positives() if val_pairs is not None else None
-    val_data = PairTensors(model, val_pos) if val_pos is not None and len(val_pos) >= 2 else None
+    loss_fn = LOSSES[model_config.loss](margin=config.margin)
+    data = training_data(train_pairs, loss_fn)
+    if len(data) < 2:
+        what = "duplicate pairs (label 1)" if loss_fn.trains_on == "positives" else "labelled pairs"
+        raise DataError(f"{train_pairs.source}: need at least 2 {what} to train with loss {model_config.loss!r}, found {len(data)}")
+    model = SiameseModel.build([t for side in text_sides(data) for t in side], model_config)
+    encoder, head = model.encoder, model.head
+    graded = getattr(loss_fn, "uses_scores", False)
+    train_data = PairTensors(model, data, graded)
+    val_set = training_data(val_pairs, loss_fn) if val_pairs is not None and len(val_pairs) else None
+    val_data = PairTensors(model, val_set, graded) if val_set is not None and len(val_set) >= 2 else None
 
-    loss_fn = TripletLoss(config.margin)
+    lr = config.lr if config.lr is not None else default_lr(model_config.encoder)
+    trainable = [p for p in [*encoder.parameters(), *head.parameters()] if p.requires_grad]
     sparse = [p for m in encoder.modules() if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()]
-    dense = [p for p in encoder.parameters() if all(p is not s for s in sparse)]
-    optimizers = [torch.optim.Adam(dense, lr=config.lr)]
+    dense = [p for p in trainable if all(p is not s for s in sparse)]
+    optimizers = [torch.optim.Adam(dense, lr=lr)]
     if sparse:  # lazy Adam: only the embedding rows seen in the batch are updated
-        optimizers.append(LazyAdam(sparse, lr=config.lr))
+        optimizers.append(LazyAdam(sparse, lr=lr))
     autocast = (
         (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
     )
@@ -138,26 +180,29 @@ def train(
     runner = ParallelEncoder(encoder, config.workers, autocast)
 
     def batch_loss(data: PairTensors, rows: np.ndarray) -> torch.Tensor:
-        v = runner(*data.batch(rows))
-        return loss_fn(v[: len(rows)], v[len(rows) :])
+        sides = runner(*data.batch(rows)).float().split(len(rows))
+        labels = data.labels[rows] if data.labels is not None else None
+        return loss_fn(sides[0], sides[1], negative=sides[2] if len(sides) > 2 else None, labels=labels, head=head)
 
+    modules = torch.nn.ModuleList([encoder, head])
     started = time.perf_counter()
     with single_threaded_ops(runner.workers > 1):
         history, best, train_seconds, trained_pairs = _fit(
-            encoder, runner, optimizers, batch_loss, train_data, val_data, config, rng, checkpoint, progress)
-    encoder.load_state_dict(best[1])
-    encoder.eval()
+            modules, runner, optimizers, batch_loss, train_data, val_data, config, rng, checkpoint, progress)
+    modules.load_state_dict(best[1])
+    modules.eval()
     runner.close()
     threshold_info = {}
-    if val_pairs is not None and len(set(val_pairs.labels.tolist())) == 2:
+    if val_pairs is not None and hasattr(val_pairs, "text1") and len(set(val_pairs.labels.tolist())) == 2:
         sims = model.similarity(val_pairs.text1, val_pairs.text2)
         model.config.threshold, threshold_info = choose_threshold(sims, val_pairs.labels, metric=config.threshold_metric)
     elif progress:
         tqdm.write(f"no validation pairs with both labels: keeping threshold {model.config.threshold}")
     model.info["training"] = {
-        "config": asdict(config),
+        "config": {**asdict(config), "lr": lr, "margin": loss_fn.margin},
         "precision": precision,
-        "train_pairs": len(positives),
+        "loss": model_config.loss,
+        "train_pairs": len(data),
         "val_pairs": 0 if val_pairs is None else len(val_pairs),
         "best_epoch": best[2],
         "history": history,
@@ -171,14 +216,19 @@ def train(
     return model
 
 
-def _fit(encoder, runner, optimizers, batch_loss, train_data, val_data, config, rng, checkpoint, progress):
-    """The epoch loop; returns (history, (best score, best weights, best epoch), seconds, pairs)."""
+def _fit(modules, runner, optimizers, batch_loss, train_data, val_data, config, rng, checkpoint, progress):
+    """The epoch loop over the encoder and head (``modules``); returns (history, (best score,
+    best weights, best epoch), seconds, pairs)."""
     history: list[dict] = []
     best = (float("inf"), None, -1)
     train_seconds, trained_pairs = 0.0, 0
+    # Linear warm-up: early steps of a pretrained encoder otherwise take full-size Adam steps on noisy moments.
+    schedulers = [torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / (config.warmup_steps + 1)))
+                  for opt in optimizers] if config.warmup_steps else []
     for epoch in range(1, config.epochs + 1):
-        encoder.train()
-        plan = batches(train_data.lengths, config.batch_size, rng, bucket=config.bucket, span=config.bucket_span)
+        modules.train()
+        rows = weighted_rows(train_data.weights, rng) if train_data.weights is not None else None
+        plan = batches(train_data.lengths, config.batch_size, rng, bucket=config.bucket, span=config.bucket_span, rows=rows)
         bar = tqdm(plan, desc=f"epoch {epoch}/{config.epochs}", unit="batch", disable=not progress, leave=False)
         t0, total = time.perf_counter(), 0.0
         for rows in bar:
@@ -189,6 +239,8 @@ def _fit(encoder, runner, optimizers, batch_loss, train_data, val_data, config, 
             runner.backward()  # the encoder's share of the gradient, group by group in parallel
             for opt in optimizers:
                 opt.step()
+            for scheduler in schedulers:
+                scheduler.step()
             value = loss.item()
             total += value
             bar.set_postfix(loss=f"{value:.3f}")
@@ -196,30 +248,30 @@ def _fit(encoder, runner, optimizers, batch_loss, train_data, val_data, config, 
         epoch_pairs = sum(len(b) for b in plan)
         train_seconds += epoch_seconds
         trained_pairs += epoch_pairs
-        record = {"epoch": epoch, "loss": total / max(len(plan), 1), "seconds": round(epoch_seconds, 3),
+        record = {"epoch": epoch, "loss": total / max(len(plan), 1), "pairs": epoch_pairs, "seconds": round(epoch_seconds, 3),
                   "pairs_per_second": round(epoch_pairs / epoch_seconds, 1)}
         if val_data is not None:
-            record["val_loss"] = validation_loss(encoder, val_data, config, batch_loss)
+            record["val_loss"] = validation_loss(modules, val_data, config, batch_loss)
         history.append(record)
         if progress:
             tqdm.write(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
         score = record.get("val_loss", record["loss"])
         if score < best[0]:
-            best = (score, copy.deepcopy(encoder.state_dict()), epoch)
+            best = (score, copy.deepcopy(modules.state_dict()), epoch)
             if checkpoint:
-                save_checkpoint(encoder, checkpoint)
+                save_checkpoint(modules[0], checkpoint)
     return history, best, train_seconds, trained_pairs
 
 
 @torch.no_grad()
-def validation_loss(encoder, data: PairTensors, config: TrainConfig, batch_loss) -> float:
-    """Mean per-batch triplet loss on validation duplicates (fixed, unshuffled length-sorted batches)."""
-    encoder.eval()
+def validation_loss(modules, data: PairTensors, config: TrainConfig, batch_loss) -> float:
+    """Mean per-batch loss on the validation data (fixed, unshuffled length-sorted batches)."""
+    modules.eval()
     order = np.argsort(data.lengths, kind="stable")
     rows = [order[i : i + config.batch_size] for i in range(0, len(order), config.batch_size)]
     rows = [r for r in rows if len(r) >= 2]
     losses = [batch_loss(data, r).item() for r in rows]
-    encoder.train()
+    modules.train()
     return float(np.mean(losses))
 
 

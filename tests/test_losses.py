@@ -95,3 +95,17 @@ def test_gradient_flows_to_both_sides():
 def test_batch_of_one_is_rejected():
     with pytest.raises(ValueError, match="at least 2"):
         triplet_loss([[1.0, 0.0]], [[1.0, 0.0]])
+
+
+def test_cosent_hand_computed_and_graded():
+    from siamese.losses import CoSENTLoss
+
+    a = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    b = torch.tensor([[0.9, (1 - 0.81) ** 0.5], [0.2, (1 - 0.04) ** 0.5]])  # cosines 0.9 and 0.2
+    loss = CoSENTLoss()
+    # gold orders pair 0 above pair 1, as the model does: log(1 + exp(20 * (0.2 - 0.9)))
+    assert loss(a, b, labels=torch.tensor([4.5, 1.0])).item() == pytest.approx(np.log1p(np.exp(-14.0)), abs=1e-6)
+    # gold says the opposite: log(1 + exp(14))
+    assert loss(a, b, labels=torch.tensor([0.0, 1.0])).item() == pytest.approx(np.log1p(np.exp(14.0)), rel=1e-5)
+    # ties in gold carry no order: nothing to pay
+    assert loss(a, b, labels=torch.tensor([1.0, 1.0])).item() == pytest.approx(0.0, abs=1e-7)

@@ -44,9 +44,9 @@ def leftovers(parent: Path, name: str) -> list[str]:
 
 def test_encode_returns_unit_vectors(trained):
     vectors = trained.model.encode(PROBES)
-    assert vectors.shape == (len(PROBES), trained.model.config.dim) and vectors.dtype == np.float32
+    assert vectors.shape == (len(PROBES), trained.model.dim) and vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
-    assert trained.model.encode("one text").shape == (1, trained.model.config.dim)
+    assert trained.model.encode("one text").shape == (1, trained.model.dim)
 
 
 def test_encode_keeps_input_order_despite_length_sorting(trained):

@@ -50,7 +50,7 @@ def test_search_and_embed(server):
     assert body["hits"][0]["similarity"] == pytest.approx(1.0, abs=1e-4)
     assert [h["id"] for h in body["hits"]] == [h.id for h in index.search(q, 3)[0]]
     status, body = call(base, "/embed", {"texts": ["a question", "another one"]})
-    assert status == 200 and body["dim"] == model.config.dim
+    assert status == 200 and body["dim"] == model.dim
     assert np.allclose(body["embeddings"], model.encode(["a question", "another one"]), atol=1e-6)
 
 

@@ -1,7 +1,38 @@
-"""Losses: each takes encodings (and labels where it needs them) and returns a scalar tensor."""
+"""Losses, one short file each (see :mod:`.base` for the shared call signature).
 
+Which head each loss makes sense with (others are refused by :func:`check_head_and_loss`):
+
+=============  ==================  ================================================
+loss           trains on           heads
+=============  ==================  ================================================
+triplet        duplicates          cosine, manhattan (in-batch hard negatives)
+hinge          duplicates/triplets cosine, manhattan (every in-batch wrong answer)
+mnr            duplicates          cosine, manhattan (in-batch softmax)
+contrastive    labelled pairs      cosine, manhattan (distance = 1 − score)
+cosent         graded/labelled     cosine, manhattan (orders pairs by gold score)
+bce            labelled pairs      manhattan, l1, concat, symmetric (probabilities)
+=============  ==================  ================================================
+"""
+
+from functools import partial
+
+from .base import PairLoss, check_head_and_loss
+from .bce import BCELoss
+from .contrastive import ContrastiveLoss
+from .cosent import CoSENTLoss
+from .hinge import HingeLoss, hinge_loss
+from .mnr import MultipleNegativesRankingLoss
 from .triplet import TripletLoss, triplet_loss
 
-LOSSES = {"triplet": TripletLoss}
+LOSSES: dict[str, type[PairLoss]] = {
+    "triplet": TripletLoss,
+    "hinge": HingeLoss,
+    "mnr": MultipleNegativesRankingLoss,
+    "contrastive": ContrastiveLoss,
+    "cosent": CoSENTLoss,
+    "bce": BCELoss,
+}
+check_head_and_loss = partial(check_head_and_loss, losses=LOSSES)
 
-__all__ = ["LOSSES", "TripletLoss", "triplet_loss"]
+__all__ = ["LOSSES", "BCELoss", "CoSENTLoss", "ContrastiveLoss", "HingeLoss", "MultipleNegativesRankingLoss", "PairLoss",
+           "TripletLoss", "check_head_and_loss", "hinge_loss", "triplet_loss"]

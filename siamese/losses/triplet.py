@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch import nn
+
+from .base import PairLoss
 
 
 def triplet_loss(v1, v2, margin: float = 0.25) -> torch.Tensor:
@@ -19,10 +20,14 @@ def triplet_loss(v1, v2, margin: float = 0.25) -> torch.Tensor:
     """
     v1 = torch.as_tensor(np.asarray(v1) if not torch.is_tensor(v1) else v1)
     v2 = torch.as_tensor(np.asarray(v2) if not torch.is_tensor(v2) else v2)
-    n = v1.shape[0]
+    return triplet_loss_from_scores(v2 @ v1.T, margin)
+
+
+def triplet_loss_from_scores(scores: torch.Tensor, margin: float = 0.25) -> torch.Tensor:
+    """The same loss from a score matrix: ``scores[i, j]`` scores side-2 row i against side-1 row j."""
+    n = scores.shape[0]
     if n < 2:
         raise ValueError("triplet_loss needs a batch of at least 2 pairs (the others are the negatives)")
-    scores = v2 @ v1.T
     positive = scores.diagonal()
     eye = torch.eye(n, dtype=torch.bool, device=scores.device)
     negatives = scores.masked_fill(eye, 0.0)
@@ -35,14 +40,11 @@ def triplet_loss(v1, v2, margin: float = 0.25) -> torch.Tensor:
     return (loss_closest + loss_mean).sum()
 
 
-class TripletLoss(nn.Module):
-    """Module form of :func:`triplet_loss` for the training loop."""
+class TripletLoss(PairLoss):
+    """Module form of :func:`triplet_loss` for the training loop (any similarity head)."""
 
     needs_labels = False
+    default_margin = 0.25
 
-    def __init__(self, margin: float = 0.25):
-        super().__init__()
-        self.margin = margin
-
-    def forward(self, v1: torch.Tensor, v2: torch.Tensor) -> torch.Tensor:
-        return triplet_loss(v1, v2, self.margin)
+    def forward(self, v1, v2, negative=None, labels=None, head=None) -> torch.Tensor:
+        return triplet_loss_from_scores(self.head_or_cosine(head).matrix(v2, v1), self.margin)

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from ..atomic import atomic_file
 from ..errors import ConfigError
 from ..model import SiameseModel
-from .index import KINDS, faiss_index, fill_index
+from .index import KINDS, faiss_index, fill_index, require_cosine
 
 CLUSTERINGS = ("components", "communities")
 
@@ -131,6 +131,7 @@ def dedupe(model: SiameseModel, texts: Sequence[str], out: str | os.PathLike, *,
         raise ConfigError(f"unknown clustering {clustering!r}; choose one of: {', '.join(CLUSTERINGS)}")
     if kind not in ("auto", *KINDS):  # checked before the (long) encoding
         raise ConfigError(f"unknown index kind {kind!r}; choose one of: auto, {', '.join(KINDS)}")
+    require_cosine(model)
     t = model.threshold if threshold is None else threshold
     vectors = model.encode(list(texts), progress=progress)
     pairs = duplicate_pairs(vectors, t, k=k, kind=kind, progress=progress)

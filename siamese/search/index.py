@@ -17,7 +17,7 @@ from pathlib import Path
 import faiss
 
 from ..atomic import atomic_dir
-from ..errors import ConfigError, SiameseError
+from ..errors import ConfigError, ModelError, SiameseError
 from ..manifest import read_manifest
 from ..model import SiameseModel
 
@@ -47,8 +47,15 @@ def faiss_index(kind: str, dim: int, *, size: int = 0, hnsw_m: int = 32, ef_sear
     if kind == "ivf":
         index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, ivf_lists(size), faiss.METRIC_INNER_PRODUCT)
         index.nprobe = nprobe
+        index.cp.max_points_per_centroid = 64  # k-means on a sample: 4x quicker to train than FAISS's 256 points per list
         return index
     raise ConfigError(f"unknown index kind {kind!r}; choose one of: {', '.join(KINDS)}")
+
+
+def require_cosine(model: SiameseModel) -> None:
+    """Inner-product search ranks by cosine similarity: only right for models with the cosine head."""
+    if model.config.head != "cosine":
+        raise ModelError(f"search needs a model with the cosine head; this one has {model.config.head!r}")
 
 
 def fill_index(index, vectors: np.ndarray):
@@ -81,6 +88,7 @@ class DuplicateIndex:
 
     def __init__(self, model: SiameseModel, *, kind: str = "flat", hnsw_m: int = 32, ef_search: int = 128,
                  nprobe: int = 16):
+        require_cosine(model)
         self.model = model
         self.kind = kind
         self.hnsw_m = hnsw_m
@@ -91,7 +99,7 @@ class DuplicateIndex:
         self.index = self._empty(size=0)
 
     def _empty(self, size: int):
-        return faiss_index(self.kind, self.model.config.dim, size=size, hnsw_m=self.hnsw_m, ef_search=self.ef_search,
+        return faiss_index(self.kind, self.model.dim, size=size, hnsw_m=self.hnsw_m, ef_search=self.ef_search,
                            nprobe=self.nprobe)
 
     def __len__(self) -> int:
@@ -134,7 +142,7 @@ class DuplicateIndex:
             with open(tmp / "texts.jsonl", "w", encoding="utf-8") as f:
                 for i, t in zip(self.ids, self.texts):
                     f.write(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n")
-            meta = {"format": FORMAT, "kind": self.kind, "size": len(self), "dim": self.model.config.dim,
+            meta = {"format": FORMAT, "kind": self.kind, "size": len(self), "dim": self.model.dim,
                     "hnsw_m": self.hnsw_m, "ef_search": self.ef_search, "nprobe": self.nprobe,
                     "model_fingerprint": self.model.fingerprint(),
                     "model_path": str(self.model.path) if self.model.path else None,

@@ -112,8 +112,8 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
         check_texts(texts, "input")
         if req.encoding_format not in ("float", "base64"):
             raise HTTPException(422, f"encoding_format must be 'float' or 'base64', got {req.encoding_format!r}")
-        if req.dimensions is not None and req.dimensions != model.config.dim:
-            raise HTTPException(422, f"this model gives {model.config.dim} dimensions, not {req.dimensions}")
+        if req.dimensions is not None and req.dimensions != model.dim:
+            raise HTTPException(422, f"this model gives {model.dim} dimensions, not {req.dimensions}")
         vectors = model.encode(texts)
         tokens = sum(len(ids) for ids in model.vectorizer.encode(texts))
         data = []

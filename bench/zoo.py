@@ -1,0 +1,216 @@
+"""The model zoo benchmark: every sensible recipe trained on the same shared data, one table.
+
+Each recipe trains on siamese.datasets.TRAIN (its duplicates for the in-batch losses, every
+labelled pair for bce/contrastive), validates on VALIDATION, and is tested on ZOO_BENCHMARKS
+with each set's threshold chosen on its own validation split (Quora sample, SemEval CQA dev and
+MQP: the threshold chosen on VALIDATION at training time). Reference rows: all-MiniLM-L6-v2 used
+as-is and TF-IDF cosine. Per recipe: training seconds, texts/s at inference, parameters.
+
+    .venv/bin/python bench/zoo.py                                 # everything; see docs/benchmarks.md
+    .venv/bin/python bench/zoo.py --recipes lstm-cosine-triplet minilm-as-is --quick   # a smoke run
+    .venv/bin/python bench/zoo.py --list
+
+Writes bench/results/zoo.json and, unless --no-docs, the table between the zoo markers of
+docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
+from siamese.baselines import TfidfBaseline
+from siamese.evaluation import benchmark, choose_threshold
+
+HERE = Path(__file__).resolve().parent
+DOCS = HERE.parent / "docs" / "benchmarks.md"
+GLOVE = "glove/glove-50d-5k.json"
+ZOO_BENCHMARKS: dict[str, str | None] = {**datasets.BENCHMARKS, "semeval-dev": None, "mqp": None}
+# Fine-tuning a transformer on 2 CPU cores runs at tens of pairs/s, and a BiLSTM(256) at a few
+# hundred: they see a sample of the data.
+TRANSFORMER_SAMPLE = 6000
+BILSTM_SAMPLE = 30_000
+
+
+@dataclass
+class Recipe:
+    name: str
+    model: dict = field(default_factory=dict)  # ModelConfig keywords
+    train: dict = field(default_factory=dict)  # TrainConfig keywords
+    glove: bool = False
+    sample: int | None = None  # train on this many pairs drawn at random (None: all)
+    trained: bool = True  # False: the pretrained encoder as-is
+    train_sets: list[str] | None = None  # None: datasets.TRAIN
+
+
+RECIPES = [
+    Recipe("lstm-cosine-triplet", {}, {"epochs": 8}),  # the foundation model
+    Recipe("lstm-attention-cosine-mnr", {"loss": "mnr", "encoder_options": {"pooling": "attention"}}, {"epochs": 8}),
+    Recipe("bilstm-glove-l1-bce", {"encoder": "bilstm", "head": "l1", "loss": "bce"}, {"epochs": 3}, glove=True,
+           sample=BILSTM_SAMPLE),
+    Recipe("bilstm-glove-manhattan-contrastive", {"encoder": "bilstm", "head": "manhattan", "loss": "contrastive",
+                                                   "encoder_options": {"hidden": 50}}, {"epochs": 4}, glove=True),
+    Recipe("bilstm-glove-symmetric-bce", {"encoder": "bilstm", "head": "symmetric", "loss": "bce",
+                                          "encoder_options": {"pooling": "max"}}, {"epochs": 3}, glove=True,
+           sample=BILSTM_SAMPLE),
+    Recipe("bilstm-max-glove-cosine-hinge", {"encoder": "bilstm-max", "loss": "hinge",
+                                             "encoder_options": {"hidden": 128, "out_dim": 128}}, {"epochs": 6}, glove=True),
+    Recipe("cnn-glove-cosine-hinge", {"encoder": "cnn", "loss": "hinge"}, {"epochs": 6}, glove=True),
+    Recipe("cnn-glove-cosine-triplet", {"encoder": "cnn"}, {"epochs": 6}, glove=True),
+    Recipe("cnn-glove-cosine-cosent", {"encoder": "cnn", "loss": "cosent"}, {"epochs": 6}, glove=True),
+    Recipe("minilm-as-is", {"encoder": "transformer"}, trained=False),
+    Recipe("minilm-mnr-2e-6", {"encoder": "transformer", "loss": "mnr"}, {"epochs": 1, "batch_size": 32},
+           sample=TRANSFORMER_SAMPLE),
+    Recipe("minilm-mnr-2e-5", {"encoder": "transformer", "loss": "mnr"}, {"epochs": 1, "batch_size": 32, "lr": 2e-5},
+           sample=TRANSFORMER_SAMPLE),
+    Recipe("minilm-cosent-sts-2e-5", {"encoder": "transformer", "loss": "cosent"},
+           {"epochs": 1, "batch_size": 16, "lr": 2e-5, "warmup_steps": 36}, train_sets=["sts-train"]),
+    Recipe("minilm-concat-bce-2e-5", {"encoder": "transformer", "head": "concat", "loss": "bce"},
+           {"epochs": 1, "batch_size": 32, "lr": 2e-5}, sample=TRANSFORMER_SAMPLE),
+]
+
+
+def texts_per_second(model: SiameseModel, texts: list[str], rounds: int = 3) -> float:
+    """Median encoding throughput over a few passes."""
+    speeds = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        model.encode(texts)
+        speeds.append(len(texts) / (time.perf_counter() - t0))
+    return float(np.median(speeds))
+
+
+def run_recipe(recipe: Recipe, train_pairs, val_pairs, root: Path, args) -> dict:
+    model_kwargs = dict(recipe.model, seed=args.seed)
+    if recipe.glove:
+        model_kwargs["glove"] = str(root / GLOVE)
+    config = ModelConfig(**model_kwargs)
+    started = time.perf_counter()
+    if recipe.trained:
+        pairs = datasets.load_many(recipe.train_sets, root) if recipe.train_sets else train_pairs
+        limit = args.limit if args.limit else recipe.sample
+        if limit and limit < len(pairs):
+            pairs = pairs.subset(np.random.default_rng(args.seed).choice(len(pairs), limit, replace=False))
+        train_kwargs = dict(recipe.train, seed=args.seed)
+        if args.quick:
+            train_kwargs["epochs"] = 1
+        model = train(pairs, val_pairs, model_config=config, config=TrainConfig(**train_kwargs), progress=args.progress)
+        training = model.info["training"]
+        fit = {"train_pairs_seen": sum(h["pairs"] for h in training["history"]), "best_epoch": training["best_epoch"],
+               "epochs": len(training["history"]), "lr": training["config"]["lr"]}
+    else:
+        model = SiameseModel.build([], config)
+        sims = model.similarity(val_pairs.text1, val_pairs.text2)
+        model.config.threshold, _ = choose_threshold(sims, val_pairs.labels, args.threshold_metric)
+        fit = {}
+    seconds = time.perf_counter() - started
+    speed_texts = datasets.load("quora-sample", root)
+    results = benchmark(model.similarity, ZOO_BENCHMARKS, default_threshold=model.threshold, root=root,
+                        metric=args.threshold_metric)
+    params = sum(p.numel() for m in (model.encoder, model.head) for p in m.parameters())
+    return {"recipe": recipe.name, "config": {"model": recipe.model, "train": recipe.train, "glove": recipe.glove,
+                                              "sample": recipe.sample, "train_sets": recipe.train_sets or datasets.TRAIN},
+            "train_seconds": round(seconds, 1) if recipe.trained else 0.0, **fit,
+            "texts_per_second": round(texts_per_second(model, speed_texts.text1 + speed_texts.text2)),
+            "parameters": params, "threshold": model.threshold, "glove": model.info.get("glove"), "results": results}
+
+
+def run_tfidf(train_pairs, val_pairs, root: Path, args) -> dict:
+    tfidf = TfidfBaseline().fit(train_pairs.text1 + train_pairs.text2)
+    threshold, _ = choose_threshold(tfidf.similarity(val_pairs.text1, val_pairs.text2), val_pairs.labels, args.threshold_metric)
+    results = benchmark(tfidf.similarity, ZOO_BENCHMARKS, default_threshold=threshold, root=root, metric=args.threshold_metric)
+    return {"recipe": "tfidf-cosine", "train_seconds": 0.0, "texts_per_second": None, "parameters": len(tfidf.vectorizer.vocabulary_),
+            "threshold": threshold, "results": results}
+
+
+def cell(r: dict) -> str:
+    text = f"{r['roc_auc']:.3f} · {r['accuracy']:.3f} · {r['f1']:.3f}"
+    return text + (f" · ρ {r['spearman']:.1f}" if "spearman" in r else "")
+
+
+def table(rows: list[dict]) -> str:
+    sets = list(ZOO_BENCHMARKS)
+    out = ["| recipe | train s | texts/s | params | " + " | ".join(sets) + " |",
+           "|---|---:|---:|---:|" + "---|" * len(sets)]
+    best = {s: max(row["results"][s]["roc_auc"] for row in rows) for s in sets}
+    for row in rows:
+        cells = []
+        for s in sets:
+            c = cell(row["results"][s])
+            cells.append(f"**{c}**" if row["results"][s]["roc_auc"] == best[s] else c)
+        speed = f"{row['texts_per_second']:,}" if row["texts_per_second"] else "–"
+        params = f"{row['parameters'] / 1e6:.2f}M" if row["recipe"] != "tfidf-cosine" else f"{row['parameters']:,} terms"
+        out.append(f"| {row['recipe']} | {row['train_seconds']:.0f} | {speed} | {params} | {' | '.join(cells)} |")
+    return "\n".join(out)
+
+
+def write_docs(markdown: str, command: str, section: str = "zoo", title: str = "The model zoo") -> None:
+    """Put the command and the table between ``<!-- section:start -->`` and ``<!-- section:end -->``
+    of docs/benchmarks.md (a new section at the end the first time)."""
+    start, end = f"<!-- {section}:start -->", f"<!-- {section}:end -->"
+    text = DOCS.read_text()
+    block = f"{start}\n```bash\n{command}\n```\n\n{markdown}\n{end}"
+    if start in text and end in text:
+        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
+    else:
+        text += f"\n## {title}\n\n{block}\n"
+    DOCS.write_text(text)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--recipes", nargs="*", help="Recipe names (default: all, plus TF-IDF).")
+    p.add_argument("--list", action="store_true", help="List the recipes and exit.")
+    p.add_argument("--quick", action="store_true", help="Smoke run: 1 epoch, at most --limit pairs.")
+    p.add_argument("--limit", type=int, default=None, help="Train every recipe on at most this many pairs.")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice).")
+    p.add_argument("--threshold-metric", default="accuracy")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--progress", action="store_true")
+    p.add_argument("--no-docs", action="store_true", help="Do not write the table into docs/benchmarks.md.")
+    p.add_argument("--out", type=Path, default=HERE / "results" / "zoo.json")
+    args = p.parse_args()
+    if args.list:
+        for r in RECIPES:
+            print(f"{r.name:<40} {r.model} {r.train}{' glove' if r.glove else ''}{f' sample {r.sample}' if r.sample else ''}")
+        return
+    if args.quick and not args.limit:
+        args.limit = 2000
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    chosen = [r for r in RECIPES if not args.recipes or r.name in args.recipes]
+    unknown = set(args.recipes or []) - {r.name for r in RECIPES} - {"tfidf-cosine"}
+    if unknown:
+        raise SystemExit(f"unknown recipe(s): {', '.join(sorted(unknown))} (see --list)")
+
+    root = datasets.data_root()
+    train_pairs = datasets.load_many(datasets.TRAIN, root)
+    val_pairs = datasets.load_many(datasets.VALIDATION, root)
+    rows = []
+    if not args.recipes or "tfidf-cosine" in args.recipes:
+        rows.append(run_tfidf(train_pairs, val_pairs, root, args))
+    for recipe in chosen:
+        t0 = time.perf_counter()
+        rows.append(run_recipe(recipe, train_pairs, val_pairs, root, args))
+        print(f"{recipe.name}: {time.perf_counter() - t0:.0f}s", flush=True)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=2) + "\n")
+    markdown = table(rows)
+    print(markdown)
+    if not args.no_docs:
+        command = "HF_HUB_OFFLINE=1 .venv/bin/python bench/zoo.py " + " ".join(
+            f"--{k.replace('_', '-')} {' '.join(v) if isinstance(v, list) else v}" for k, v in vars(args).items()
+            if v not in (None, False) and k in ("recipes", "limit", "threads", "quick", "seed") and not (k == "seed" and v == 0)
+        ).replace("--quick True", "--quick")
+        write_docs(markdown, command.strip())
+
+
+if __name__ == "__main__":
+    main()

