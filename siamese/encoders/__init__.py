@@ -9,9 +9,10 @@ from __future__ import annotations
 from torch import nn
 
 from ..errors import ModelError
+from .bilstm_max import BiLSTMMaxEncoder
 from .lstm import LSTMEncoder
 
-ENCODERS: dict[str, type[nn.Module]] = {"lstm": LSTMEncoder}
+ENCODERS: dict[str, type[nn.Module]] = {"lstm": LSTMEncoder, "bilstm-max": BiLSTMMaxEncoder}
 
 
 def build_encoder(name: str, vocab_size: int, **options) -> nn.Module:
@@ -22,4 +23,4 @@ def build_encoder(name: str, vocab_size: int, **options) -> nn.Module:
     return cls(vocab_size=vocab_size, **options)
 
 
-__all__ = ["ENCODERS", "LSTMEncoder", "build_encoder"]
+__all__ = ["ENCODERS", "BiLSTMMaxEncoder", "LSTMEncoder", "build_encoder"]
