@@ -296,5 +296,10 @@ def formats():
         typer.echo(f"{fmt.name:<12} {fmt.description}")
 
 
+from .emoji.cli import emoji_app  # noqa: E402  (it reuses user_errors and _emit from above)
+
+app.add_typer(emoji_app, name="emoji")
+
+
 def main() -> None:  # pragma: no cover - console entry point
     sys.exit(app())
