@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -43,10 +44,15 @@ def read_ranking(path: Path | None = None) -> dict[str, np.ndarray]:
     return counts
 
 
-def sentiment_priors(names: list[str], *, shrinkage: float = 10.0, ranking: dict[str, np.ndarray] | None = None
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """``(features (n, 3) float32, occurrences (n,))`` for emojis ``names``: smoothed shares of
-    positive / neutral / negative use minus the overall shares; zeros for unknown emojis."""
+@dataclass
+class Priors:
+    features: np.ndarray  # (n, 3) float32: smoothed shares minus the overall shares; 0 if unknown
+    occurrences: np.ndarray  # (n,) tweets the emoji was seen in (0 if unknown)
+    overall: np.ndarray  # (3,) shares over all the known emojis' tweets
+
+
+def sentiment_priors(names: list[str], *, shrinkage: float = 10.0, ranking: dict[str, np.ndarray] | None = None) -> Priors:
+    """Priors of emojis ``names``, in SENTIMENTS order (positive, neutral, negative)."""
     ranking = read_ranking() if ranking is None else ranking
     known = [ranking[n] for n in names if n in ranking]
     overall = np.sum(known, axis=0) / np.sum(known) if known else np.full(len(SENTIMENTS), 1 / len(SENTIMENTS))
@@ -57,11 +63,11 @@ def sentiment_priors(names: list[str], *, shrinkage: float = 10.0, ranking: dict
             counts = ranking[name]
             occurrences[i] = counts.sum()
             features[i] = (counts + shrinkage * overall) / (counts.sum() + shrinkage) - overall
-    return features, occurrences
+    return Priors(features, occurrences, overall)
 
 
-def sentiment_classes(features: np.ndarray, occurrences: np.ndarray, *, min_occurrences: int = 5) -> np.ndarray:
-    """The sentiment an emoji is most over-used with (index into SENTIMENTS), or UNKNOWN."""
-    classes = features.argmax(axis=1)
-    classes[occurrences < min_occurrences] = UNKNOWN
+def sentiment_classes(priors: Priors, *, min_occurrences: int = 5) -> np.ndarray:
+    """The sentiment each emoji is most over-used with (index into SENTIMENTS), or UNKNOWN."""
+    classes = priors.features.argmax(axis=1)
+    classes[priors.occurrences < min_occurrences] = UNKNOWN
     return classes

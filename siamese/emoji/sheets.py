@@ -106,6 +106,6 @@ def save_strip(images: np.ndarray, captions: Sequence[str], path: str | os.PathL
     fig.tight_layout()
     path = Path(path)
     with atomic_file(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=80)
+        fig.savefig(tmp, format="png", dpi=80, bbox_inches="tight")
     plt.close(fig)
     return path
