@@ -42,6 +42,7 @@ class SQAMConfig:
     code_dim: int = 16
     sentiment_aware: bool = False
     max_vocab: int = 10_000
+    min_frequency: int = 1
     lowercase: bool = True
     max_length: int = 64
 

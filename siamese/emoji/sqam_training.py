@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from ..errors import ConfigError, DataError
 from ..glove import embedding_matrix, load_glove
 from ..losses import hinge_loss
-from ..text import Vectorizer
+from ..text import PAD_ID, UNK_ID, Vectorizer
 from ..training import batches, seed_everything
 from .sentiment import UNKNOWN, sentiment_classes, sentiment_priors
 from .sqam import EmojiSQAM, SQAMConfig, SQAMNetwork
@@ -40,6 +40,7 @@ class SQAMTrainConfig:
     clipnorm: float = 1.0  # as Keras' clipnorm: each weight's gradient is clipped to this norm
     margin: float = 0.2
     sentiment_weight: float = 1.0  # weight of the all-emoji sentiment triplets (sentiment-aware models)
+    word_dropout: float = 0.0  # share of training tokens replaced by [UNK] (a regulariser; 0 = the seed)
     seed: int = 0
 
 
@@ -66,6 +67,13 @@ def emoji_features(codes: np.ndarray, names: list[str], *, sentiment_aware: bool
         scale = priors.features[priors.occurrences > 0].std(axis=0) + 1e-6
         features = np.concatenate([standardised, priors.features / scale], axis=1)
     return {"features": features.astype(np.float32), "mean": mean, "std": std, "answers": answers, "classes": classes}
+
+
+def answer_hinge(questions: torch.Tensor, answers: torch.Tensor, labels, margin: float) -> torch.Tensor:
+    """Hinge loss of question vectors (n, d) against the answer vectors (3, d): one triplet per
+    wrong answer, ``max(0, margin − cos(q, right) + cos(q, wrong))``, averaged."""
+    labels = np.asarray(labels)
+    return hinge_loss(questions, answers[labels], answers[WRONG[labels]], margin)
 
 
 def _glove_matrix(vectorizer: Vectorizer, glove_path, dim: int, seed: int):
@@ -97,8 +105,8 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
         raise ConfigError(f"codes are {codes.shape}, expected ({len(names)}, {model_config.code_dim}): "
                           f"was the VAE trained with --latent-dim {model_config.code_dim}?")
     rng = seed_everything(config.seed)
-    vectorizer = Vectorizer.fit(train.texts, max_vocab=model_config.max_vocab, lowercase=model_config.lowercase,
-                                max_length=model_config.max_length)
+    vectorizer = Vectorizer.fit(train.texts, max_vocab=model_config.max_vocab, min_frequency=model_config.min_frequency,
+                                lowercase=model_config.lowercase, max_length=model_config.max_length)
     matrix, coverage = _glove_matrix(vectorizer, glove_path, model_config.embedding_dim, config.seed)
     emojis = emoji_features(codes, names, sentiment_aware=model_config.sentiment_aware)
     network = SQAMNetwork(model_config, vectorizer.vocab_size, len(names), matrix)
@@ -108,16 +116,19 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
     network.answers.copy_(torch.from_numpy(emojis["answers"]))
     model = EmojiSQAM(vectorizer, network, model_config, names)
 
-    ids = vectorizer.encode(train.texts)
-    lengths = np.array([len(s) for s in ids])
+    text_lengths = np.array([len(s) for s in vectorizer.encode(train.texts)])  # for length-bucketed batches
     pools = [np.flatnonzero(emojis["classes"] == label) for label in range(len(SENTIMENTS))]
     optimizer = torch.optim.Adam(network.parameters(), lr=config.lr)
 
     def batch_loss(rows: np.ndarray) -> torch.Tensor:
         labels = train.labels[rows]
-        questions = network.embed_texts(*model.text_batch([train.texts[i] for i in rows]))
+        ids, lengths = model.text_batch([train.texts[i] for i in rows])
+        if config.word_dropout > 0:
+            dropped = (torch.rand(ids.shape) < config.word_dropout) & (ids != PAD_ID)
+            ids = ids.masked_fill(dropped, UNK_ID)
+        questions = network.embed_texts(ids, lengths)
         answers = network.embed_features(network.emoji_features[network.answers])
-        loss = hinge_loss(questions, answers[labels], answers[WRONG[labels]], config.margin)
+        loss = answer_hinge(questions, answers, labels, config.margin)
         if model_config.sentiment_aware and config.sentiment_weight > 0:
             right = np.array([rng.choice(pools[label]) for label in labels])
             wrong = np.array([[rng.choice(pools[w]) for w in WRONG[label]] for label in labels])
@@ -130,7 +141,7 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
     started = time.perf_counter()
     for epoch in range(1, config.epochs + 1):
         network.train()
-        plan = batches(lengths, config.batch_size, rng)
+        plan = batches(text_lengths, config.batch_size, rng)
         t0, total = time.perf_counter(), 0.0
         for rows in tqdm(plan, desc=f"epoch {epoch}/{config.epochs}", unit="batch", disable=not progress, leave=False):
             loss = batch_loss(rows)
@@ -162,9 +173,8 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
 @torch.no_grad()
 def validation(model: EmojiSQAM, val: Tweets, margin: float) -> dict:
     """Hinge loss over every wrong answer, and 3-way accuracy, on held-out tweets."""
-    scores = torch.from_numpy(model.scores(val.texts)[:, model.network.answers.numpy()])
-    labels = torch.from_numpy(val.labels)
-    right = scores.gather(1, labels[:, None])
-    wrong = scores.gather(1, torch.from_numpy(WRONG[val.labels]))
-    loss = torch.relu(margin - right + wrong).mean().item()
-    return {"val_loss": loss, "val_accuracy": float((scores.argmax(1) == labels).float().mean())}
+    questions = model.embed_texts(val.texts)
+    answers = model.embed_emojis(model.network.emoji_features[model.network.answers])
+    predictions = (questions @ answers.T).argmax(1).numpy()
+    return {"val_loss": answer_hinge(questions, answers, val.labels, margin).item(),
+            "val_accuracy": float(np.mean(predictions == val.labels))}
