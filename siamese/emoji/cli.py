@@ -115,40 +115,19 @@ def generate(
     as_json: JsonOpt = False,
 ):
     """Decode Gaussian samples, the seed's 2-D grids, reconstructions and an interpolation to PNGs."""
-    import numpy as np
-
-    from .images import load_emojis
-    from .sheets import gaussian_codes, grid_codes, interpolation_codes, save_sheet, side_by_side
+    from .generate import write_sheets
     from .vae import EmojiVAE
 
-    vae = EmojiVAE.load(vae_dir)
-    dim = vae.config.latent_dim
-    # Work out every sheet before writing any, so bad input leaves nothing behind.
-    sheets: dict[str, tuple[np.ndarray, int]] = {}
-    if samples:
-        sheets["samples.png"] = (gaussian_codes(samples, dim=dim, seed=seed), int(np.ceil(np.sqrt(samples))))
-    for pattern in [p.strip().upper() for p in patterns.split(",") if p.strip()]:
-        sheets[f"grid_{pattern}.png"] = (grid_codes(pattern, ticks=ticks, low=low, high=high, dim=dim), ticks)
-    decoded = {name: (vae.decode(codes), columns) for name, (codes, columns) in sheets.items()}
-    if reconstructions or between:
-        emojis = load_emojis(images)
-        if reconstructions:
-            held_out = vae.info.get("training", {}).get("val_names", [])
-            rows = [emojis.find(n) for n in held_out if n in emojis.names] + list(range(len(emojis)))
-            rows = list(dict.fromkeys(rows))[:reconstructions]
-            originals = emojis.images[rows]
-            decoded["reconstructions.png"] = (side_by_side(originals, vae.reconstruct(originals)), 12)
-        if between:
-            ends = [part for part in between.split(",") if part.strip()]
-            if len(ends) != 2:
-                raise ConfigError(f"--between takes two emojis separated by a comma, got {between!r}")
-            rows = [emojis.find(e) for e in ends]
-            start, end = vae.encode(emojis.images[rows])
-            path_images = vae.decode(interpolation_codes(start, end, steps))
-            decoded["interpolation.png"] = (np.concatenate([emojis.images[rows[:1]], path_images, emojis.images[rows[1:]]]), steps + 2)
-    written = [str(save_sheet(imgs, out / name, columns=columns, scale=scale)) for name, (imgs, columns) in decoded.items()]
-    _emit({"out": str(out), "files": written}, as_json, [f"wrote {f}" for f in written])
-
+    ends = None
+    if between is not None:
+        ends = tuple(part.strip() for part in between.split(",") if part.strip())
+        if len(ends) != 2:
+            raise ConfigError(f"--between takes two emojis separated by a comma, got {between!r}")
+    written = write_sheets(EmojiVAE.load(vae_dir), out, samples=samples,
+                           patterns=tuple(p.strip().upper() for p in patterns.split(",") if p.strip()),
+                           ticks=ticks, low=low, high=high, reconstructions=reconstructions, between=ends, steps=steps,
+                           scale=scale, images=images, seed=seed)
+    _emit({"out": str(out), "files": [str(f) for f in written]}, as_json, [f"wrote {f}" for f in written])
 
 
 @emoji_app.command("train")
@@ -168,6 +147,8 @@ def train(
     test_fraction: Annotated[float, typer.Option(min=0.05, max=0.9, help="Share of tweets held out for the test report.")] = 0.2,
     val_fraction: Annotated[float, typer.Option(min=0.01, max=0.5, help="Share of tweets held out to pick the best epoch.")] = 0.08,
     limit: Annotated[Optional[int], typer.Option(min=30, help="Use only the first N tweets (quick runs).")] = None,
+    min_frequency: Annotated[int, typer.Option(min=1, help="Keep words seen at least this often in training tweets.")] = 2,
+    word_dropout: Annotated[float, typer.Option(min=0.0, max=0.9, help="Share of training words replaced by [UNK] (regulariser).")] = 0.1,
     seed: int = 0,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
@@ -177,34 +158,28 @@ def train(
     from ..datasets import data_root
     from .images import load_emojis
     from .sqam import SQAMConfig
-    from .sqam_evaluation import evaluate_sqam, majority_baseline, tfidf_baseline
-    from .sqam_training import SQAMTrainConfig, train_sqam
-    from .tweets import read_tweets, split_tweets
+    from .sqam_evaluation import train_and_evaluate
+    from .sqam_training import SQAMTrainConfig
+    from .tweets import read_tweets
     from .vae import EmojiVAE
 
-    vae = EmojiVAE.load(vae_dir)
     tweets = read_tweets(data)
     if limit:
         tweets = tweets.subset(range(min(limit, len(tweets))))
-    test, val, train_part = split_tweets(tweets, [test_fraction, val_fraction], seed=seed)
+    vae = EmojiVAE.load(vae_dir)
     emojis = load_emojis(images)
     glove_path = None if no_glove else (glove or data_root() / "glove" / "glove-50d-5k.json")
-    model = train_sqam(train_part, val, codes=vae.encode(emojis.images), names=emojis.names,
-                       model_config=SQAMConfig(code_dim=vae.config.latent_dim, sentiment_aware=sentiment_aware),
-                       config=SQAMTrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, seed=seed),
-                       glove_path=glove_path, progress=not quiet)
-    report = evaluate_sqam(model, test)
-    baselines = {"majority": majority_baseline(train_part, test), "tfidf_logreg": tfidf_baseline(train_part, test, seed=seed)}
-    model.info["test"] = report
-    model.info["baselines"] = baselines
+    model, result = train_and_evaluate(
+        tweets, codes=vae.encode(emojis.images), names=emojis.names,
+        model_config=SQAMConfig(code_dim=vae.config.latent_dim, sentiment_aware=sentiment_aware, min_frequency=min_frequency),
+        config=SQAMTrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, word_dropout=word_dropout, seed=seed),
+        glove_path=glove_path, test_fraction=test_fraction, val_fraction=val_fraction, progress=not quiet)
     model.save(out)
-    info = model.info["training"]
-    result = {"out": str(out), "train_tweets": info["train_tweets"], "val_tweets": info["val_tweets"], "test": report,
-              "baselines": baselines, "best_epoch": info["best_epoch"], "history": info["history"], "seconds": info["seconds"],
-              "glove": info["glove"]}
+    result = {"out": str(out)} | result
+    report, baselines = result["test"], result["baselines"]
     recall = ", ".join(f"{k} {v:.3f}" for k, v in report["recall"].items())
     _emit(result, as_json, [
-        f"trained on {info['train_tweets']} tweets for {len(info['history'])} epochs in {info['seconds']:.1f}s; best epoch {info['best_epoch']}",
+        f"trained on {result['train_tweets']} tweets for {len(result['history'])} epochs in {result['seconds']:.1f}s; best epoch {result['best_epoch']}",
         f"held-out test ({report['n']} tweets): accuracy {report['accuracy']:.4f} (recall: {recall})",
         f"  confusion matrix (rows true, columns predicted; positive, neutral, negative): {report['confusion_matrix']}",
         f"  majority class {baselines['majority']['accuracy']:.4f}, TF-IDF + logistic regression {baselines['tfidf_logreg']['accuracy']:.4f}",

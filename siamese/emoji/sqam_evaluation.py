@@ -13,7 +13,7 @@ from sklearn.pipeline import make_pipeline
 
 from .sentiment import sentiment_classes, sentiment_priors
 from .sqam import EmojiSQAM
-from .tweets import SENTIMENTS, Tweets
+from .tweets import SENTIMENTS, Tweets, split_tweets
 
 
 def classification_report(labels: np.ndarray, predictions: np.ndarray) -> dict:
@@ -55,3 +55,24 @@ def evaluate_sqam(model: EmojiSQAM, test: Tweets, *, k: int = 5) -> dict:
     report = classification_report(test.labels, model.predict(test.texts))
     report[f"sentiment_agreement_at_{k}"] = sentiment_agreement(model, test, k=k)
     return report
+
+
+def train_and_evaluate(tweets: Tweets, *, codes: np.ndarray, names: list[str], model_config=None, config=None,
+                       glove_path=None, test_fraction: float = 0.2, val_fraction: float = 0.08,
+                       progress: bool = False) -> tuple[EmojiSQAM, dict]:
+    """Split the tweets (stratified: test, validation, train), train, and report on the test part
+    beside the baselines. The report is also kept in ``model.info``."""
+    from .sqam_training import SQAMTrainConfig, train_sqam
+
+    config = config or SQAMTrainConfig()
+    test, val, train = split_tweets(tweets, [test_fraction, val_fraction], seed=config.seed)
+    model = train_sqam(train, val, codes=codes, names=names, model_config=model_config, config=config,
+                       glove_path=glove_path, progress=progress)
+    model.info["test"] = evaluate_sqam(model, test)
+    model.info["baselines"] = {"majority": majority_baseline(train, test),
+                               "tfidf_logreg": tfidf_baseline(train, test, seed=config.seed)}
+    info = model.info["training"]
+    report = {"train_tweets": info["train_tweets"], "val_tweets": info["val_tweets"], "test": model.info["test"],
+              "baselines": model.info["baselines"], "best_epoch": info["best_epoch"], "history": info["history"],
+              "seconds": info["seconds"], "glove": info["glove"]}
+    return model, report
