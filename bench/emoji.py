@@ -4,7 +4,7 @@ logistic regression; how often its top-5 among all 874 emojis share the tweet's 
 pixels-only (the seed) and sentiment-aware. Writes JSON, the docs' example images, and prints
 markdown.
 
-    .venv/bin/python bench/emoji.py [--vae-epochs 30] [--vae DIR] [--sqam-epochs 8] [--seed 0]
+    .venv/bin/python bench/emoji.py [--vae-epochs 30] [--vae DIR] [--sqam-epochs 10] [--seed 0]
 
 ``--vae DIR`` reuses a VAE trained by ``siamese emoji train-vae`` instead of training one.
 """
@@ -50,7 +50,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--vae", type=Path, help="Reuse this trained VAE folder.")
     p.add_argument("--vae-epochs", type=int, default=30)
-    p.add_argument("--sqam-epochs", type=int, default=8)
+    p.add_argument("--sqam-epochs", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--work", type=Path, default=Path("runs/emoji"), help="Where models and full-size sheets go.")
     p.add_argument("--out", type=Path, default=HERE / "results" / "emoji.json")
@@ -81,8 +81,8 @@ def main() -> None:
     models, reports = {}, {}
     for name, aware in (("pixels-only", False), ("sentiment-aware", True)):
         model, report = train_and_evaluate(tweets, codes=codes, names=emojis.names,
-                                           model_config=SQAMConfig(sentiment_aware=aware, min_frequency=2),
-                                           config=SQAMTrainConfig(epochs=args.sqam_epochs, word_dropout=0.1, seed=args.seed),
+                                           model_config=SQAMConfig(sentiment_aware=aware),
+                                           config=SQAMTrainConfig(epochs=args.sqam_epochs, seed=args.seed),
                                            glove_path=glove)
         model.save(args.work / f"sqam-{name}")
         models[name], reports[name] = model, report

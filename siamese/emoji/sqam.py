@@ -42,7 +42,7 @@ class SQAMConfig:
     code_dim: int = 16
     sentiment_aware: bool = False
     max_vocab: int = 10_000
-    min_frequency: int = 1
+    min_frequency: int = 2  # words seen once in training are [UNK]
     lowercase: bool = True
     max_length: int = 64
 
