@@ -4,7 +4,7 @@ logistic regression; how often its top-5 among all 874 emojis share the tweet's 
 pixels-only (the seed) and sentiment-aware. Writes JSON, the docs' example images, and prints
 markdown.
 
-    .venv/bin/python bench/emoji.py [--vae-epochs 30] [--vae DIR] [--sqam-epochs 10] [--seed 0]
+    .venv/bin/python bench/emoji.py [--vae-epochs 15] [--vae DIR] [--sqam-epochs 10] [--seed 0]
 
 ``--vae DIR`` reuses a VAE trained by ``siamese emoji train-vae`` instead of training one.
 """
@@ -49,7 +49,7 @@ def small_png(source: Path, target: Path, colors: int = 96) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--vae", type=Path, help="Reuse this trained VAE folder.")
-    p.add_argument("--vae-epochs", type=int, default=30)
+    p.add_argument("--vae-epochs", type=int, default=15)
     p.add_argument("--sqam-epochs", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--work", type=Path, default=Path("runs/emoji"), help="Where models and full-size sheets go.")

@@ -21,9 +21,9 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.
 def train_vae(
     out: Annotated[Path, typer.Option("--out", help="VAE folder to write (only written if training succeeds).")],
     images: ImagesOpt = None,
-    epochs: Annotated[int, typer.Option(min=1)] = 30,
+    epochs: Annotated[int, typer.Option(min=1)] = 15,
     batch_size: Annotated[int, typer.Option(min=1)] = 16,
-    lr: Annotated[float, typer.Option(min=0.0)] = 0.003,
+    lr: Annotated[float, typer.Option(min=0.0, help="Adam learning rate (the seed: 0.003, which collapses here).")] = 0.001,
     filters: Annotated[int, typer.Option(min=1, help="Channels of every convolution (the seed: 64).")] = 64,
     latent_dim: Annotated[int, typer.Option(min=4, help="Size of an emoji's code (the seed: 16).")] = 16,
     dropout: Annotated[float, typer.Option(min=0.0, max=0.95, help="Share of decoder units dropped (the seed: 0.8).")] = 0.8,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass
 
@@ -156,7 +157,7 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
         record.update(validation(model, val, config.margin))
         history.append(record)
         if progress:
-            tqdm.write(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
+            tqdm.write(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()), file=sys.stderr)
         if record["val_accuracy"] > best[0]:
             best = (record["val_accuracy"], copy.deepcopy(network.state_dict()), epoch)
     network.load_state_dict(best[1])
