@@ -51,8 +51,10 @@ class Priors:
     overall: np.ndarray  # (3,) shares over all the known emojis' tweets
 
 
-def sentiment_priors(names: list[str], *, shrinkage: float = 10.0, ranking: dict[str, np.ndarray] | None = None) -> Priors:
-    """Priors of emojis ``names``, in SENTIMENTS order (positive, neutral, negative)."""
+def sentiment_priors(names: list[str], *, shrinkage: float = 50.0, ranking: dict[str, np.ndarray] | None = None) -> Priors:
+    """Priors of emojis ``names``, in SENTIMENTS order (positive, neutral, negative). ``shrinkage``
+    pseudo-tweets of overall shares are added to each emoji's counts, so an emoji seen in a handful
+    of tweets keeps a weak prior and does not outrank well-attested ones."""
     ranking = read_ranking() if ranking is None else ranking
     known = [ranking[n] for n in names if n in ranking]
     overall = np.sum(known, axis=0) / np.sum(known) if known else np.full(len(SENTIMENTS), 1 / len(SENTIMENTS))
@@ -66,7 +68,7 @@ def sentiment_priors(names: list[str], *, shrinkage: float = 10.0, ranking: dict
     return Priors(features, occurrences, overall)
 
 
-def sentiment_classes(priors: Priors, *, min_occurrences: int = 5) -> np.ndarray:
+def sentiment_classes(priors: Priors, *, min_occurrences: int = 20) -> np.ndarray:
     """The sentiment each emoji is most over-used with (index into SENTIMENTS), or UNKNOWN."""
     classes = priors.features.argmax(axis=1)
     classes[priors.occurrences < min_occurrences] = UNKNOWN

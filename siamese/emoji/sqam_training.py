@@ -2,8 +2,9 @@
 each tweet gives one (tweet, right emoji, wrong emoji) triplet per wrong sentiment.
 
 A sentiment-aware model also sees, per tweet, a random emoji whose sentiment prior matches the
-tweet against one random emoji of each other sentiment, drawn from all known emojis, so the
-emoji side learns to read the prior and suggestions among all 874 emojis follow the sentiment.
+tweet against one random emoji of each other sentiment and one of unknown sentiment, drawn from
+all known emojis, so the emoji side learns to read the prior and suggestions among all 874
+emojis follow the sentiment.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
 
     text_lengths = np.array([len(s) for s in vectorizer.encode(train.texts)])  # for length-bucketed batches
     pools = [np.flatnonzero(emojis["classes"] == label) for label in range(len(SENTIMENTS))]
+    unknown = np.flatnonzero(emojis["classes"] == UNKNOWN)
     optimizer = torch.optim.Adam(network.parameters(), lr=config.lr)
 
     def batch_loss(rows: np.ndarray) -> torch.Tensor:
@@ -133,11 +135,14 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
         answers = network.embed_features(network.emoji_features[network.answers])
         loss = answer_hinge(questions, answers, labels, config.margin)
         if model_config.sentiment_aware and config.sentiment_weight > 0:
+            # Wrong: one emoji of each other sentiment, and one of unknown sentiment (a known match
+            # should outrank an emoji nobody has measured).
             right = np.array([rng.choice(pools[label]) for label in labels])
-            wrong = np.array([[rng.choice(pools[w]) for w in WRONG[label]] for label in labels])
+            wrong = np.array([[rng.choice(pools[w]) for w in WRONG[label]] + ([rng.choice(unknown)] if len(unknown) else [])
+                              for label in labels])
             emoji_vectors = network.embed_features(network.emoji_features[torch.from_numpy(np.concatenate([right, wrong.ravel()]))])
             loss = loss + config.sentiment_weight * hinge_loss(
-                questions, emoji_vectors[: len(rows)], emoji_vectors[len(rows) :].view(len(rows), WRONG.shape[1], -1), config.margin)
+                questions, emoji_vectors[: len(rows)], emoji_vectors[len(rows) :].view(len(rows), wrong.shape[1], -1), config.margin)
         return loss
 
     history, best = [], (-1.0, None, 0)
