@@ -40,7 +40,7 @@ EXAMPLES = [
 ]
 
 
-def small_png(source: Path, target: Path, colors: int = 96) -> None:
+def small_png(source: Path, target: Path, colors: int = 32) -> None:
     """A palette copy for the docs: a few tens of kB instead of hundreds."""
     target.parent.mkdir(parents=True, exist_ok=True)
     Image.open(source).convert("RGB").quantize(colors).save(target, optimize=True)

@@ -149,6 +149,7 @@ def train(
     limit: Annotated[Optional[int], typer.Option(min=30, help="Use only the first N tweets (quick runs).")] = None,
     min_frequency: Annotated[int, typer.Option(min=1, help="Keep words seen at least this often in training tweets.")] = 2,
     word_dropout: Annotated[float, typer.Option(min=0.0, max=0.9, help="Share of training words replaced by [UNK] (regulariser).")] = 0.1,
+    sentiment_weight: Annotated[float, typer.Option(min=0.0, help="Weight of the all-emoji sentiment triplets (sentiment-aware models).")] = 0.3,
     seed: int = 0,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
@@ -172,7 +173,8 @@ def train(
     model, result = train_and_evaluate(
         tweets, codes=vae.encode(emojis.images), names=emojis.names,
         model_config=SQAMConfig(code_dim=vae.config.latent_dim, sentiment_aware=sentiment_aware, min_frequency=min_frequency),
-        config=SQAMTrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, word_dropout=word_dropout, seed=seed),
+        config=SQAMTrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, word_dropout=word_dropout,
+                               sentiment_weight=sentiment_weight, seed=seed),
         glove_path=glove_path, test_fraction=test_fraction, val_fraction=val_fraction, progress=not quiet)
     model.save(out)
     result = {"out": str(out)} | result
