@@ -4,7 +4,7 @@ Trains on the duplicates of siamese.datasets.TRAIN, validates on VALIDATION, and
 BENCHMARKS, each test set with the threshold chosen on its own validation split (Quora: the
 threshold chosen on VALIDATION during training). Prints a markdown table and writes JSON.
 
-    .venv/bin/python bench/quality.py [--epochs 8] [--precision bf16] [--seed 0]
+    .venv/bin/python bench/quality.py [--epochs 8] [--precision auto] [--seed 0]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--precision", default="bf16")
+    p.add_argument("--precision", default="auto")
     p.add_argument("--threshold-metric", default="accuracy")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=HERE / "results" / "quality.json")

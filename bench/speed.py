@@ -6,7 +6,8 @@ with the same model (Embedding 128 → LSTM 128 → mean → L2), batch 256, Ada
   keras      the seed's Keras code (bench/keras_seed.py, TensorFlow in bench/.venv-tf)
   naive      a direct PyTorch port: batches padded to their longest text, dense Adam, fp32
   ours-fp32  siamese.train, precision fp32
-  ours-bf16  siamese.train, precision bf16 (the default)
+  ours-bf16  siamese.train, precision bf16 (what the default "auto" picks on CPUs with native
+             bfloat16, AVX512-BF16 or AMX; left out on CPUs without it)
 Each run is a fresh process (own peak memory); rounds are interleaved so machine noise hits all
 contenders alike; the table quotes medians. Encoding speed is measured on ~50k real questions.
 
@@ -29,6 +30,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TF_PY = HERE / ".venv-tf" / "bin" / "python"
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
 
 
 def peak_rss_mb() -> float:
@@ -145,7 +153,7 @@ def main() -> None:
     p.add_argument("--no-encode", action="store_true", help="skip the encoding benchmark")
     p.add_argument("--setup-tf", action="store_true", help="create bench/.venv-tf first (TensorFlow CPU)")
     p.add_argument("--worker", choices=["ours", "naive", "encode"], help=argparse.SUPPRESS)
-    p.add_argument("--precision", default="bf16", help=argparse.SUPPRESS)
+    p.add_argument("--precision", default="auto", help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, help="JSON results (default bench/results/speed-<pairs>.json)")
     args = p.parse_args()
 
@@ -167,6 +175,10 @@ def main() -> None:
         "ours-fp32": me + ["--worker", "ours", "--precision", "fp32"],
         "ours-bf16": me + ["--worker", "ours", "--precision", "bf16"],
     }
+    import torch
+
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        del contenders["ours-bf16"]
     with tempfile.TemporaryDirectory() as tmp:
         if TF_PY.exists():
             csv_path = Path(tmp) / "pairs.csv"
@@ -187,7 +199,7 @@ def main() -> None:
         enc = None if args.no_encode else run(me + ["--worker", "encode"])
 
     summary = {
-        "data": args.pairs, "pairs": len(pairs), "mean_words_per_text": round(words, 2), "epochs": args.epochs, "rounds": args.rounds,
+        "cpu": cpu_name(), "data": args.pairs, "pairs": len(pairs), "mean_words_per_text": round(words, 2), "epochs": args.epochs, "rounds": args.rounds,
         "training": {
             name: {
                 "pairs_per_second_median": round(statistics.median(r["pairs_per_second"] for r in rs), 1),

@@ -68,7 +68,7 @@ def train(
     seed: int = 0,
     max_vocab: Annotated[int, typer.Option(help="Vocabulary size cap (0 = no cap).")] = 50_000,
     lowercase: Annotated[bool, typer.Option("--lowercase/--keep-case")] = True,
-    precision: Annotated[str, typer.Option(help="bf16 (fast, fp32 weights) or fp32.")] = "bf16",
+    precision: Annotated[str, typer.Option(help="auto (bf16 where the CPU has it natively, else fp32), bf16 (fast, fp32 weights) or fp32.")] = "auto",
     threshold_metric: Annotated[str, typer.Option(help="What the validation threshold maximises: accuracy or f1.")] = "accuracy",
     checkpoint: Annotated[Optional[Path], typer.Option(help="Also write the best weights here after each improving epoch.")] = None,
     workers: Annotated[Optional[int], typer.Option(min=1, help="Threads encoding parts of each batch in parallel (default: one per core).")] = None,
@@ -179,7 +179,7 @@ def index_build(
     data: Annotated[Path, typer.Option("--data", help="Texts: a .txt file (one per line) or a CSV/TSV column.")],
     out: Annotated[Path, typer.Option("--out", help="Index folder to write.")],
     column: TextColumnOpt = None,
-    kind: Annotated[str, typer.Option(help="flat (exact) or hnsw (approximate, for large corpora).")] = "flat",
+    kind: Annotated[str, typer.Option(help="flat (exact), hnsw or ivf (approximate, for large corpora).")] = "flat",
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     as_json: JsonOpt = False,
 ):
@@ -252,17 +252,22 @@ def dedupe(
     threshold: Annotated[Optional[float], typer.Option(help="Duplicate threshold (default: the model's).")] = None,
     column: TextColumnOpt = None,
     k: Annotated[int, typer.Option("-k", min=1, help="Neighbours examined per text.")] = 20,
-    kind: Annotated[str, typer.Option(help="flat (exact neighbours) or hnsw (approximate, faster at scale).")] = "flat",
+    kind: Annotated[str, typer.Option(
+        help="auto (exact up to 50,000 texts, ivf beyond), flat (exact), ivf or hnsw (approximate).")] = "auto",
+    clusters: Annotated[str, typer.Option(
+        help="components (all texts linked by a chain of duplicates) or communities (tight: each member "
+             "a duplicate of its cluster's centre).")] = "components",
+    min_size: Annotated[int, typer.Option(min=2, help="Smallest cluster written.")] = 2,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     as_json: JsonOpt = False,
 ):
-    """Group near-duplicate texts into clusters (connected components above the threshold)."""
+    """Group near-duplicate texts into clusters of duplicates above the threshold."""
     from .data import read_texts
     from .model import SiameseModel
     from .search import dedupe as run_dedupe
 
     summary = run_dedupe(SiameseModel.load(model_dir), read_texts(data, column), out, threshold=threshold, k=k,
-                         kind=kind, progress=not quiet)
+                         kind=kind, clustering=clusters, min_size=min_size, progress=not quiet)
     _emit(summary, as_json, [f"{summary['pairs']} duplicate pairs in {summary['clusters']} clusters "
                              f"({summary['clustered_texts']} of {summary['texts']} texts); written to {out}"])
 

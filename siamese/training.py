@@ -26,6 +26,9 @@ from .model import ModelConfig, SiameseModel
 from .text import pad
 
 
+PRECISIONS = ("auto", "bf16", "fp32")
+
+
 @dataclass
 class TrainConfig:
     """Optimisation hyper-parameters (the seed's values by default)."""
@@ -37,9 +40,22 @@ class TrainConfig:
     seed: int = 0
     bucket: bool = True  # group texts of similar length into batches: far less padding
     bucket_span: int = 50  # batches per sorted pool; larger = tighter lengths, less randomness
-    precision: str = "bf16"  # "bf16": LSTM matmuls in bfloat16 (fp32 weights); "fp32"
+    precision: str = "auto"  # "bf16": LSTM matmuls in bfloat16 (fp32 weights); "fp32"; "auto": bf16 if the CPU has it
     threshold_metric: str = "accuracy"  # what the validation threshold maximises: accuracy | f1
     workers: int | None = None  # threads encoding length groups of a batch in parallel; None = one per core
+
+
+def resolve_precision(precision: str) -> str:
+    """"auto" → bf16 where the CPU computes it natively (AVX512-BF16 / AMX), else fp32."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    native = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    if precision == "bf16" and not native:
+        raise ConfigError("precision 'bf16' needs a CPU with native bfloat16 (AVX512-BF16 or AMX); "
+                          "this one has none: use 'fp32' or 'auto'")
+    if precision == "auto":
+        return "bf16" if native else "fp32"
+    return precision
 
 
 def seed_everything(seed: int) -> np.random.Generator:
@@ -95,8 +111,7 @@ def train(
     summary is in ``model.info["training"]``."""
     config = config or TrainConfig()
     model_config = model_config or ModelConfig(seed=config.seed)
-    if config.precision not in ("bf16", "fp32"):
-        raise ConfigError(f"precision must be 'bf16' or 'fp32', got {config.precision!r}")
+    precision = resolve_precision(config.precision)
     if config.threshold_metric not in ("accuracy", "f1"):
         raise ConfigError(f"threshold_metric must be 'accuracy' or 'f1', got {config.threshold_metric!r}")
     rng = seed_everything(config.seed)
@@ -117,7 +132,7 @@ def train(
     if sparse:  # lazy Adam: only the embedding rows seen in the batch are updated
         optimizers.append(LazyAdam(sparse, lr=config.lr))
     autocast = (
-        (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if config.precision == "bf16" else contextlib.nullcontext
+        (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
     )
 
     runner = ParallelEncoder(encoder, config.workers, autocast)
@@ -141,6 +156,7 @@ def train(
         tqdm.write(f"no validation pairs with both labels: keeping threshold {model.config.threshold}")
     model.info["training"] = {
         "config": asdict(config),
+        "precision": precision,
         "train_pairs": len(positives),
         "val_pairs": 0 if val_pairs is None else len(val_pairs),
         "best_epoch": best[2],

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from safetensors import SafetensorError
 
 import siamese.model
 from siamese import ModelConfig, ModelError, SiameseModel

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from siamese import datasets, read_texts
-from siamese.search import DuplicateIndex, SearchIndexError, clusters, dedupe, duplicate_pairs
+from siamese.search import DuplicateIndex, SearchIndexError, communities, components, dedupe, duplicate_pairs
 from test_cli import assert_user_error, run, run_json
 
 
@@ -48,14 +48,27 @@ def test_known_duplicates_are_retrieved(data_dir, flat):
     assert np.mean(found) > 0.3 > np.mean(control)  # far above chance (10 of 16,889)
 
 
-def test_hnsw_recall_against_exact(trained, corpus, flat):
-    hnsw = DuplicateIndex(trained.model, kind="hnsw")
-    hnsw.add(corpus)
+@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
+def test_approximate_recall_against_exact(trained, corpus, flat, kind):
+    index = DuplicateIndex(trained.model, kind=kind)
+    index.add(corpus)
     queries = corpus[::97]
     exact = [{x.id for x in h} for h in flat.search(queries, k=10)]
-    approx = [{x.id for x in h} for h in hnsw.search(queries, k=10)]
+    approx = [{x.id for x in h} for h in index.search(queries, k=10)]
     recall = np.mean([len(a & e) / len(e) for a, e in zip(approx, exact)])
     assert recall >= 0.9
+
+
+def test_ivf_lists_are_learnt_once_and_saved(trained, corpus, tmp_path):
+    index = DuplicateIndex(trained.model, kind="ivf", nprobe=4)
+    index.add(corpus[:4000])
+    assert index.index.nlist == 102 and index.index.is_trained  # min(4·√4000, 4000 // 39)
+    index.add(corpus[4000:4100])  # appended to the trained lists
+    assert index.index.nlist == 102 and len(index) == index.index.ntotal == 4100
+    loaded = DuplicateIndex.load(index.save(tmp_path / "ivf"))
+    assert loaded.kind == "ivf" and loaded.index.nprobe == 4
+    queries = corpus[4050:4060]
+    assert [[h.id for h in r] for r in loaded.search(queries, k=3)] == [[h.id for h in r] for r in index.search(queries, k=3)]
 
 
 def test_save_load_add_and_model_check(trained, corpus, tmp_path, monkeypatch):
@@ -87,11 +100,13 @@ def test_duplicate_pairs_and_clusters_match_brute_force(trained, corpus):
     texts = corpus[:800]
     vectors = trained.model.encode(texts)
     t = 0.9
-    found = {(i, j) for i, j, _ in duplicate_pairs(vectors, t, k=len(texts))}
+    pairs = duplicate_pairs(vectors, t, k=len(texts))
+    found = {(i, j) for i, j, _ in pairs}
     sims = vectors @ vectors.T
     expected = {(i, j) for i, j in zip(*np.nonzero(np.triu(sims > t, k=1)))}
     assert found == expected and found
-    groups = clusters(len(texts), [(i, j, 0.0) for i, j in found])
+    assert pairs.similarity == pytest.approx(sims[pairs.first, pairs.second], abs=1e-5)
+    groups = components(len(texts), pairs)
     # brute-force components by repeated propagation
     label = np.arange(len(texts))
     for _ in range(len(texts)):
@@ -107,6 +122,41 @@ def test_duplicate_pairs_and_clusters_match_brute_force(trained, corpus):
     for x, lab in enumerate(label):
         comps.setdefault(lab, []).append(x)
     assert sorted(map(sorted, groups)) == sorted(c for c in comps.values() if len(c) > 1)
+
+
+def test_communities_do_not_chain():
+    # five unit vectors 30° apart: neighbours are duplicates (cos 30° > 0.8), two apart are not (cos 60°)
+    angles = np.radians([0, 30, 60, 90, 120])
+    vectors = np.stack([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
+    pairs = duplicate_pairs(vectors, 0.8, k=5)
+    assert sorted(zip(pairs.first.tolist(), pairs.second.tolist())) == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    assert components(5, pairs) == [[0, 1, 2, 3, 4]]  # the chain joins 0° and 120°
+    assert communities(5, pairs) == [[1, 0, 2], [3, 4]]  # centre first; every member a duplicate of it
+    assert communities(5, pairs, min_size=3) == [[1, 0, 2]]
+
+
+def test_ivf_pairs_agree_with_exact(trained, corpus):
+    vectors = trained.model.encode(corpus)
+    exact = duplicate_pairs(vectors, 0.9, k=10, kind="flat")
+    approx = duplicate_pairs(vectors, 0.9, k=10, kind="ivf")
+    shared = set(zip(exact.first.tolist(), exact.second.tolist())) & set(zip(approx.first.tolist(), approx.second.tolist()))
+    assert len(shared) >= 0.9 * len(exact) > 0 and len(approx) <= len(exact) * 1.05
+
+
+def test_communities_on_real_questions(trained, corpus):
+    vectors = trained.model.encode(corpus[:3000])
+    t = 0.9
+    pairs = duplicate_pairs(vectors, t, k=50)
+    tight, loose = communities(3000, pairs), components(3000, pairs)
+    assert tight and len(tight) >= len(loose)
+    members = [x for g in tight for x in g]
+    assert len(members) == len(set(members))  # disjoint
+    component_of = {x: n for n, g in enumerate(loose) for x in g}
+    for g in tight:
+        assert (vectors[g[1:]] @ vectors[g[0]] > t).all()  # each member is a duplicate of its centre
+        assert len({component_of[x] for x in g}) == 1  # and lies in the centre's component
+    degree = np.bincount(np.concatenate([pairs.first, pairs.second]), minlength=3000)
+    assert degree[tight[0][0]] == degree.max() or len(tight[0]) >= degree.max() + 1
 
 
 def test_dedupe_writes_clusters(trained, corpus, tmp_path):
@@ -139,6 +189,14 @@ def test_cli_index_search_add_dedupe(model_path, data_dir, tmp_path):
     summary = run_json("dedupe", model_path, "--data", src, "--column", "question", "--out", out,
                        "--threshold", 0.97, "--quiet")
     assert summary["clusters"] == len(out.read_text().splitlines()) > 0
+    tight = run_json("dedupe", model_path, "--data", src, "--column", "question", "--out", out,
+                     "--threshold", 0.97, "--clusters", "communities", "--min-size", 3, "--quiet")
+    sizes = [json.loads(line)["size"] for line in out.read_text().splitlines()]
+    assert tight["clustering"] == "communities" and len(sizes) == tight["clusters"] > 0 and min(sizes) >= 3
+    proc = run("dedupe", model_path, "--data", src, "--column", "question", "--out", tmp_path / "x.jsonl",
+               "--clusters", "cliques", check_ok=False)
+    assert_user_error(proc, "clustering", "'cliques'")
+    assert not (tmp_path / "x.jsonl").exists()
 
 
 def test_cli_search_errors(model_path, tmp_path):

@@ -92,7 +92,11 @@ def quick(pairs, val=None, checkpoint=None, **kw):
     return train(pairs, val, model_config=model_config, config=config, checkpoint=checkpoint, progress=False)
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+NATIVE_BF16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+needs_bf16 = pytest.mark.skipif(not NATIVE_BF16, reason="this CPU has no native bfloat16 (AVX512-BF16/AMX)")
+
+
+@pytest.mark.parametrize("precision", ["fp32", pytest.param("bf16", marks=needs_bf16)])
 def test_same_seed_same_model(small_pairs, small_val, precision):
     a = quick(small_pairs, small_val, precision=precision, seed=5)
     b = quick(small_pairs, small_val, precision=precision, seed=5)
@@ -146,6 +150,13 @@ def test_rejects_too_few_duplicates_and_bad_precision(small_pairs):
         quick(negatives)
     with pytest.raises(ValueError, match="precision"):
         quick(small_pairs, precision="fp16")
+
+
+def test_auto_precision_follows_the_cpu(small_pairs):
+    assert quick(small_pairs).info["training"]["precision"] == ("bf16" if NATIVE_BF16 else "fp32")
+    if not NATIVE_BF16:  # asking for bf16 on a CPU without it is a clear error, not a oneDNN crash
+        with pytest.raises(ValueError, match="native bfloat16"):
+            quick(small_pairs, precision="bf16")
 
 
 def test_bad_threshold_metric_is_rejected_before_training(small_pairs, small_val, monkeypatch):

@@ -1,0 +1,174 @@
+"""Duplicate search over a corpus: a FAISS index of a model's encodings, saved with its texts.
+
+An index folder holds ``index.faiss`` (inner product over unit vectors = cosine), ``texts.jsonl``
+(one ``{"id", "text"}`` per vector, in index order) and ``index.json`` (kind, size, and the
+fingerprint of the model that built it — an index refuses to be searched with another model).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import faiss
+
+from ..atomic import atomic_dir
+from ..errors import ConfigError, SiameseError
+from ..manifest import read_manifest
+from ..model import SiameseModel
+
+FORMAT = "siamese-index/1"
+KINDS = ("flat", "hnsw", "ivf")
+
+
+def ivf_lists(size: int) -> int:
+    """Inverted lists for ``size`` vectors: ~4·√n, with at least 39 training points per list."""
+    return max(1, min(int(4 * math.sqrt(size)), size // 39))
+
+
+def faiss_index(kind: str, dim: int, *, size: int = 0, hnsw_m: int = 32, ef_search: int = 128, nprobe: int = 16):
+    """An empty inner-product (= cosine on unit vectors) FAISS index.
+
+    ``flat`` is exact; ``hnsw`` is a graph, slow to build but the fastest single queries;
+    ``ivf`` clusters the vectors into lists and scans ``nprobe`` of them per query — quick to
+    build, best for all-against-all de-duplication. ``ivf`` must be trained (see
+    :func:`fill_index`); ``size`` is the expected number of vectors.
+    """
+    if kind == "flat":
+        return faiss.IndexFlatIP(dim)
+    if kind == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efSearch = ef_search
+        return index
+    if kind == "ivf":
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, ivf_lists(size), faiss.METRIC_INNER_PRODUCT)
+        index.nprobe = nprobe
+        return index
+    raise ConfigError(f"unknown index kind {kind!r}; choose one of: {', '.join(KINDS)}")
+
+
+def fill_index(index, vectors: np.ndarray):
+    """Add vectors, training the index on them first if it needs it (IVF)."""
+    if not index.is_trained:
+        index.train(vectors)
+    index.add(vectors)
+    return index
+
+
+class SearchIndexError(SiameseError):
+    """An index folder is missing, damaged, or belongs to another model."""
+
+
+@dataclass
+class Hit:
+    id: str
+    text: str
+    similarity: float
+    duplicate: bool
+
+
+class DuplicateIndex:
+    """Texts encoded by one model, searchable by cosine similarity.
+
+    ``kind="flat"`` is exact search; ``kind="hnsw"`` (graph, ``hnsw_m`` links per node) and
+    ``kind="ivf"`` (inverted lists trained on the first texts added, ``nprobe`` scanned per query)
+    are approximate and much faster on large corpora.
+    """
+
+    def __init__(self, model: SiameseModel, *, kind: str = "flat", hnsw_m: int = 32, ef_search: int = 128,
+                 nprobe: int = 16):
+        self.model = model
+        self.kind = kind
+        self.hnsw_m = hnsw_m
+        self.ef_search = ef_search
+        self.nprobe = nprobe
+        self.ids: list[str] = []
+        self.texts: list[str] = []
+        self.index = self._empty(size=0)
+
+    def _empty(self, size: int):
+        return faiss_index(self.kind, self.model.config.dim, size=size, hnsw_m=self.hnsw_m, ef_search=self.ef_search,
+                           nprobe=self.nprobe)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def add(self, texts: Sequence[str], ids: Sequence[str] | None = None, *, progress: bool = False) -> None:
+        """Encode and append texts (only the new ones are encoded)."""
+        texts = list(texts)
+        ids = [str(len(self.texts) + i) for i in range(len(texts))] if ids is None else [str(i) for i in ids]
+        if len(ids) != len(texts):
+            raise ConfigError(f"{len(ids)} ids for {len(texts)} texts")
+        if not texts:
+            return
+        vectors = self.model.encode(texts, progress=progress)
+        if not self.index.is_trained:  # IVF: lists are learnt from the first texts added
+            self.index = self._empty(size=len(vectors))
+        fill_index(self.index, vectors)
+        self.texts.extend(texts)
+        self.ids.extend(ids)
+
+    def search(self, queries: Sequence[str], k: int = 5, *, threshold: float | None = None) -> list[list[Hit]]:
+        """The ``k`` most similar indexed texts for each query, best first."""
+        if isinstance(queries, str):
+            queries = [queries]
+        if not len(self):
+            return [[] for _ in queries]
+        t = self.model.threshold if threshold is None else threshold
+        scores, rows = self.index.search(self.model.encode(list(queries)), min(k, len(self)))
+        return [
+            [Hit(self.ids[r], self.texts[r], float(s), bool(s > t)) for s, r in zip(srow, rrow) if r >= 0]
+            for srow, rrow in zip(scores, rows)
+        ]
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def save(self, path: str | os.PathLike) -> Path:
+        path = Path(path)
+        with atomic_dir(path) as tmp:
+            faiss.write_index(self.index, str(tmp / "index.faiss"))
+            with open(tmp / "texts.jsonl", "w", encoding="utf-8") as f:
+                for i, t in zip(self.ids, self.texts):
+                    f.write(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n")
+            meta = {"format": FORMAT, "kind": self.kind, "size": len(self), "dim": self.model.config.dim,
+                    "hnsw_m": self.hnsw_m, "ef_search": self.ef_search, "nprobe": self.nprobe,
+                    "model_fingerprint": self.model.fingerprint(),
+                    "model_path": str(self.model.path) if self.model.path else None,
+                    "threshold": self.model.threshold}
+            (tmp / "index.json").write_text(json.dumps(meta, indent=2) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, model: SiameseModel | None = None) -> DuplicateIndex:
+        """Open an index; with no ``model``, the model folder recorded at build time is loaded."""
+        path = Path(path)
+        meta = read_manifest(path, "index.json", FORMAT, SearchIndexError, "index")
+        if model is None:
+            if not meta.get("model_path"):
+                raise SearchIndexError(f"{path}: the index does not record its model folder; pass the model explicitly")
+            model = SiameseModel.load(meta["model_path"])
+        if meta.get("model_fingerprint") != model.fingerprint():
+            raise SearchIndexError(f"{path}: built by a different model (fingerprint {str(meta.get('model_fingerprint'))[:12]}…, "
+                              f"this model is {model.fingerprint()[:12]}…); rebuild the index with this model")
+        self = cls(model, kind=meta["kind"], hnsw_m=meta.get("hnsw_m", 32), ef_search=meta.get("ef_search", 128),
+                   nprobe=meta.get("nprobe", 16))
+        try:
+            self.index = faiss.read_index(str(path / "index.faiss"))
+        except RuntimeError as e:
+            raise SearchIndexError(f"{path / 'index.faiss'}: unreadable ({str(e).splitlines()[0]})") from None
+        if self.kind == "hnsw":
+            self.index.hnsw.efSearch = self.ef_search
+        elif self.kind == "ivf":
+            self.index.nprobe = self.nprobe
+        with open(path / "texts.jsonl", encoding="utf-8") as f:
+            for line in f:
+                row = json.loads(line)
+                self.ids.append(row["id"])
+                self.texts.append(row["text"])
+        if self.index.ntotal != len(self.texts):
+            raise SearchIndexError(f"{path}: index holds {self.index.ntotal} vectors but texts.jsonl {len(self.texts)} texts")
+        return self
