@@ -262,3 +262,13 @@ def test_bad_inputs_exit_with_one_line_and_write_nothing(tmp_path, small_vae, em
     assert not sheets.exists()
     with pytest.raises(ModelError, match="not a siamese emoji VAE folder"):
         EmojiVAE.load(tmp_path)
+
+
+def test_emoji_commands_import_in_either_order():
+    import subprocess
+    import sys
+
+    for first in ("siamese.emoji.cli", "siamese.cli"):
+        code = f"import {first}, siamese.cli; print(len(siamese.cli.emoji_app.registered_commands))"
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and proc.stdout.strip() == "5", proc.stderr

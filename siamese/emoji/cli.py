@@ -8,10 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli import JsonOpt, _emit, user_errors
+from ..cli import JsonOpt, _emit, emoji_app, user_errors
 from ..errors import ConfigError
 
-emoji_app = typer.Typer(no_args_is_help=True, help="Emoji VAE and text→emoji Siamese model.")
 ImagesOpt = Annotated[Optional[Path], typer.Option("--images", help="Folder of 36x36 emoji PNGs (default: the shared Twemoji set).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 
