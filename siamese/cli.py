@@ -430,5 +430,12 @@ def formats():
         typer.echo(f"{fmt.name:<12} {fmt.description}")
 
 
+# `siamese emoji ...`: the commands are in siamese/emoji/cli.py and attach themselves to this
+# sub-app (importing that module in either order works: it only needs what is defined above).
+emoji_app = typer.Typer(no_args_is_help=True, help="Emoji VAE and text→emoji Siamese model.")
+app.add_typer(emoji_app, name="emoji")
+from .emoji import cli as _emoji_commands  # noqa: E402,F401
+
+
 def main() -> None:  # pragma: no cover - console entry point
     sys.exit(app())

@@ -1,0 +1,124 @@
+"""The emoji models on the shared data: the convolutional VAE (losses, inf/NaN codes, seconds per
+epoch) and the text→emoji model (held-out 3-way accuracy beside the majority class and TF-IDF +
+logistic regression; how often its top-5 among all 874 emojis share the tweet's sentiment),
+pixels-only (the seed) and sentiment-aware. Writes JSON, the docs' example images, and prints
+markdown.
+
+    .venv/bin/python bench/emoji.py [--vae-epochs 15] [--vae DIR] [--sqam-epochs 10] [--seed 0]
+
+``--vae DIR`` reuses a VAE trained by ``siamese emoji train-vae`` instead of training one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from siamese.datasets import data_root
+from siamese.emoji.generate import write_sheets
+from siamese.emoji.images import load_emojis, name_to_char
+from siamese.emoji.sheets import save_strip
+from siamese.emoji.sqam import SQAMConfig
+from siamese.emoji.sqam_evaluation import train_and_evaluate
+from siamese.emoji.sqam_training import SQAMTrainConfig
+from siamese.emoji.tweets import read_tweets
+from siamese.emoji.vae import EmojiVAE, VAEConfig
+from siamese.emoji.vae_training import VAETrainConfig, train_vae
+
+HERE = Path(__file__).resolve().parent
+DOCS = HERE.parent / "docs" / "images"
+# The seed's three example tweets.
+EXAMPLES = [
+    "@united Flight is awful only one lavatory functioning, and people lining up, bumping, etc. because can't use 1st class bathroom. Ridiculous",
+    "@usairways I've called for 3 days and can't get thru. is there some secret method i can use that doesn't result in you hanging up on me?",
+    "@AmericanAir Let's all have a extraordinary week and make it a year to remember #GoingForGreat 2015 thanks so much American Airlines!!!",
+]
+
+
+def small_png(source: Path, target: Path, colors: int = 32) -> None:
+    """A palette copy for the docs: a few tens of kB instead of hundreds."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    Image.open(source).convert("RGB").quantize(colors).save(target, optimize=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--vae", type=Path, help="Reuse this trained VAE folder.")
+    p.add_argument("--vae-epochs", type=int, default=15)
+    p.add_argument("--sqam-epochs", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--work", type=Path, default=Path("runs/emoji"), help="Where models and full-size sheets go.")
+    p.add_argument("--out", type=Path, default=HERE / "results" / "emoji.json")
+    args = p.parse_args()
+
+    emojis = load_emojis()
+    if args.vae:
+        vae = EmojiVAE.load(args.vae)
+    else:
+        vae = train_vae(emojis, model_config=VAEConfig(), config=VAETrainConfig(epochs=args.vae_epochs, seed=args.seed), progress=False)
+        vae.save(args.work / "vae")
+    started = time.perf_counter()
+    codes = vae.encode(emojis.images)
+    encode_seconds = time.perf_counter() - started
+    training = vae.info["training"]
+    vae_summary = {"config": vae.info.get("training", {}).get("config"), "architecture": vars(vae.config),
+                   "history": training["history"], "best_epoch": training["best_epoch"], "val_loss": training["val_loss"],
+                   "seconds_per_epoch": training["seconds_per_epoch"], "non_finite_codes": int((~np.isfinite(codes)).any(axis=1).sum()),
+                   "encode_seconds_all_874": encode_seconds}
+
+    sheets = write_sheets(vae, args.work / "sheets", between=("1f389", "1f621"), seed=args.seed)
+    for sheet in sheets:
+        if sheet.name in ("grid_A.png", "samples.png", "reconstructions.png", "interpolation.png"):
+            small_png(sheet, DOCS / f"emoji-{sheet.name}")
+
+    tweets = read_tweets()
+    glove = data_root() / "glove" / "glove-50d-5k.json"
+    models, reports = {}, {}
+    for name, aware in (("pixels-only", False), ("sentiment-aware", True)):
+        model, report = train_and_evaluate(tweets, codes=codes, names=emojis.names,
+                                           model_config=SQAMConfig(sentiment_aware=aware),
+                                           config=SQAMTrainConfig(epochs=args.sqam_epochs, seed=args.seed),
+                                           glove_path=glove)
+        model.save(args.work / f"sqam-{name}")
+        models[name], reports[name] = model, report
+
+    examples = []
+    for i, text in enumerate(EXAMPLES):
+        row = {"text": text}
+        for name, model in models.items():
+            top = model.suggest(text, k=5)
+            row[name] = [{"name": n, "char": name_to_char(n), "score": round(s, 4)} for n, s in top]
+            answers = model.scores([text])[0][model.network.answers.numpy()]
+            row[f"{name} answers"] = dict(zip(("🎉", "😈", "😡"), map(float, answers.round(4))))
+            if i in (0, 2):
+                strip = args.work / f"suggest-{name}-{i + 1}.png"
+                save_strip(emojis.images[[emojis.find(n) for n, _ in top]], [f"{n}\n{s:.3f}" for n, s in top], strip,
+                           title=f"{name}: {text[:70]}…")
+                small_png(strip, DOCS / f"emoji-suggest-{name}-{i + 1}.png")
+        examples.append(row)
+
+    summary = {"args": {k: str(v) for k, v in vars(args).items()}, "vae": vae_summary, "sqam": reports, "examples": examples}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+
+    print(f"VAE: best val loss {vae_summary['val_loss']:.1f} (epoch {vae_summary['best_epoch']}), "
+          f"{vae_summary['seconds_per_epoch']:.1f} s/epoch, inf/NaN codes {vae_summary['non_finite_codes']} of {len(emojis)}")
+    print("| model | test accuracy | recall pos / neu / neg | top-5 share the tweet's sentiment |")
+    print("|---|---|---|---|")
+    first = next(iter(reports.values()))
+    for name, r in [(n, r["test"]) for n, r in reports.items()] + [(b, first["baselines"][b]) for b in ("majority", "tfidf_logreg")]:
+        recall = " / ".join(f"{v:.3f}" for v in r["recall"].values())
+        print(f"| {name} | {r['accuracy']:.4f} | {recall} | {r.get('sentiment_agreement_at_5', float('nan')):.3f} |")
+    for row in examples:
+        print(f"\n{row['text'][:80]}…")
+        for name in models:
+            print(f"  {name}: {' '.join(s['char'] for s in row[name])}")
+
+
+if __name__ == "__main__":
+    main()

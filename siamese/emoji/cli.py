@@ -1,0 +1,210 @@
+"""``siamese emoji …``: train the emoji VAE, encode and generate emojis, train the text→emoji
+model and suggest emojis for a text. Errors and ``--json`` behave as in the main commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..cli import JsonOpt, _emit, emoji_app, user_errors
+from ..errors import ConfigError
+
+ImagesOpt = Annotated[Optional[Path], typer.Option("--images", help="Folder of 36x36 emoji PNGs (default: the shared Twemoji set).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+
+
+@emoji_app.command("train-vae")
+@user_errors
+def train_vae(
+    out: Annotated[Path, typer.Option("--out", help="VAE folder to write (only written if training succeeds).")],
+    images: ImagesOpt = None,
+    epochs: Annotated[int, typer.Option(min=1)] = 15,
+    batch_size: Annotated[int, typer.Option(min=1)] = 16,
+    lr: Annotated[float, typer.Option(min=0.0, help="Adam learning rate (the seed: 0.003, which collapses here).")] = 0.001,
+    filters: Annotated[int, typer.Option(min=1, help="Channels of every convolution (the seed: 64).")] = 64,
+    latent_dim: Annotated[int, typer.Option(min=4, help="Size of an emoji's code (the seed: 16).")] = 16,
+    dropout: Annotated[float, typer.Option(min=0.0, max=0.95, help="Share of decoder units dropped (the seed: 0.8).")] = 0.8,
+    val_fraction: Annotated[float, typer.Option(min=0.01, max=0.9)] = 0.2,
+    seed: int = 0,
+    quiet: QuietOpt = False,
+    as_json: JsonOpt = False,
+):
+    """Train the convolutional VAE on emoji images (80/20 split); report both losses per epoch."""
+    import numpy as np
+
+    from .images import load_emojis
+    from .vae import VAEConfig
+    from .vae_training import VAETrainConfig
+    from .vae_training import train_vae as run_training
+
+    emojis = load_emojis(images)
+    vae = run_training(emojis, model_config=VAEConfig(latent_dim=latent_dim, filters=filters, dropout=dropout),
+                       config=VAETrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, val_fraction=val_fraction, seed=seed),
+                       progress=not quiet)
+    codes = vae.encode(emojis.images)
+    non_finite = int((~np.isfinite(codes)).any(axis=1).sum())
+    vae.info["non_finite_codes"] = non_finite
+    vae.save(out)
+    info = vae.info["training"]
+    result = {"out": str(out), "emojis": len(emojis), "train_images": info["train_images"], "val_images": info["val_images"],
+              "history": info["history"], "best_epoch": info["best_epoch"], "val_loss": info["val_loss"],
+              "non_finite_codes": non_finite, "seconds": info["seconds"], "seconds_per_epoch": info["seconds_per_epoch"]}
+    lines = [f"epoch {h['epoch']:>3}: loss {h['loss']:.2f}  val_loss {h['val_loss']:.2f}  ({h['seconds']:.1f}s)" for h in info["history"]]
+    lines += [f"best epoch {info['best_epoch']} (val_loss {info['val_loss']:.2f}); {non_finite} of {len(emojis)} codes inf/NaN",
+              f"saved to {out}"]
+    _emit(result, as_json, lines)
+
+
+
+def _codes_csv(path: Path, names: list[str], codes) -> None:
+    """Codes as CSV: codepoints, char, z0 … z{d-1}; written atomically."""
+    import csv
+
+    from ..atomic import atomic_file
+    from .images import name_to_char
+
+    with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["codepoints", "char", *(f"z{i}" for i in range(codes.shape[1]))])
+        for name, code in zip(names, codes):
+            writer.writerow([name, name_to_char(name), *(f"{v:.6g}" for v in code)])
+
+
+@emoji_app.command("encode")
+@user_errors
+def encode(
+    vae_dir: Annotated[Path, typer.Argument(help="VAE folder (from train-vae).")],
+    out: Annotated[Path, typer.Option("--out", help="CSV to write: codepoints, char, z0 … z15.")],
+    images: ImagesOpt = None,
+    as_json: JsonOpt = False,
+):
+    """Encode every emoji image into its VAE code (the Gaussian's mean) and count inf/NaN codes."""
+    import numpy as np
+
+    from .images import load_emojis
+    from .vae import EmojiVAE
+
+    vae = EmojiVAE.load(vae_dir)
+    emojis = load_emojis(images)
+    codes = vae.encode(emojis.images)
+    non_finite = int((~np.isfinite(codes)).any(axis=1).sum())
+    _codes_csv(out, emojis.names, codes)
+    result = {"out": str(out), "emojis": len(emojis), "dim": int(codes.shape[1]), "non_finite_codes": non_finite}
+    _emit(result, as_json, [f"encoded {len(emojis)} emojis into {codes.shape[1]}-d codes ({non_finite} inf/NaN); written to {out}"])
+
+
+@emoji_app.command("generate")
+@user_errors
+def generate(
+    vae_dir: Annotated[Path, typer.Argument(help="VAE folder (from train-vae).")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for the PNG sheets (created if needed).")],
+    samples: Annotated[int, typer.Option(min=0, help="Gaussian samples to decode (0 = none).")] = 100,
+    patterns: Annotated[str, typer.Option(help="2-D grid patterns, comma-separated: A, B, C (empty = none).")] = "A,B,C",
+    ticks: Annotated[int, typer.Option(min=2, help="Grid points per axis.")] = 20,
+    low: float = -2.0,
+    high: float = 2.0,
+    reconstructions: Annotated[int, typer.Option(min=0, help="Emojis shown beside their reconstructions (the VAE's validation emojis first).")] = 24,
+    between: Annotated[Optional[str], typer.Option(help="Interpolate between two emojis: 'FROM,TO' as code points or characters, e.g. 1f389,1f621.")] = None,
+    steps: Annotated[int, typer.Option(min=2, help="Interpolation steps.")] = 12,
+    scale: Annotated[int, typer.Option(min=1, max=8, help="Pixel scale of each emoji in the sheets.")] = 1,
+    images: ImagesOpt = None,
+    seed: int = 0,
+    as_json: JsonOpt = False,
+):
+    """Decode Gaussian samples, the seed's 2-D grids, reconstructions and an interpolation to PNGs."""
+    from .generate import write_sheets
+    from .vae import EmojiVAE
+
+    ends = None
+    if between is not None:
+        ends = tuple(part.strip() for part in between.split(",") if part.strip())
+        if len(ends) != 2:
+            raise ConfigError(f"--between takes two emojis separated by a comma, got {between!r}")
+    written = write_sheets(EmojiVAE.load(vae_dir), out, samples=samples,
+                           patterns=tuple(p.strip().upper() for p in patterns.split(",") if p.strip()),
+                           ticks=ticks, low=low, high=high, reconstructions=reconstructions, between=ends, steps=steps,
+                           scale=scale, images=images, seed=seed)
+    _emit({"out": str(out), "files": [str(f) for f in written]}, as_json, [f"wrote {f}" for f in written])
+
+
+@emoji_app.command("train")
+@user_errors
+def train(
+    vae_dir: Annotated[Path, typer.Option("--vae", help="VAE folder whose codes embed the emojis.")],
+    out: Annotated[Path, typer.Option("--out", help="Model folder to write (only written if training succeeds).")],
+    data: Annotated[Optional[Path], typer.Option("--data", help="Tweets CSV with 'text' and 'airline_sentiment' columns (default: the shared airline tweets).")] = None,
+    images: ImagesOpt = None,
+    glove: Annotated[Optional[Path], typer.Option(help="GloVe vectors (.txt or .json) for the word embedding (default: the shared 50-d subset).")] = None,
+    no_glove: Annotated[bool, typer.Option("--no-glove", help="Start the word embedding from random vectors.")] = False,
+    sentiment_aware: Annotated[bool, typer.Option("--sentiment-aware/--pixels-only", help="Emoji features: VAE code + sentiment prior, or the VAE code alone (the seed).")] = True,
+    epochs: Annotated[int, typer.Option(min=1)] = 10,
+    batch_size: Annotated[int, typer.Option(min=2, help="Tweets per batch (the seed: 64).")] = 32,
+    lr: Annotated[float, typer.Option(min=0.0)] = 1e-3,
+    margin: Annotated[float, typer.Option(min=0.0)] = 0.2,
+    test_fraction: Annotated[float, typer.Option(min=0.05, max=0.9, help="Share of tweets held out for the test report.")] = 0.2,
+    val_fraction: Annotated[float, typer.Option(min=0.01, max=0.5, help="Share of tweets held out to pick the best epoch.")] = 0.08,
+    limit: Annotated[Optional[int], typer.Option(min=30, help="Use only the first N tweets (quick runs).")] = None,
+    min_frequency: Annotated[int, typer.Option(min=1, help="Keep words seen at least this often in training tweets.")] = 2,
+    word_dropout: Annotated[float, typer.Option(min=0.0, max=0.9, help="Share of training words replaced by [UNK] (regulariser).")] = 0.1,
+    sentiment_weight: Annotated[float, typer.Option(min=0.0, help="Weight of the all-emoji sentiment triplets (sentiment-aware models).")] = 0.3,
+    seed: int = 0,
+    quiet: QuietOpt = False,
+    as_json: JsonOpt = False,
+):
+    """Train the text→emoji Siamese model on sentiment-labelled tweets (🎉 / 😈 / 😡) and report
+    its held-out accuracy beside the majority class and TF-IDF + logistic regression."""
+    from ..datasets import data_root
+    from .images import load_emojis
+    from .sqam import SQAMConfig
+    from .sqam_evaluation import train_and_evaluate
+    from .sqam_training import SQAMTrainConfig
+    from .tweets import read_tweets
+    from .vae import EmojiVAE
+
+    tweets = read_tweets(data)
+    if limit:
+        tweets = tweets.subset(range(min(limit, len(tweets))))
+    vae = EmojiVAE.load(vae_dir)
+    emojis = load_emojis(images)
+    glove_path = None if no_glove else (glove or data_root() / "glove" / "glove-50d-5k.json")
+    model, result = train_and_evaluate(
+        tweets, codes=vae.encode(emojis.images), names=emojis.names,
+        model_config=SQAMConfig(code_dim=vae.config.latent_dim, sentiment_aware=sentiment_aware, min_frequency=min_frequency),
+        config=SQAMTrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, word_dropout=word_dropout,
+                               sentiment_weight=sentiment_weight, seed=seed),
+        glove_path=glove_path, test_fraction=test_fraction, val_fraction=val_fraction, progress=not quiet)
+    model.save(out)
+    result = {"out": str(out)} | result
+    report, baselines = result["test"], result["baselines"]
+    recall = ", ".join(f"{k} {v:.3f}" for k, v in report["recall"].items())
+    _emit(result, as_json, [
+        f"trained on {result['train_tweets']} tweets for {len(result['history'])} epochs in {result['seconds']:.1f}s; best epoch {result['best_epoch']}",
+        f"held-out test ({report['n']} tweets): accuracy {report['accuracy']:.4f} (recall: {recall})",
+        f"  confusion matrix (rows true, columns predicted; positive, neutral, negative): {report['confusion_matrix']}",
+        f"  majority class {baselines['majority']['accuracy']:.4f}, TF-IDF + logistic regression {baselines['tfidf_logreg']['accuracy']:.4f}",
+        f"  top-5 suggestions among all {len(model.names)} emojis sharing the tweet's sentiment: {report['sentiment_agreement_at_5']:.3f}",
+        f"saved to {out}",
+    ])
+
+
+@emoji_app.command("suggest")
+@user_errors
+def suggest(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder (from siamese emoji train).")],
+    text: Annotated[str, typer.Argument(help="The text to answer with emojis.")],
+    k: Annotated[int, typer.Option("-k", min=1, help="How many emojis.")] = 5,
+    png: Annotated[Optional[Path], typer.Option("--png", help="Also draw the top-k emojis with their scores into this PNG.")] = None,
+    generated: Annotated[int, typer.Option(min=0, help="Also rank this many new emojis decoded from Gaussian samples (needs --vae).")] = 0,
+    vae_dir: Annotated[Optional[Path], typer.Option("--vae", help="VAE folder, to rank and draw generated emojis.")] = None,
+    images: ImagesOpt = None,
+    seed: int = 0,
+    as_json: JsonOpt = False,
+):
+    """Rank all known emojis (and optionally generated ones) for a text."""
+    from .suggest import suggest_emojis
+
+    suggestions = suggest_emojis(model_dir, text, k=k, generated=generated, vae_dir=vae_dir, images=images, png=png, seed=seed)
+    result = {"text": text, "suggestions": suggestions} | ({"png": str(png)} if png else {})
+    _emit(result, as_json, [f"{s['score']:.4f} {s['char']} {s['name']}" for s in suggestions] + ([f"wrote {png}"] if png else []))

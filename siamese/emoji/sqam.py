@@ -1,0 +1,150 @@
+"""The text→emoji Siamese model ("SQAM", after Feng et al. 2015 and the seed).
+
+Text side: Embedding (GloVe-initialised) → BiLSTM(50, all steps) → max-pool → Dense(10, relu).
+Emoji side: the emoji's features → Dense(64, relu) → Dense(10, relu). Both then go through the
+same Dense(100, relu) → Dense(50, relu) → Dense(10, tanh); the score is their cosine.
+
+An emoji's features are its standardised VAE code, plus, in a *sentiment-aware* model, its
+sentiment prior (see :mod:`.sentiment`). The model keeps the features of every emoji it knows
+(all 874 by default) so it can rank any of them, and which three answer the trained sentiments.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..encoders import BiLSTMMaxEncoder
+from ..errors import ModelError
+from ..text import Vectorizer, pad
+from .folder import load_weights, read_config, save_folder
+from .tweets import SENTIMENTS
+
+FORMAT = "siamese-emoji-sqam/1"
+
+
+@dataclass
+class SQAMConfig:
+    """Architecture and text hyper-parameters (the seed's sizes); saved in ``config.json``."""
+
+    embedding_dim: int = 50  # GloVe 50-d
+    lstm_units: int = 50
+    text_dense: int = 10
+    emoji_hidden: int = 64
+    emoji_dense: int = 10
+    shared: tuple[int, ...] = (100, 50, 10)
+    code_dim: int = 16
+    sentiment_aware: bool = False
+    max_vocab: int = 10_000
+    min_frequency: int = 2  # words seen once in training are [UNK]
+    lowercase: bool = True
+    max_length: int = 64
+
+    @property
+    def feature_dim(self) -> int:
+        return self.code_dim + (len(SENTIMENTS) if self.sentiment_aware else 0)
+
+
+class SQAMNetwork(nn.Module):
+    def __init__(self, config: SQAMConfig, vocab_size: int, n_emojis: int, embeddings=None):
+        super().__init__()
+        self.text = BiLSTMMaxEncoder(vocab_size, config.embedding_dim, config.lstm_units, config.text_dense,
+                                     embeddings, normalize=False)
+        self.emoji = nn.Sequential(nn.Linear(config.feature_dim, config.emoji_hidden), nn.ReLU(),
+                                   nn.Linear(config.emoji_hidden, config.emoji_dense), nn.ReLU())
+        if config.text_dense != config.emoji_dense:
+            raise ModelError("text_dense and emoji_dense must match: both sides share the layers after them")
+        layers, width = [], config.text_dense
+        for i, units in enumerate(config.shared):
+            layers += [nn.Linear(width, units), nn.Tanh() if i == len(config.shared) - 1 else nn.ReLU()]
+            width = units
+        self.shared = nn.Sequential(*layers)
+        # Every known emoji's features, the code standardisation, and the rows answering SENTIMENTS.
+        self.register_buffer("emoji_features", torch.zeros(n_emojis, config.feature_dim))
+        self.register_buffer("code_mean", torch.zeros(config.code_dim))
+        self.register_buffer("code_std", torch.ones(config.code_dim))
+        self.register_buffer("answers", torch.zeros(len(SENTIMENTS), dtype=torch.long))
+
+    def embed_texts(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return self.shared(self.text(ids, lengths))
+
+    def embed_features(self, features: torch.Tensor) -> torch.Tensor:
+        return self.shared(self.emoji(features))
+
+
+class EmojiSQAM:
+    """A text→emoji model: vectorizer + network + the names of the emojis it can rank."""
+
+    def __init__(self, vectorizer: Vectorizer, network: SQAMNetwork, config: SQAMConfig, names: list[str],
+                 info: dict | None = None):
+        self.vectorizer = vectorizer
+        self.network = network
+        self.config = config
+        self.names = list(names)
+        self.info = dict(info or {})
+
+    @property
+    def answer_names(self) -> list[str]:
+        return [self.names[i] for i in self.network.answers.tolist()]
+
+    def text_batch(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        ids, lengths = pad(self.vectorizer.encode(texts))
+        return torch.from_numpy(ids), torch.from_numpy(lengths)
+
+    @torch.inference_mode()
+    def embed_texts(self, texts: list[str], *, batch_size: int = 512) -> torch.Tensor:
+        """Unit vectors of the texts in the shared space."""
+        self.network.eval()
+        parts = [self.network.embed_texts(*self.text_batch(texts[i : i + batch_size])) for i in range(0, len(texts), batch_size)]
+        return F.normalize(torch.cat(parts), dim=-1)
+
+    @torch.inference_mode()
+    def embed_emojis(self, features: torch.Tensor | None = None) -> torch.Tensor:
+        """Unit vectors of the known emojis (or of the given feature rows)."""
+        self.network.eval()
+        features = self.network.emoji_features if features is None else features
+        return F.normalize(self.network.embed_features(features), dim=-1)
+
+    def scores(self, texts: list[str], features: torch.Tensor | None = None) -> np.ndarray:
+        """Cosine of each text with each known emoji (or feature row): (texts, emojis)."""
+        return (self.embed_texts(texts) @ self.embed_emojis(features).T).numpy()
+
+    def predict(self, texts: list[str]) -> np.ndarray:
+        """Index into SENTIMENTS of the answer emoji with the highest cosine, per text."""
+        return self.scores(texts)[:, self.network.answers.numpy()].argmax(axis=1)
+
+    def code_features(self, codes: np.ndarray) -> torch.Tensor:
+        """Features of new emojis from raw VAE codes (generated ones): no sentiment is known."""
+        codes = torch.as_tensor(np.asarray(codes, dtype=np.float32))
+        standardised = (codes - self.network.code_mean) / self.network.code_std
+        unknown = torch.zeros(len(codes), self.config.feature_dim - self.config.code_dim)
+        return torch.cat([standardised, unknown], dim=1)
+
+    def suggest(self, text: str, k: int = 5) -> list[tuple[str, float]]:
+        """The ``k`` known emojis closest to ``text``: (name, cosine), best first."""
+        row = self.scores([text])[0]
+        top = np.argsort(-row, kind="stable")[:k]
+        return [(self.names[i], float(row[i])) for i in top]
+
+    def save(self, path: str | os.PathLike) -> Path:
+        return save_folder(path, fmt=FORMAT, config=self.config, module=self.network, info=self.info,
+                           extra={"vocab_size": self.vectorizer.vocab_size, "emojis": self.names},
+                           write_files=lambda tmp: self.vectorizer.save(tmp / "tokenizer.json"))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> EmojiSQAM:
+        path = Path(path)
+        config, raw = read_config(path, fmt=FORMAT, config_class=SQAMConfig, what="emoji SQAM model")
+        if not (path / "tokenizer.json").is_file():
+            raise ModelError(f"{path}: model folder is missing tokenizer.json")
+        names = raw.get("emojis")
+        if not isinstance(names, list) or not isinstance(raw.get("vocab_size"), int):
+            raise ModelError(f"{path / 'config.json'}: missing or invalid field 'emojis' or 'vocab_size'")
+        network = load_weights(path, SQAMNetwork(config, raw["vocab_size"], len(names)))
+        return cls(Vectorizer.load(path / "tokenizer.json"), network, config, names, raw.get("info"))

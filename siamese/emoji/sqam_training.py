@@ -1,0 +1,188 @@
+"""Train the text→emoji model on labelled tweets with the hinge loss over every wrong answer:
+each tweet gives one (tweet, right emoji, wrong emoji) triplet per wrong sentiment.
+
+A sentiment-aware model also sees, per tweet, a random emoji whose sentiment prior matches the
+tweet against one random emoji of each other sentiment and one of unknown sentiment, drawn from
+all known emojis, so the emoji side learns to read the prior and suggestions among all 874
+emojis follow the sentiment.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ..errors import ConfigError, DataError
+from ..glove import embedding_matrix, load_glove
+from ..losses import hinge_loss
+from ..text import PAD_ID, UNK_ID, Vectorizer
+from ..training import batches, seed_everything
+from .sentiment import UNKNOWN, sentiment_classes, sentiment_priors
+from .sqam import EmojiSQAM, SQAMConfig, SQAMNetwork
+from .tweets import SENTIMENT_EMOJIS, SENTIMENTS, Tweets
+
+# For a label, the other labels (the wrong answers), in order.
+WRONG = np.array([[j for j in range(len(SENTIMENTS)) if j != i] for i in range(len(SENTIMENTS))])
+
+
+@dataclass
+class SQAMTrainConfig:
+    """Optimisation hyper-parameters: the seed's optimiser and margin; more epochs than its 3, and a
+    smaller batch than its 64, word dropout and min_frequency 2 (each measured on held-out tweets,
+    see docs/benchmarks.md)."""
+
+    epochs: int = 10
+    batch_size: int = 32
+    lr: float = 1e-3
+    clipnorm: float = 1.0  # as Keras' clipnorm: each weight's gradient is clipped to this norm
+    margin: float = 0.2
+    sentiment_weight: float = 0.3  # weight of the all-emoji sentiment triplets (1.0 cost 1.8 points of accuracy)
+    word_dropout: float = 0.1  # share of training tokens replaced by [UNK] (a regulariser; 0 = the seed)
+    seed: int = 0
+
+
+def emoji_features(codes: np.ndarray, names: list[str], *, sentiment_aware: bool) -> dict[str, np.ndarray]:
+    """Per emoji: the code standardised over all emojis and, if ``sentiment_aware``, the sentiment
+    prior scaled to the same spread. The three answer emojis' priors are their trained sentiment
+    (😈 answers "neutral" here, whatever its use on Twitter). Also returns each emoji's sentiment
+    class (for sampling and evaluation) and the rows of the answer emojis."""
+    if not np.isfinite(codes).all():
+        raise DataError("some emoji codes are inf or NaN: retrain the VAE")
+    mean, std = codes.mean(axis=0), codes.std(axis=0) + 1e-6
+    standardised = (codes - mean) / std
+    missing = [n for n in SENTIMENT_EMOJIS if n not in names]
+    if missing:
+        raise DataError(f"the emoji set lacks the answer emoji {missing[0]}.png")
+    answers = np.array([names.index(n) for n in SENTIMENT_EMOJIS])
+    priors = sentiment_priors(names)
+    classes = sentiment_classes(priors)
+    for label, row in enumerate(answers):
+        priors.features[row] = np.eye(len(SENTIMENTS))[label] - priors.overall
+        classes[row] = label
+    features = standardised
+    if sentiment_aware:
+        scale = priors.features[priors.occurrences > 0].std(axis=0) + 1e-6
+        features = np.concatenate([standardised, priors.features / scale], axis=1)
+    return {"features": features.astype(np.float32), "mean": mean, "std": std, "answers": answers, "classes": classes}
+
+
+def answer_hinge(questions: torch.Tensor, answers: torch.Tensor, labels, margin: float) -> torch.Tensor:
+    """Hinge loss of question vectors (n, d) against the answer vectors (3, d): one triplet per
+    wrong answer, ``max(0, margin − cos(q, right) + cos(q, wrong))``, averaged."""
+    labels = np.asarray(labels)
+    return hinge_loss(questions, answers[labels], answers[WRONG[labels]], margin)
+
+
+def _glove_matrix(vectorizer: Vectorizer, glove_path, dim: int, seed: int):
+    """The GloVe-initialised embedding matrix and its coverage summary (None without GloVe)."""
+    if glove_path is None:
+        return None, None
+    vocabulary = vectorizer.vocabulary()
+    vectors = load_glove(glove_path, words={w.lower() for w in vocabulary})
+    matrix, coverage = embedding_matrix(vocabulary, vectors, dim=dim, seed=seed)
+    return matrix, {"covered": coverage.covered, "total": coverage.total, "fraction": coverage.fraction}
+
+
+def _clip_each(parameters, max_norm: float) -> None:
+    for p in parameters:
+        if p.grad is not None:
+            torch.nn.utils.clip_grad_norm_([p], max_norm)
+
+
+def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str], model_config: SQAMConfig | None = None,
+               config: SQAMTrainConfig | None = None, glove_path: str | os.PathLike | None = None,
+               progress: bool = True) -> EmojiSQAM:
+    """Train on ``train`` tweets, keep the epoch with the best accuracy on ``val``; ``codes`` are
+    the VAE codes of the emojis ``names`` (all of them become rankable)."""
+    model_config = model_config or SQAMConfig()
+    config = config or SQAMTrainConfig()
+    if config.epochs < 1 or config.batch_size < 1:
+        raise ConfigError("epochs and batch_size must be at least 1")
+    if codes.shape != (len(names), model_config.code_dim):
+        raise ConfigError(f"codes are {codes.shape}, expected ({len(names)}, {model_config.code_dim}): "
+                          f"was the VAE trained with --latent-dim {model_config.code_dim}?")
+    rng = seed_everything(config.seed)
+    vectorizer = Vectorizer.fit(train.texts, max_vocab=model_config.max_vocab, min_frequency=model_config.min_frequency,
+                                lowercase=model_config.lowercase, max_length=model_config.max_length)
+    matrix, coverage = _glove_matrix(vectorizer, glove_path, model_config.embedding_dim, config.seed)
+    emojis = emoji_features(codes, names, sentiment_aware=model_config.sentiment_aware)
+    network = SQAMNetwork(model_config, vectorizer.vocab_size, len(names), matrix)
+    network.emoji_features.copy_(torch.from_numpy(emojis["features"]))
+    network.code_mean.copy_(torch.from_numpy(emojis["mean"]))
+    network.code_std.copy_(torch.from_numpy(emojis["std"]))
+    network.answers.copy_(torch.from_numpy(emojis["answers"]))
+    model = EmojiSQAM(vectorizer, network, model_config, names)
+
+    text_lengths = np.array([len(s) for s in vectorizer.encode(train.texts)])  # for length-bucketed batches
+    pools = [np.flatnonzero(emojis["classes"] == label) for label in range(len(SENTIMENTS))]
+    unknown = np.flatnonzero(emojis["classes"] == UNKNOWN)
+    optimizer = torch.optim.Adam(network.parameters(), lr=config.lr)
+
+    def batch_loss(rows: np.ndarray) -> torch.Tensor:
+        labels = train.labels[rows]
+        ids, lengths = model.text_batch([train.texts[i] for i in rows])
+        if config.word_dropout > 0:
+            dropped = (torch.rand(ids.shape) < config.word_dropout) & (ids != PAD_ID)
+            ids = ids.masked_fill(dropped, UNK_ID)
+        questions = network.embed_texts(ids, lengths)
+        answers = network.embed_features(network.emoji_features[network.answers])
+        loss = answer_hinge(questions, answers, labels, config.margin)
+        if model_config.sentiment_aware and config.sentiment_weight > 0:
+            # Wrong: one emoji of each other sentiment, and one of unknown sentiment (a known match
+            # should outrank an emoji nobody has measured).
+            right = np.array([rng.choice(pools[label]) for label in labels])
+            wrong = np.array([[rng.choice(pools[w]) for w in WRONG[label]] + ([rng.choice(unknown)] if len(unknown) else [])
+                              for label in labels])
+            emoji_vectors = network.embed_features(network.emoji_features[torch.from_numpy(np.concatenate([right, wrong.ravel()]))])
+            loss = loss + config.sentiment_weight * hinge_loss(
+                questions, emoji_vectors[: len(rows)], emoji_vectors[len(rows) :].view(len(rows), wrong.shape[1], -1), config.margin)
+        return loss
+
+    history, best = [], (-1.0, None, 0)
+    started = time.perf_counter()
+    for epoch in range(1, config.epochs + 1):
+        network.train()
+        plan = batches(text_lengths, config.batch_size, rng)
+        t0, total = time.perf_counter(), 0.0
+        for rows in tqdm(plan, desc=f"epoch {epoch}/{config.epochs}", unit="batch", disable=not progress, leave=False):
+            loss = batch_loss(rows)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            _clip_each(network.parameters(), config.clipnorm)
+            optimizer.step()
+            total += loss.item()
+        record = {"epoch": epoch, "loss": total / len(plan), "seconds": time.perf_counter() - t0}
+        record.update(validation(model, val, config.margin))
+        history.append(record)
+        if progress:
+            tqdm.write(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()), file=sys.stderr)
+        if record["val_accuracy"] > best[0]:
+            best = (record["val_accuracy"], copy.deepcopy(network.state_dict()), epoch)
+    network.load_state_dict(best[1])
+    network.eval()
+    model.info["training"] = {
+        "config": asdict(config), "history": history, "best_epoch": best[2], "val_accuracy": best[0],
+        "train_tweets": len(train), "val_tweets": len(val), "glove": coverage,
+        "seconds": time.perf_counter() - started,
+        "answers": dict(zip(SENTIMENTS, SENTIMENT_EMOJIS)),
+        "sentiment_classes": {s: int((emojis["classes"] == i).sum()) for i, s in enumerate(SENTIMENTS)}
+        | {"unknown": int((emojis["classes"] == UNKNOWN).sum())},
+    }
+    return model
+
+
+@torch.no_grad()
+def validation(model: EmojiSQAM, val: Tweets, margin: float) -> dict:
+    """Hinge loss over every wrong answer, and 3-way accuracy, on held-out tweets."""
+    questions = model.embed_texts(val.texts)
+    answers = model.embed_emojis(model.network.emoji_features[model.network.answers])
+    predictions = (questions @ answers.T).argmax(1).numpy()
+    return {"val_loss": answer_hinge(questions, answers, val.labels, margin).item(),
+            "val_accuracy": float(np.mean(predictions == val.labels))}

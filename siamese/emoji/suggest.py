@@ -1,0 +1,44 @@
+"""Emoji suggestions for a text: rank every emoji the model knows, optionally with new emojis
+decoded from Gaussian samples of the VAE's latent space, and draw the top ones to a PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError
+from .images import load_emojis, name_to_char
+from .sheets import gaussian_codes, save_strip
+from .sqam import EmojiSQAM
+from .vae import EmojiVAE
+
+
+def suggest_emojis(model_dir: Path, text: str, *, k: int = 5, generated: int = 0, vae_dir: Path | None = None,
+                   images: Path | None = None, png: Path | None = None, seed: int = 0) -> list[dict]:
+    """The top-``k`` emojis for ``text``: dicts with name, char, score (and generated=True for new ones)."""
+    if generated and vae_dir is None:
+        raise ConfigError("--generated needs --vae: the VAE decodes the new emojis")
+    model = EmojiSQAM.load(model_dir)
+    if not text.strip():
+        raise ConfigError("the text is empty")
+    scores = model.scores([text])[0]
+    names, chars = list(model.names), [name_to_char(n) for n in model.names]
+    vae = EmojiVAE.load(vae_dir) if vae_dir is not None else None
+    codes = None
+    if generated:
+        if vae.config.latent_dim != model.config.code_dim:
+            raise ConfigError(f"{vae_dir}: codes are {vae.config.latent_dim}-d but the model expects {model.config.code_dim}-d")
+        codes = gaussian_codes(generated, dim=vae.config.latent_dim, seed=seed)
+        scores = np.concatenate([scores, model.scores([text], model.code_features(codes))[0]])
+        names += [f"generated-{i}" for i in range(generated)]
+        chars += ["(new)"] * generated
+    top = np.argsort(-scores, kind="stable")[:k]
+    suggestions = [{"name": names[i], "char": chars[i], "score": float(scores[i])} | ({"generated": True} if i >= len(model.names) else {})
+                   for i in top]
+    if png is not None:
+        known = load_emojis(images) if any(i < len(model.names) for i in top) else None
+        pictures = np.stack([known.images[known.find(names[i])] if i < len(model.names)
+                             else vae.decode(codes[i - len(model.names)][None])[0] for i in top])
+        save_strip(pictures, [f"{names[i]}\n{scores[i]:.3f}" for i in top], png, title=text[:90])
+    return suggestions
