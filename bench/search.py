@@ -5,7 +5,7 @@ Corpus: every distinct question and sentence in the shared data (pair sets, Insu
 SimpleQuestions questions); for scale, texts made by joining two random corpus texts, up to
 --size (default 1,000,000). Model: a trained model folder (make demo writes runs/demo-model).
 
-    .venv/bin/pip install sentence-transformers   # only for the paraphrase_mining comparison
+    .venv/bin/pip install -e '.[bench]'          # sentence-transformers, for the paraphrase_mining comparison
     .venv/bin/python bench/search.py --model runs/demo-model [--size 1000000] [--compare-size 100000]
 """
 

@@ -164,6 +164,16 @@ def write_docs(markdown: str, command: str, section: str = "zoo", title: str = "
     DOCS.write_text(text)
 
 
+def earlier_rows(path: Path, settings: dict) -> dict:
+    """Rows of an earlier run with the same settings, by recipe: the zoo can be run in parts."""
+    if not path.is_file():
+        return {}
+    earlier = json.loads(path.read_text())
+    if earlier.get("settings") != settings:
+        return {}
+    return {row["recipe"]: row for row in earlier["rows"]}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--recipes", nargs="*", help="Recipe names (default: all, plus TF-IDF).")
@@ -176,6 +186,8 @@ def main() -> None:
     p.add_argument("--progress", action="store_true")
     p.add_argument("--no-docs", action="store_true", help="Do not write the table into docs/benchmarks.md.")
     p.add_argument("--out", type=Path, default=HERE / "results" / "zoo.json")
+    p.add_argument("--fresh", action="store_true",
+                   help="Forget earlier rows in --out (default: keep the rows of recipes not re-run, if run with the same settings).")
     args = p.parse_args()
     if args.list:
         for r in RECIPES:
@@ -193,21 +205,24 @@ def main() -> None:
     root = datasets.data_root()
     train_pairs = datasets.load_many(datasets.TRAIN, root)
     val_pairs = datasets.load_many(datasets.VALIDATION, root)
-    rows = []
+    settings = {k: str(getattr(args, k)) for k in ("limit", "quick", "seed", "threshold_metric")}
+    rows = {} if args.fresh else earlier_rows(args.out, settings)
     if not args.recipes or "tfidf-cosine" in args.recipes:
-        rows.append(run_tfidf(train_pairs, val_pairs, root, args))
+        rows["tfidf-cosine"] = run_tfidf(train_pairs, val_pairs, root, args)
     for recipe in chosen:
         t0 = time.perf_counter()
-        rows.append(run_recipe(recipe, train_pairs, val_pairs, root, args))
+        rows[recipe.name] = run_recipe(recipe, train_pairs, val_pairs, root, args)
         print(f"{recipe.name}: {time.perf_counter() - t0:.0f}s", flush=True)
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=2) + "\n")
+        ordered = [rows[n] for n in ["tfidf-cosine", *(r.name for r in RECIPES)] if n in rows]
+        args.out.write_text(json.dumps({"settings": settings, "rows": ordered}, indent=2) + "\n")
+    rows = [rows[n] for n in ["tfidf-cosine", *(r.name for r in RECIPES)] if n in rows]
     markdown = table(rows)
     print(markdown)
     if not args.no_docs:
         command = "HF_HUB_OFFLINE=1 .venv/bin/python bench/zoo.py " + " ".join(
             f"--{k.replace('_', '-')} {' '.join(v) if isinstance(v, list) else v}" for k, v in vars(args).items()
-            if v not in (None, False) and k in ("recipes", "limit", "threads", "quick", "seed") and not (k == "seed" and v == 0)
+            if v not in (None, False) and k in ("limit", "threads", "quick", "seed") and not (k == "seed" and v == 0)
         ).replace("--quick True", "--quick")
         write_docs(markdown, command.strip())
 

@@ -8,7 +8,6 @@ vectors do not cover start from random vectors of the same scale; :class:`Covera
 from __future__ import annotations
 
 import gzip
-import json
 import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import DataError
+from .manifest import read_json_object
 
 
 def load_glove(path: str | os.PathLike, words: Collection[str] | None = None) -> dict[str, np.ndarray]:
@@ -34,12 +34,7 @@ def load_glove(path: str | os.PathLike, words: Collection[str] | None = None) ->
 
 
 def _read_json(path: Path) -> dict[str, np.ndarray]:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: invalid JSON ({e})") from None
-    if not isinstance(raw, dict):
-        raise DataError(f"{path}: expected a JSON object mapping words to vectors")
+    raw = read_json_object(path, DataError, "a JSON object mapping words to vectors")
     out = {}
     for word, vector in raw.items():
         try:

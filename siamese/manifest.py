@@ -6,18 +6,24 @@ import json
 from pathlib import Path
 
 
+def read_json_object(file: Path, error: type[Exception], what: str = "a JSON object") -> dict:
+    """Parse ``file`` as a JSON object, else raise ``error`` with a one-line message naming it."""
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{file}: invalid JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise error(f"{file}: expected {what}")
+    return raw
+
+
 def read_manifest(folder: Path, name: str, fmt: str, error: type[Exception], what: str) -> dict:
     """Read ``folder/name``, check it is a JSON object of format ``fmt``; else raise ``error``
     with a one-line message naming the file."""
     file = folder / name
     if not file.is_file():
         raise error(f"{folder}: not a siamese {what} folder (no {name})")
-    try:
-        raw = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise error(f"{file}: invalid JSON ({e})") from None
-    if not isinstance(raw, dict):
-        raise error(f"{file}: expected a JSON object")
+    raw = read_json_object(file, error)
     if raw.get("format") != fmt:
         raise error(f"{file}: unsupported {what} format {raw.get('format')!r} (expected {fmt})")
     return raw

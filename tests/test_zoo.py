@@ -62,9 +62,12 @@ def test_recipe_trains_saves_loads_predicts(msrp, tmp_path, encoder, head, loss,
         assert ((scores >= 0) & (scores <= 1)).all()
     assert loaded.predict(a, b).dtype == bool
     if head != "cosine":
+        from siamese.search import DuplicateIndex, dedupe
         with pytest.raises(ModelError, match="cosine head"):
-            from siamese.search import DuplicateIndex
             DuplicateIndex(loaded)
+        with pytest.raises(ModelError, match="cosine head"):  # refused before encoding or writing
+            dedupe(loaded, a, tmp_path / "clusters.jsonl")
+        assert not (tmp_path / "clusters.jsonl").exists()
 
 
 def test_cosent_learns_graded_similarity(data_dir):
