@@ -186,6 +186,7 @@ def main() -> None:
     p.add_argument("--progress", action="store_true")
     p.add_argument("--no-docs", action="store_true", help="Do not write the table into docs/benchmarks.md.")
     p.add_argument("--out", type=Path, default=HERE / "results" / "zoo.json")
+    p.add_argument("--table-only", action="store_true", help="Only rewrite the docs table from the rows in --out.")
     p.add_argument("--fresh", action="store_true",
                    help="Forget earlier rows in --out (default: keep the rows of recipes not re-run, if run with the same settings).")
     args = p.parse_args()
@@ -197,8 +198,9 @@ def main() -> None:
         args.limit = 2000
     if args.threads:
         torch.set_num_threads(args.threads)
-    chosen = [r for r in RECIPES if not args.recipes or r.name in args.recipes]
-    unknown = set(args.recipes or []) - {r.name for r in RECIPES} - {"tfidf-cosine"}
+    by_name = {r.name: r for r in RECIPES}
+    chosen = [by_name[n] for n in args.recipes if n in by_name] if args.recipes else RECIPES  # in the order given
+    unknown = set(args.recipes or []) - set(by_name) - {"tfidf-cosine"}
     if unknown:
         raise SystemExit(f"unknown recipe(s): {', '.join(sorted(unknown))} (see --list)")
 
@@ -207,6 +209,8 @@ def main() -> None:
     val_pairs = datasets.load_many(datasets.VALIDATION, root)
     settings = {k: str(getattr(args, k)) for k in ("limit", "quick", "seed", "threshold_metric")}
     rows = {} if args.fresh else earlier_rows(args.out, settings)
+    if args.table_only:
+        chosen, args.recipes = [], ["none"]
     if not args.recipes or "tfidf-cosine" in args.recipes:
         rows["tfidf-cosine"] = run_tfidf(train_pairs, val_pairs, root, args)
     for recipe in chosen:
