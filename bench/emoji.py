@@ -52,6 +52,8 @@ def main() -> None:
     p.add_argument("--vae-epochs", type=int, default=15)
     p.add_argument("--sqam-epochs", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--more-seeds", type=int, nargs="*", default=[1, 2],
+                   help="Also train and test both SQAMs with these seeds (each draws its own split) for the mean accuracy.")
     p.add_argument("--work", type=Path, default=Path("runs/emoji"), help="Where models and full-size sheets go.")
     p.add_argument("--out", type=Path, default=HERE / "results" / "emoji.json")
     args = p.parse_args()
@@ -87,6 +89,21 @@ def main() -> None:
         model.save(args.work / f"sqam-{name}")
         models[name], reports[name] = model, report
 
+    seeds = {}
+    for seed in [args.seed, *args.more_seeds]:
+        for name, aware in (("pixels-only", False), ("sentiment-aware", True)):
+            if seed == args.seed:
+                report = reports[name]
+            else:
+                _, report = train_and_evaluate(tweets, codes=codes, names=emojis.names,
+                                               model_config=SQAMConfig(sentiment_aware=aware),
+                                               config=SQAMTrainConfig(epochs=args.sqam_epochs, seed=seed), glove_path=glove)
+            row = seeds.setdefault(seed, {})
+            row[name] = {"accuracy": report["test"]["accuracy"], "agree_at_5": report["test"]["sentiment_agreement_at_5"]}
+            row |= {b: report["baselines"][b]["accuracy"] for b in ("tfidf_logreg", "majority")}
+    means = {k: float(np.mean([row[k]["accuracy"] if isinstance(row[k], dict) else row[k] for row in seeds.values()]))
+             for k in ("pixels-only", "sentiment-aware", "tfidf_logreg", "majority")}
+
     examples = []
     for i, text in enumerate(EXAMPLES):
         row = {"text": text}
@@ -102,7 +119,8 @@ def main() -> None:
                 small_png(strip, DOCS / f"emoji-suggest-{name}-{i + 1}.png")
         examples.append(row)
 
-    summary = {"args": {k: str(v) for k, v in vars(args).items()}, "vae": vae_summary, "sqam": reports, "examples": examples}
+    summary = {"args": {k: str(v) for k, v in vars(args).items()}, "vae": vae_summary, "sqam": reports,
+               "seeds": seeds, "mean_accuracy": means, "examples": examples}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
 
@@ -114,6 +132,8 @@ def main() -> None:
     for name, r in [(n, r["test"]) for n, r in reports.items()] + [(b, first["baselines"][b]) for b in ("majority", "tfidf_logreg")]:
         recall = " / ".join(f"{v:.3f}" for v in r["recall"].values())
         print(f"| {name} | {r['accuracy']:.4f} | {recall} | {r.get('sentiment_agreement_at_5', float('nan')):.3f} |")
+    print("per seed:", json.dumps(seeds))
+    print("mean accuracy over seeds:", {k: round(v, 4) for k, v in means.items()})
     for row in examples:
         print(f"\n{row['text'][:80]}…")
         for name in models:

@@ -171,6 +171,31 @@ def test_emoji_sentiment_priors_know_angry_from_party(emojis):
     assert SENTIMENTS[classes[emojis.find("😍")]] == "positive"
 
 
+def test_sqam_keeps_the_average_of_the_later_epochs(small_vae, emojis, monkeypatch):
+    """average_from=2 of 3 epochs: the kept weights are the mean of epochs 2 and 3, not any one epoch."""
+    from siamese.emoji import sqam_training
+
+    states, validation = [], sqam_training.validation
+
+    def record(model, val, margin):
+        states.append({k: v.clone() for k, v in model.network.state_dict().items()})
+        return validation(model, val, margin)
+
+    monkeypatch.setattr(sqam_training, "validation", record)
+    tweets = read_tweets()
+    train, val = tweets.subset(range(600)), tweets.subset(range(600, 800))
+    model = sqam_training.train_sqam(train, val, codes=small_vae[0].encode(emojis.images), names=emojis.names,
+                                     config=sqam_training.SQAMTrainConfig(epochs=3, average_from=2), progress=False)
+    assert model.info["training"]["averaged_epochs"] == [2, 3]
+    kept = model.network.state_dict()
+    for name in ("shared.0.weight", "text.embedding.weight"):
+        torch.testing.assert_close(kept[name], (states[1][name] + states[2][name]) / 2)
+        assert not torch.equal(kept[name], states[2][name])
+    with pytest.raises(Exception, match="average_from must be at least 1"):
+        sqam_training.train_sqam(train, val, codes=small_vae[0].encode(emojis.images), names=emojis.names,
+                                 config=sqam_training.SQAMTrainConfig(epochs=3, average_from=0), progress=False)
+
+
 # -- the command line, end to end -------------------------------------------------------------------
 
 

@@ -144,11 +144,12 @@ def train(
     lr: Annotated[float, typer.Option(min=0.0)] = 1e-3,
     margin: Annotated[float, typer.Option(min=0.0)] = 0.2,
     test_fraction: Annotated[float, typer.Option(min=0.05, max=0.9, help="Share of tweets held out for the test report.")] = 0.2,
-    val_fraction: Annotated[float, typer.Option(min=0.01, max=0.5, help="Share of tweets held out to pick the best epoch.")] = 0.08,
+    val_fraction: Annotated[float, typer.Option(min=0.01, max=0.5, help="Share of tweets held out for validation (per-epoch accuracy; the best epoch with --average-from 0).")] = 0.08,
     limit: Annotated[Optional[int], typer.Option(min=30, help="Use only the first N tweets (quick runs).")] = None,
     min_frequency: Annotated[int, typer.Option(min=1, help="Keep words seen at least this often in training tweets.")] = 2,
     word_dropout: Annotated[float, typer.Option(min=0.0, max=0.9, help="Share of training words replaced by [UNK] (regulariser).")] = 0.1,
     sentiment_weight: Annotated[float, typer.Option(min=0.0, help="Weight of the all-emoji sentiment triplets (sentiment-aware models).")] = 0.3,
+    average_from: Annotated[int, typer.Option(min=0, help="Average the weights of this epoch and later ones (0: keep the best epoch on validation).")] = 6,
     seed: int = 0,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
@@ -173,14 +174,17 @@ def train(
         tweets, codes=vae.encode(emojis.images), names=emojis.names,
         model_config=SQAMConfig(code_dim=vae.config.latent_dim, sentiment_aware=sentiment_aware, min_frequency=min_frequency),
         config=SQAMTrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, word_dropout=word_dropout,
-                               sentiment_weight=sentiment_weight, seed=seed),
+                               sentiment_weight=sentiment_weight, average_from=average_from or None, seed=seed),
         glove_path=glove_path, test_fraction=test_fraction, val_fraction=val_fraction, progress=not quiet)
     model.save(out)
     result = {"out": str(out)} | result
     report, baselines = result["test"], result["baselines"]
     recall = ", ".join(f"{k} {v:.3f}" for k, v in report["recall"].items())
+    first, last = result["averaged_epochs"] or (result["best_epoch"],) * 2
+    kept = f"weights averaged over epochs {first}–{last}" if result["averaged_epochs"] else f"best epoch {first}"
     _emit(result, as_json, [
-        f"trained on {result['train_tweets']} tweets for {len(result['history'])} epochs in {result['seconds']:.1f}s; best epoch {result['best_epoch']}",
+        f"trained on {result['train_tweets']} tweets for {len(result['history'])} epochs in {result['seconds']:.1f}s; {kept} "
+        f"(validation accuracy {result['val_accuracy']:.4f})",
         f"held-out test ({report['n']} tweets): accuracy {report['accuracy']:.4f} (recall: {recall})",
         f"  confusion matrix (rows true, columns predicted; positive, neutral, negative): {report['confusion_matrix']}",
         f"  majority class {baselines['majority']['accuracy']:.4f}, TF-IDF + logistic regression {baselines['tfidf_logreg']['accuracy']:.4f}",

@@ -73,6 +73,7 @@ def train_and_evaluate(tweets: Tweets, *, codes: np.ndarray, names: list[str], m
                                "tfidf_logreg": tfidf_baseline(train, test, seed=config.seed)}
     info = model.info["training"]
     report = {"train_tweets": info["train_tweets"], "val_tweets": info["val_tweets"], "test": model.info["test"],
-              "baselines": model.info["baselines"], "best_epoch": info["best_epoch"], "history": info["history"],
+              "baselines": model.info["baselines"], "best_epoch": info["best_epoch"],
+              "averaged_epochs": info.get("averaged_epochs"), "val_accuracy": info["val_accuracy"], "history": info["history"],
               "seconds": info["seconds"], "glove": info["glove"]}
     return model, report
