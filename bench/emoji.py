@@ -101,8 +101,8 @@ def main() -> None:
             row = seeds.setdefault(seed, {})
             row[name] = {"accuracy": report["test"]["accuracy"], "agree_at_5": report["test"]["sentiment_agreement_at_5"]}
             row |= {b: report["baselines"][b]["accuracy"] for b in ("tfidf_logreg", "majority")}
-    means = {k: float(np.mean([row[k]["accuracy"] if isinstance(row[k], dict) else row[k] for row in seeds.values()]))
-             for k in ("pixels-only", "sentiment-aware", "tfidf_logreg", "majority")}
+    means = {name: float(np.mean([row[name]["accuracy"] for row in seeds.values()])) for name in reports}
+    means |= {b: float(np.mean([row[b] for row in seeds.values()])) for b in ("tfidf_logreg", "majority")}
 
     examples = []
     for i, text in enumerate(EXAMPLES):

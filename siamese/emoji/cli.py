@@ -180,8 +180,8 @@ def train(
     result = {"out": str(out)} | result
     report, baselines = result["test"], result["baselines"]
     recall = ", ".join(f"{k} {v:.3f}" for k, v in report["recall"].items())
-    first, last = result["averaged_epochs"] or (result["best_epoch"],) * 2
-    kept = f"weights averaged over epochs {first}–{last}" if result["averaged_epochs"] else f"best epoch {first}"
+    averaged = result["averaged_epochs"]
+    kept = f"weights averaged over epochs {averaged[0]}–{averaged[1]}" if averaged else f"best epoch {result['best_epoch']}"
     _emit(result, as_json, [
         f"trained on {result['train_tweets']} tweets for {len(result['history'])} epochs in {result['seconds']:.1f}s; {kept} "
         f"(validation accuracy {result['val_accuracy']:.4f})",

@@ -174,8 +174,8 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
             tqdm.write(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()), file=sys.stderr)
         if averaged is not None and epoch >= average_from:
             averaged.update_parameters(network)
-        if record["val_accuracy"] > best[0]:
-            best = (record["val_accuracy"], copy.deepcopy(network.state_dict()), epoch)
+        if record["val_accuracy"] > best[0]:  # the weights are only copied when they will be kept
+            best = (record["val_accuracy"], copy.deepcopy(network.state_dict()) if averaged is None else None, epoch)
     network.load_state_dict(best[1] if averaged is None else averaged.module.state_dict())
     kept = {} if averaged is None else {"averaged_epochs": [average_from, config.epochs],
                                         "val_accuracy": validation(model, val, config.margin)["val_accuracy"]}
