@@ -62,7 +62,9 @@ class ParallelEncoder:
     def __init__(self, encoder: torch.nn.Module, workers: int | None = None, autocast: Callable | None = None,
                  min_rows: int = 64):
         self.encoder = encoder
-        self.workers = workers or default_workers()
+        # Encoders made of large matmuls (transformers) use both cores better through torch's own
+        # threads; one group per batch then, with ops left multi-threaded.
+        self.workers = (workers or default_workers()) if getattr(encoder, "length_groups", True) else 1
         self.autocast = autocast or contextlib.nullcontext
         self.min_rows = min_rows  # smaller groups lose more to small matmuls than they gain
         self.pool = None

@@ -43,6 +43,18 @@ def test_as_is_matches_hugging_face_mean_pooling(minilm):
     assert duplicate > 0.7 > different
 
 
+def test_encoding_keeps_torch_threads_for_a_transformer(minilm):
+    # One group per batch with torch's own threads: worker threads forced ops single-threaded
+    # and halved MiniLM's throughput on 2 cores.
+    seen = []
+    hook = minilm.encoder.register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
+    try:
+        minilm.encode(["a question"] * 300)
+    finally:
+        hook.remove()
+    assert seen and set(seen) == {torch.get_num_threads()}
+
+
 def test_cls_pooling_is_a_different_vector():
     cls = SiameseModel.build([], ModelConfig(encoder="transformer", encoder_options={"pooling": "cls"}))
     mean = SiameseModel.build([], ModelConfig(encoder="transformer"))
