@@ -11,7 +11,7 @@ import inspect
 import json
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -102,7 +102,10 @@ class SiameseModel:
     def build(cls, texts: Iterable[str], config: ModelConfig | None = None) -> SiameseModel:
         """Learn the vocabulary from ``texts`` (or take the pretrained encoder's tokenizer) and
         build an untrained encoder and head."""
-        config = config or ModelConfig()
+        # A copy: the build records what rebuilds the encoder (a transformer's hf_config) in the
+        # config it keeps; the caller's config must stay reusable (with hf_config, a second
+        # build would start a transformer from random weights instead of the pretrained ones).
+        config = replace(config) if config else ModelConfig()
         config.check()
         torch.manual_seed(config.seed)
         options, info = config.encoder_kwargs(), {}
@@ -122,7 +125,6 @@ class SiameseModel:
                 options["embedding_dim"] = options["embeddings"].shape[1]
             encoder = build_encoder(config.encoder, vectorizer.vocab_size, **options)
         # Whatever config.json must keep to rebuild this encoder (e.g. a transformer's own config).
-        # (a new dict: the caller's options are not changed behind its back)
         saved = {**config.encoder_options, **getattr(encoder, "saved_options", dict)()}
         if "embedding_dim" in options:  # the width built (GloVe's, when it sets the embedding)
             saved["embedding_dim"] = options["embedding_dim"]
