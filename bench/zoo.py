@@ -72,6 +72,10 @@ RECIPES = [
            sample=TRANSFORMER_SAMPLE),
     Recipe("minilm-cosent-sts-2e-5", {"encoder": "transformer", "loss": "cosent"},
            {"epochs": 1, "batch_size": 16, "lr": 2e-5, "warmup_steps": 36}, train_sets=["sts-train"]),
+    # graded STS-B mixed with question pairs (label 1 = score 5), then half the pretrained weights mixed back in
+    Recipe("minilm-cosent-mix-keep-0.5", {"encoder": "transformer", "loss": "cosent"},
+           {"epochs": 1, "batch_size": 16, "lr": 1e-5, "warmup_steps": 36, "keep_initial": 0.5},
+           train_sets=["sts-train", "semeval-train", "insuranceqa-pairs"]),
     Recipe("minilm-concat-bce-2e-5", {"encoder": "transformer", "head": "concat", "loss": "bce"},
            {"epochs": 1, "batch_size": 32, "lr": 2e-5}, sample=TRANSFORMER_SAMPLE),
 ]

@@ -109,6 +109,7 @@ def train(
     lr: Annotated[Optional[float], typer.Option(min=0.0, help="Adam learning rate (default: 0.01 lstm, 1e-3 other word encoders, 2e-6 transformer).")] = None,
     dim: Annotated[Optional[int], typer.Option(min=1, help="LSTM width; embedding width of the other word encoders.")] = None,
     warmup_steps: Annotated[int, typer.Option(min=0, help="Raise the learning rate linearly over the first N steps (for fine-tuning a transformer).")] = 0,
+    keep_initial: Annotated[float, typer.Option(min=0.0, max=0.99, help="Transformer: after training, mix this share of the pretrained weights back in (WiSE-FT), e.g. 0.5.")] = 0.0,
     margin: Annotated[Optional[float], typer.Option(help="Loss margin (default: 0.25 triplet, 0.2 hinge, 0.5 contrastive).")] = None,
     seed: int = 0,
     max_vocab: Annotated[int, typer.Option(help="Vocabulary size cap (0 = no cap).")] = 50_000,
@@ -144,6 +145,7 @@ def train(
         else:
             val, pairs = split_pairs(pairs, [val_fraction], seed=seed)
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, seed=seed, warmup_steps=warmup_steps,
+                         keep_initial=keep_initial,
                          precision=precision, threshold_metric=threshold_metric, workers=workers)
     options = _encoder_options(option, pooling=pooling, path=str(transformer) if transformer else None,
                                frozen_layers=frozen_layers or None)

@@ -107,8 +107,11 @@ class Pairs:
         if len(parts) == 1:
             return parts[0]
         scores = weights = None
-        if all(p.scores is not None for p in parts):
-            scores = np.concatenate([p.scores for p in parts])
+        graded = [p.scores for p in parts if p.scores is not None]
+        if graded:  # a 0/1 set mixed with graded ones: label 1 is the top of their scale, 0 the bottom
+            low, high = min(float(s.min()) for s in graded), max(float(s.max()) for s in graded)
+            scores = np.concatenate([p.scores if p.scores is not None else np.where(p.labels == 1, high, low).astype(np.float32)
+                                     for p in parts])
         if any(p.weights is not None for p in parts):
             weights = np.concatenate([np.ones(len(p), np.float32) if p.weights is None else p.weights for p in parts])
         return Pairs(

@@ -45,6 +45,10 @@ class TrainConfig:
     threshold_metric: str = "accuracy"  # what the validation threshold maximises: accuracy | f1
     workers: int | None = None  # threads encoding length groups of a batch in parallel; None = one per core
     warmup_steps: int = 0  # raise the learning rate linearly over the first steps (fine-tuning a pretrained encoder)
+    # Pretrained encoders: after training, mix this share of the starting weights back in
+    # (weight-space ensembling, "WiSE-FT", Wortsman et al. 2022): keeps what pretraining knew
+    # beyond the fine-tuning data. 0 keeps the trained weights.
+    keep_initial: float = 0.0
 
 
 def resolve_precision(precision: str) -> str:
@@ -166,6 +170,12 @@ def train(
     val_set = training_data(val_pairs, loss_fn) if val_pairs is not None and len(val_pairs) else None
     val_data = PairTensors(model, val_set, graded) if val_set is not None and len(val_set) >= 2 else None
 
+    if not 0.0 <= config.keep_initial < 1.0:
+        raise ConfigError(f"keep_initial must be in [0, 1), got {config.keep_initial}")
+    if config.keep_initial and not getattr(encoder, "pretrained", False):
+        raise ConfigError(f"keep_initial mixes pretrained weights back in: encoder {model_config.encoder!r} starts from "
+                          "random weights (use it with --encoder transformer)")
+    initial = {k: v.detach().clone() for k, v in encoder.state_dict().items()} if config.keep_initial else None
     lr = config.lr if config.lr is not None else default_lr(model_config.encoder)
     trainable = [p for p in [*encoder.parameters(), *head.parameters()] if p.requires_grad]
     sparse = [p for m in encoder.modules() if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()]
@@ -190,6 +200,8 @@ def train(
         history, best, train_seconds, trained_pairs = _fit(
             modules, runner, optimizers, batch_loss, train_data, val_data, config, rng, checkpoint, progress)
     modules.load_state_dict(best[1])
+    if initial is not None:
+        mix_weights(encoder, initial, config.keep_initial)
     modules.eval()
     runner.close()
     threshold_info = {}
@@ -273,6 +285,14 @@ def validation_loss(modules, data: PairTensors, config: TrainConfig, batch_loss)
     losses = [batch_loss(data, r).item() for r in rows]
     modules.train()
     return float(np.mean(losses))
+
+
+@torch.no_grad()
+def mix_weights(module: torch.nn.Module, other: dict[str, torch.Tensor], share: float) -> None:
+    """module ← (1 − share) · module + share · other, tensor by tensor (integer buffers kept)."""
+    for name, tensor in module.state_dict().items():
+        if tensor.is_floating_point():
+            tensor.lerp_(other[name].to(tensor.dtype), share)
 
 
 def save_checkpoint(encoder: torch.nn.Module, path: str | os.PathLike) -> None:

@@ -94,7 +94,15 @@ def test_load_many_concatenates(data_dir):
     both = datasets.load_many(["msrp-val", "quora-sample"], data_dir)
     assert len(both) == 500 + 300
     assert int(both.labels.sum()) == 346 + 113
-    assert both.source == "msrp-val+quora-sample"
+    assert both.source == "msrp-val+quora-sample" and both.scores is None
+
+
+def test_graded_and_binary_sets_mix_on_the_graded_scale(data_dir):
+    sts, mqp = datasets.load("sts-dev", data_dir), datasets.load("mqp", data_dir)
+    both = datasets.load_many(["sts-dev", "mqp"], data_dir)
+    np.testing.assert_array_equal(both.scores[: len(sts)], sts.scores)
+    np.testing.assert_array_equal(both.scores[len(sts):], np.where(mqp.labels == 1, sts.scores.max(), sts.scores.min()))
+    assert sts.scores.min() == 0.0 and sts.scores.max() == 5.0
 
 
 def test_unknown_name_and_missing_folder(tmp_path):

@@ -15,6 +15,7 @@ import torch
 
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
 from siamese.encoders import default_model_path
+from siamese.errors import ConfigError
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 SCRIPT = Path(sys.executable).parent / "siamese"
@@ -88,6 +89,36 @@ def test_fine_tune_with_frozen_layers_saves_and_loads_offline(data_dir, tmp_path
                        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["similarity"] == pytest.approx(float(model.similarity(*[[t[0]] for t in SEED_PAIRS])[0]), abs=1e-5)
+
+
+def test_a_config_builds_the_pretrained_encoder_every_time(minilm):
+    # build() once stored the transformer's hf_config in the caller's config, and the next build
+    # from that config started from random weights.
+    config = ModelConfig(encoder="transformer", max_length=64)
+    first, second = SiameseModel.build([], config), SiameseModel.build(["a text"], config)
+    assert config.encoder_options == {}
+    name = "model.embeddings.word_embeddings.weight"
+    for model in (first, second):
+        assert torch.equal(model.encoder.state_dict()[name], minilm.encoder.state_dict()[name])
+
+
+def test_keep_initial_mixes_the_pretrained_weights_back_in(data_dir):
+    pairs = datasets.load("sts-train", data_dir).subset(range(32))
+    config = ModelConfig(encoder="transformer", loss="cosent", max_length=32, encoder_options={"frozen_layers": 5})
+    pretrained = SiameseModel.build([], config).encoder.state_dict()
+
+    def fine_tune(keep: float):
+        return train(pairs, None, model_config=config, progress=False,
+                     config=TrainConfig(epochs=1, batch_size=16, lr=1e-4, keep_initial=keep)).encoder.state_dict()
+
+    tuned, mixed = fine_tune(0.0), fine_tune(0.3)
+    name = "model.encoder.layer.5.output.dense.weight"
+    assert not torch.equal(tuned[name], pretrained[name])
+    torch.testing.assert_close(mixed[name], 0.7 * tuned[name] + 0.3 * pretrained[name], atol=1e-6, rtol=1e-5)
+    for bad, message in ((1.0, "keep_initial must be in"), (0.5, "starts from random weights")):
+        with pytest.raises(ConfigError, match=message):
+            train(pairs, None, model_config=config if bad == 1.0 else ModelConfig(loss="cosent"),
+                  config=TrainConfig(epochs=1, keep_initial=bad), progress=False)
 
 
 def test_transformer_default_lr_is_the_recipes(data_dir):

@@ -37,6 +37,7 @@ class TransformerEncoder(nn.Module):
     """
 
     own_tokenizer = True  # the model folder's tokenizer.json, not a learned word vocabulary
+    pretrained = True  # starts from trained weights (TrainConfig.keep_initial can mix them back in)
     default_lr = 2e-6  # the recipe's fine-tuning rate: larger rates quickly undo the pretraining
     encode_batch_size = 64  # attention memory grows with batch x length²: smaller batches than the LSTM's
     length_groups = False  # big matmuls: torch's intra-op threads beat one worker thread per core (2x on 2 cores)
