@@ -19,7 +19,7 @@ from .atomic import atomic_file
 from .data import Pairs
 from .errors import ConfigError, DataError
 from .evaluation import choose_threshold
-from .encoders import default_lr
+from .encoders import default_lr, encoder_class
 from .losses import LOSSES, PairLoss
 from .optim import LazyAdam
 from .parallel import ParallelEncoder, single_threaded_ops
@@ -156,6 +156,11 @@ def train(
     precision = resolve_precision(config.precision)
     if config.threshold_metric not in ("accuracy", "f1"):
         raise ConfigError(f"threshold_metric must be 'accuracy' or 'f1', got {config.threshold_metric!r}")
+    if not 0.0 <= config.keep_initial < 1.0:
+        raise ConfigError(f"keep_initial must be in [0, 1), got {config.keep_initial}")
+    if config.keep_initial and not getattr(encoder_class(model_config.encoder), "pretrained", False):
+        raise ConfigError(f"keep_initial mixes pretrained weights back in: encoder {model_config.encoder!r} starts from "
+                          "random weights (use it with --encoder transformer)")
     rng = seed_everything(config.seed)
 
     loss_fn = LOSSES[model_config.loss](margin=config.margin)
@@ -170,11 +175,6 @@ def train(
     val_set = training_data(val_pairs, loss_fn) if val_pairs is not None and len(val_pairs) else None
     val_data = PairTensors(model, val_set, graded) if val_set is not None and len(val_set) >= 2 else None
 
-    if not 0.0 <= config.keep_initial < 1.0:
-        raise ConfigError(f"keep_initial must be in [0, 1), got {config.keep_initial}")
-    if config.keep_initial and not getattr(encoder, "pretrained", False):
-        raise ConfigError(f"keep_initial mixes pretrained weights back in: encoder {model_config.encoder!r} starts from "
-                          "random weights (use it with --encoder transformer)")
     initial = {k: v.detach().clone() for k, v in encoder.state_dict().items()} if config.keep_initial else None
     lr = config.lr if config.lr is not None else default_lr(model_config.encoder)
     trainable = [p for p in [*encoder.parameters(), *head.parameters()] if p.requires_grad]
