@@ -107,6 +107,7 @@ class SiameseModel:
         # build would start a transformer from random weights instead of the pretrained ones).
         config = replace(config) if config else ModelConfig()
         config.check()
+        texts = texts if isinstance(texts, (list, tuple)) else list(texts)  # read twice: vocabulary, then counts
         torch.manual_seed(config.seed)
         options, info = config.encoder_kwargs(), {}
         if getattr(encoder_class(config.encoder), "own_tokenizer", False):
@@ -123,6 +124,8 @@ class SiameseModel:
             if config.glove:
                 options["embeddings"], info["glove"] = glove_embeddings(config.glove, vectorizer, config.seed)
                 options["embedding_dim"] = options["embeddings"].shape[1]
+            if "word_counts" in inspect.signature(encoder_class(config.encoder)).parameters:
+                options["word_counts"] = vectorizer.counts(texts)
             encoder = build_encoder(config.encoder, vectorizer.vocab_size, **options)
         # Whatever config.json must keep to rebuild this encoder (e.g. a transformer's own config).
         saved = {**config.encoder_options, **getattr(encoder, "saved_options", dict)()}

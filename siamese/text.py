@@ -81,6 +81,15 @@ class Vectorizer:
         unk = np.array([UNK_ID], dtype=np.int32)
         return [np.asarray(e.ids, dtype=np.int32) if e.ids else unk for e in encodings]
 
+    def counts(self, texts: Iterable[str]) -> np.ndarray:
+        """How often each token id occurs in ``texts`` (int64, one entry per id)."""
+        counts = np.zeros(self.vocab_size, dtype=np.int64)
+        texts, step = list(texts), 1 << 16
+        for start in range(0, len(texts), step):  # in chunks: a million texts never sit as ids at once
+            ids = self.encode(texts[start : start + step])
+            counts += np.bincount(np.concatenate(ids), minlength=self.vocab_size)
+        return counts
+
     def vocabulary(self) -> list[str]:
         vocab = self.tokenizer.get_vocab()
         return sorted(vocab, key=vocab.__getitem__)

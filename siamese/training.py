@@ -168,7 +168,10 @@ def train(
     if len(data) < 2:
         what = "duplicate pairs (label 1)" if loss_fn.trains_on == "positives" else "labelled pairs"
         raise DataError(f"{train_pairs.source}: need at least 2 {what} to train with loss {model_config.loss!r}, found {len(data)}")
-    model = SiameseModel.build([t for side in text_sides(data) for t in side], model_config)
+    # The vocabulary comes from every training text, not only those the loss trains on: a word
+    # seen only in non-duplicates still keeps its own (untrained) vector, so texts sharing it
+    # still look alike, which is much of the signal on long, rare-word texts (MSRP, forums).
+    model = SiameseModel.build([t for side in text_sides(train_pairs) for t in side], model_config)
     encoder, head = model.encoder, model.head
     graded = getattr(loss_fn, "uses_scores", False)
     train_data = PairTensors(model, data, graded)
@@ -180,7 +183,7 @@ def train(
     trainable = [p for p in [*encoder.parameters(), *head.parameters()] if p.requires_grad]
     sparse = [p for m in encoder.modules() if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()]
     dense = [p for p in trainable if all(p is not s for s in sparse)]
-    optimizers = [torch.optim.Adam(dense, lr=lr)]
+    optimizers = [torch.optim.Adam(dense, lr=lr)] if dense else []
     if sparse:  # lazy Adam: only the embedding rows seen in the batch are updated
         optimizers.append(LazyAdam(sparse, lr=lr))
     autocast = (

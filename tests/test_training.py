@@ -31,8 +31,8 @@ def held_out_triplet_loss(model: SiameseModel, pairs: Pairs, batch: int = 64) ->
 @pytest.fixture(scope="module")
 def untrained(trained) -> SiameseModel:
     """The model training starts from: same vocabulary texts, same seed, no updates."""
-    pos = trained.train_pairs.positives()
-    return SiameseModel.build(pos.text1 + pos.text2, ModelConfig(seed=0))
+    pairs = trained.train_pairs  # the vocabulary comes from every training text, both labels
+    return SiameseModel.build(pairs.text1 + pairs.text2, ModelConfig(seed=0))
 
 
 def test_trained_model_separates_held_out_duplicates(trained, untrained, data_dir):

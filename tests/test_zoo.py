@@ -30,6 +30,8 @@ RECIPES = [
     ("lstm", "symmetric", "bce", {"pooling": "attention"}),
     ("cnn", "concat", "bce", {"filters": 48}),
     ("bilstm-max", "manhattan", "triplet", {"pooling": "attention"}),
+    ("bow", "cosine", "triplet", {"ngrams": 2, "buckets": 4096}),
+    ("bow", "l1", "bce", {}),
 ]
 
 
@@ -88,12 +90,55 @@ def test_encoders_mask_padding():
     ids = torch.tensor([[5, 6, 7, 8, 9, 10], [11, 12, 0, 0, 0, 0]])
     lengths = torch.tensor([6, 2])
     for name, options in [("bilstm", {"pooling": "last"}), ("bilstm", {"pooling": "attention"}), ("bilstm", {"pooling": "max"}),
-                          ("cnn", {"kernel_sizes": [1, 3]}), ("lstm", {"pooling": "attention"}), ("bilstm-max", {})]:
+                          ("cnn", {"kernel_sizes": [1, 3]}), ("lstm", {"pooling": "attention"}), ("bilstm-max", {}),
+                          ("bow", {"ngrams": 2, "buckets": 64})]:
         enc = build_encoder(name, 20, embedding_dim=8, **options) if name != "lstm" else build_encoder(name, 20, dim=8, **options)
         enc.eval()
         batch = enc(ids, lengths)
         alone = enc(ids[1:, :2], lengths[1:])
         torch.testing.assert_close(batch[1], alone[0], atol=1e-5, rtol=1e-4, msg=f"{name} {options}")
+
+
+def test_bag_of_words_weighs_words_by_rarity(msrp):
+    """Untrained, the bag of words scores shared rare words far above shared common ones, and
+    [UNK] (different unknown words) counts for least."""
+    train_pairs, _ = msrp
+    model = SiameseModel.build(train_pairs.text1 + train_pairs.text2, ModelConfig(encoder="bow"))
+    vocab = model.vectorizer.tokenizer.get_vocab()
+    counts = model.vectorizer.counts(train_pairs.text1 + train_pairs.text2)
+    rare = [w for w, i in vocab.items() if counts[i] == 1 and w.isalpha()][:2]
+    log_w = model.encoder.log_weight.weight[:, 0]
+    assert log_w[vocab["the"]] < log_w[vocab[rare[0]]] - 3
+    assert log_w[1] == log_w.min()  # [UNK]
+    shared_rare = model.similarity([f"the {rare[0]}"], [f"a {rare[0]}"])[0]
+    shared_common = model.similarity([f"the {rare[0]}"], [f"the {rare[1]}"])[0]
+    assert shared_rare > 0.9 and shared_common < 0.3, (shared_rare, shared_common)
+
+
+def test_bag_of_bigrams_reads_word_order(msrp):
+    train_pairs, _ = msrp
+    texts = train_pairs.text1 + train_pairs.text2
+    a, b = ["the company moved from boston to chicago"], ["the company moved from chicago to boston"]
+    unigrams = SiameseModel.build(texts, ModelConfig(encoder="bow"))
+    bigrams = SiameseModel.build(texts, ModelConfig(encoder="bow", encoder_options={"ngrams": 2}))
+    assert unigrams.similarity(a, b)[0] > 0.999  # the same bag of words
+    assert bigrams.similarity(a, b)[0] < 0.97  # its word pairs differ ("from boston" vs "from chicago")
+    with pytest.raises(ConfigError, match="ngrams"):
+        SiameseModel.build(texts, ModelConfig(encoder="bow", encoder_options={"ngrams": 3}))
+
+
+def test_vocabulary_holds_words_of_pairs_the_loss_skips(msrp):
+    """The triplet loss trains on duplicates only, yet words seen only in non-duplicates get their
+    own ids (they still tell texts apart) instead of all becoming [UNK]."""
+    train_pairs, val = msrp
+    negatives = train_pairs.subset([i for i, y in enumerate(train_pairs.labels) if y == 0][:200])
+    only_there = {w for t in negatives.text1 for w in t.lower().split() if w.isalpha()}
+    only_there -= {w for i, y in enumerate(train_pairs.labels) if y == 1
+                   for t in (train_pairs.text1[i], train_pairs.text2[i]) for w in t.lower().split()}
+    assert only_there
+    model = train(train_pairs, val, model_config=ModelConfig(dim=16), config=TrainConfig(epochs=1, workers=1), progress=False)
+    vocab = model.vectorizer.tokenizer.get_vocab()
+    assert all(w in vocab for w in only_there)
 
 
 def test_bilstm_last_states_are_both_directions():
@@ -174,6 +219,23 @@ def test_cli_trains_a_glove_bilstm_on_weighted_sets(tmp_path, data_dir):
     r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--weight", "1",
                         "--weight", "2", "--out", str(tmp_path / "x"), "-q"], capture_output=True, text=True)
     assert r.returncode == 2 and "--weight given 2 times for 1 --data files" in r.stderr
+
+
+def test_cli_trains_a_bag_of_bigrams(tmp_path, data_dir):
+    out = tmp_path / "bow"
+    r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--encoder", "bow",
+                        "-o", "ngrams=2", "-o", "buckets=2048", "--dim", "64", "--epochs", "2", "--out", str(out),
+                        "--json", "-q"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["recipe"]["encoder"] == "bow"
+    config = json.loads((out / "config.json").read_text())
+    assert config["encoder_options"] == {"ngrams": 2, "buckets": 2048, "embedding_dim": 64}
+    model = SiameseModel.load(out)
+    assert tuple(model.encoder.bigrams.weight.shape) == (2048, 64)
+    r = subprocess.run([str(SCRIPT), "predict", str(out), "The company moved from Boston to Chicago.",
+                        "The company moved from Chicago to Boston.", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert 0.5 < json.loads(r.stdout)["similarity"] < 0.999
 
 
 def test_weighted_rows_draw_each_set_in_proportion():

@@ -15,6 +15,7 @@ from torch import nn
 from ..errors import ConfigError, ModelError
 from .bilstm import BiLSTMEncoder
 from .bilstm_max import BiLSTMMaxEncoder
+from .bow import BagOfWordsEncoder
 from .cnn import CNNEncoder
 from .lstm import LSTMEncoder
 from .transformer import TransformerEncoder, default_model_path
@@ -24,6 +25,7 @@ ENCODERS: dict[str, type[nn.Module]] = {
     "bilstm": BiLSTMEncoder,
     "bilstm-max": BiLSTMMaxEncoder,
     "cnn": CNNEncoder,
+    "bow": BagOfWordsEncoder,
     "transformer": TransformerEncoder,
 }
 DEFAULT_LR = 1e-3  # Keras's Adam default, the recipes' choice
@@ -48,5 +50,5 @@ def default_lr(name: str) -> float:
     return getattr(encoder_class(name), "default_lr", DEFAULT_LR)
 
 
-__all__ = ["ENCODERS", "BiLSTMEncoder", "BiLSTMMaxEncoder", "CNNEncoder", "LSTMEncoder", "TransformerEncoder",
+__all__ = ["ENCODERS", "BagOfWordsEncoder", "BiLSTMEncoder", "BiLSTMMaxEncoder", "CNNEncoder", "LSTMEncoder", "TransformerEncoder",
            "build_encoder", "default_lr", "default_model_path", "encoder_class"]

@@ -1,0 +1,82 @@
+"""Bag of words: a frequency-weighted mean of word vectors (SIF, Arora et al. 2017; SWEM, Shen
+et al. 2018) — no word order, but every word keeps its identity, rare ones most of all.
+
+With ``ngrams=2`` word pairs count too, hashed into ``buckets`` vectors of their own (fastText's
+trick): a bag of bigrams tells "from X to Y" from "from Y to X". A pair's weight is the geometric
+mean of its two words' weights.
+
+Each word's weight starts at ``a / (a + p(word))`` from its frequency in the training texts (so
+"the" counts for little, a rare name for a lot, as in TF-IDF) and is learned from there, like
+the vectors. Untrained, the cosine of two such means is already a TF-IDF-like overlap score;
+training moves words that mean the same closer together.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import ConfigError
+from ..text import PAD_ID, UNK_ID
+from .common import finish, init_embedding, padding_mask
+
+
+class BagOfWordsEncoder(nn.Module):
+    default_lr = 0.01  # unit-variance vectors move slowly at Adam's usual 1e-3
+
+    def __init__(self, vocab_size: int, embedding_dim: int = 300, word_counts=None, smoothing: float = 1e-3,
+                 ngrams: int = 1, buckets: int = 1 << 17, bigram_weight: float = 1.0, embeddings=None,
+                 trainable_embeddings: bool = True, normalize: bool = True):
+        super().__init__()
+        if ngrams not in (1, 2):
+            raise ConfigError(f"ngrams must be 1 or 2, got {ngrams!r}")
+        if buckets < 1 or not bigram_weight > 0 or not smoothing > 0:
+            raise ConfigError("buckets, bigram_weight and smoothing must be positive")
+        self.embedding = init_embedding(vocab_size, embedding_dim, embeddings, trainable=trainable_embeddings, sparse=True)
+        if embeddings is None:  # unit-variance random vectors: near-orthogonal, so overlap is what counts at first
+            with torch.no_grad():
+                self.embedding.weight.normal_()
+                self.embedding.weight[PAD_ID] = 0
+        self.log_weight = nn.Embedding(vocab_size, 1, sparse=True)  # log of each word's weight in the mean
+        with torch.no_grad():
+            self.log_weight.weight.copy_(torch.as_tensor(sif_log_weights(word_counts, vocab_size, smoothing))[:, None])
+        self.bigrams = None
+        if ngrams == 2:
+            self.bigrams = nn.Embedding(buckets, embedding_dim, sparse=True)
+            nn.init.normal_(self.bigrams.weight)
+        self.buckets = buckets
+        self.bigram_log_weight = float(np.log(bigram_weight))
+        self.pooling = "weighted mean"  # for summary()
+        self.normalize = normalize
+        self.dim = embedding_dim
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        mask = padding_mask(ids, lengths)
+        log_w = self.log_weight(ids).squeeze(-1)
+        weights = log_w.exp() * mask
+        vectors = (weights.unsqueeze(-1) * self.embedding(ids)).sum(1)
+        total = weights.sum(1, keepdim=True)
+        if self.bigrams is not None and ids.shape[1] > 1:
+            pair_ids = (ids[:, :-1].long() * _PRIME + ids[:, 1:].long()) % self.buckets
+            pair_w = ((log_w[:, :-1] + log_w[:, 1:]) / 2 + self.bigram_log_weight).exp() * mask[:, 1:]
+            vectors = vectors + (pair_w.unsqueeze(-1) * self.bigrams(pair_ids)).sum(1)
+            total = total + pair_w.sum(1, keepdim=True)
+        return finish(vectors / total.clamp(min=1e-9), self.normalize)
+
+
+_PRIME = 1_000_003  # spreads (first word, second word) id pairs over the buckets
+
+
+def sif_log_weights(word_counts, vocab_size: int, smoothing: float) -> np.ndarray:
+    """``log(a / (a + p(w)))`` per word id; all zeros (a plain mean) without counts."""
+    if word_counts is None:
+        return np.zeros(vocab_size, dtype=np.float32)
+    counts = np.array(word_counts, dtype=np.float64)
+    if counts.shape != (vocab_size,):
+        raise ValueError(f"word_counts has shape {counts.shape}, expected ({vocab_size},)")
+    # Two different unknown words share [UNK]'s vector: weigh it as the commonest word, so it
+    # does not pass for shared evidence.
+    counts[UNK_ID] = counts.max()
+    p = counts / max(counts.sum(), 1.0)
+    return np.log(smoothing / (smoothing + p)).astype(np.float32)
