@@ -162,7 +162,7 @@ class SiameseModel:
                 order = np.argsort([len(s) for s in ids], kind="stable")
                 for b in range(0, len(order), batch_size):
                     rows = order[b : b + batch_size]
-                    batch, lengths = pad([ids[i] for i in rows])
+                    batch, lengths = pad([ids[i] for i in rows], self.vectorizer.pad_id)
                     vectors = runner(torch.from_numpy(batch), torch.from_numpy(lengths))
                     out[start + rows] = vectors.numpy()
                     bar.update(len(rows))

@@ -27,6 +27,7 @@ class Vectorizer:
     """Text → token ids. Fit on training texts with :meth:`fit`, or load a ``tokenizer.json``."""
 
     add_special_tokens = False
+    pad_id = PAD_ID  # what batches are padded with (a pretrained tokenizer has its own)
 
     def __init__(self, tokenizer: Tokenizer):
         self.tokenizer = tokenizer
@@ -98,10 +99,16 @@ class Vectorizer:
 class PretrainedVectorizer(Vectorizer):
     """A pretrained model's own ``tokenizer.json`` (e.g. BERT WordPiece with [CLS] … [SEP]).
 
-    Padding is ours (per batch, id 0), so the file's fixed-length padding is switched off.
+    Padding is ours (per batch), so the file's fixed-length padding is switched off; its padding
+    token gives :attr:`pad_id` (BERT's ``[PAD]`` is 0, MPNet's and RoBERTa's ``<pad>`` 1), and
+    :meth:`save` writes it back so a saved model pads the same way.
     """
 
     add_special_tokens = True
+
+    def __init__(self, tokenizer: Tokenizer, pad_id: int = PAD_ID, pad_token: str = PAD):
+        super().__init__(tokenizer)
+        self.pad_id, self.pad_token = pad_id, pad_token
 
     @classmethod
     def load(cls, path: str | os.PathLike, max_length: int | None = 128) -> PretrainedVectorizer:
@@ -109,23 +116,47 @@ class PretrainedVectorizer(Vectorizer):
             tok = Tokenizer.from_file(str(path))
         except Exception as e:  # tokenizers raises a bare Exception on bad files
             raise ModelError(f"{path}: not a readable tokenizer.json ({e})") from None
-        pad_token = (tok.padding or {}).get("pad_token", PAD)
-        if tok.token_to_id(pad_token) != PAD_ID:
-            raise ModelError(f"{path}: the padding token {pad_token} must have id {PAD_ID}")
+        pad_token, pad_id = padding_token(tok)
+        if pad_id is None:
+            raise ModelError(f"{path}: no padding token (the file sets none, and it has neither {' nor '.join(_PAD_TOKENS)})")
         tok.no_padding()
         if max_length:
             tok.enable_truncation(max_length)
-        return cls(tok)
+        return cls(tok, pad_id, pad_token)
+
+    def save(self, path: str | os.PathLike) -> None:
+        # A copy with the padding token set (batch-longest): the file stays a complete Hugging
+        # Face tokenizer, and load() finds the same pad id again (the vocabulary may also hold an
+        # unused "[PAD]" elsewhere, as MPNet's does).
+        tok = Tokenizer.from_str(self.tokenizer.to_str())
+        tok.enable_padding(pad_id=self.pad_id, pad_token=self.pad_token)
+        tok.save(str(path))
 
     @classmethod
     def fit(cls, *args, **kwargs):
         raise TypeError("a pretrained tokenizer is loaded, not fitted")
 
 
-def pad(sequences: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Right-pad id sequences with :data:`PAD_ID`; return ``(ids (n, T), lengths (n,))``."""
+# Padding tokens to look for when a tokenizer.json does not name one: BERT's, then RoBERTa/MPNet's.
+_PAD_TOKENS = (PAD, "<pad>")
+
+
+def padding_token(tok: Tokenizer) -> tuple[str, int | None]:
+    """The tokenizer's padding token and its id: the one its padding settings name, else one of
+    :data:`_PAD_TOKENS` in its vocabulary, a special token first (MPNet's vocabulary holds a
+    plain "[PAD]" at id 4 besides its special "<pad>" at 1); id None when there is none."""
+    if tok.padding:
+        return tok.padding["pad_token"], tok.token_to_id(tok.padding["pad_token"])
+    special = {t.content for t in tok.get_added_tokens_decoder().values() if t.special}
+    found = sorted((t for t in _PAD_TOKENS if tok.token_to_id(t) is not None), key=lambda t: t not in special)
+    return (found[0], tok.token_to_id(found[0])) if found else (PAD, None)
+
+
+def pad(sequences: Sequence[np.ndarray], pad_id: int = PAD_ID) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad id sequences with ``pad_id`` (a vectorizer's :attr:`~Vectorizer.pad_id`);
+    return ``(ids (n, T), lengths (n,))``."""
     lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
-    ids = np.zeros((len(sequences), int(lengths.max(initial=1))), dtype=np.int64)
+    ids = np.full((len(sequences), int(lengths.max(initial=1))), pad_id, dtype=np.int64)
     for row, seq in zip(ids, sequences):
         row[: len(seq)] = seq
     return ids, lengths

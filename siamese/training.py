@@ -100,6 +100,7 @@ class PairTensors:
 
     def __init__(self, model: SiameseModel, pairs: Pairs, graded: bool = False):
         self.sides = [model.vectorizer.encode(texts) for texts in text_sides(pairs)]
+        self.pad_id = model.vectorizer.pad_id
         self.lengths = np.max([[len(s) for s in side] for side in self.sides], axis=0)
         # the graded scores (STS-B, SICK) for losses that rank by them, else the 0/1 labels
         targets = pairs.scores if graded and getattr(pairs, "scores", None) is not None else pairs.labels
@@ -111,7 +112,7 @@ class PairTensors:
 
     def batch(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """All sides stacked: rows 0..n-1 are side 1, n..2n-1 side 2, … (one encoder call)."""
-        ids, lengths = pad([side[i] for side in self.sides for i in rows])
+        ids, lengths = pad([side[i] for side in self.sides for i in rows], self.pad_id)
         return torch.from_numpy(ids), torch.from_numpy(lengths)
 
 

@@ -62,6 +62,32 @@ def model_path(trained) -> Path:
     return trained.path
 
 
+# -- a pretrained-style tokenizer whose padding id is not 0 -------------------------------------
+
+def make_wordpiece(folder: Path, *, pad: str | None = "<pad>", padding: bool = True) -> Path:
+    """A small RoBERTa/MPNet-like WordPiece tokenizer.json: <s>=0, <pad>=1, </s>=2, and an unused
+    "[PAD]" further on (MPNet's vocabulary has one too)."""
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
+    from tokenizers.models import WordPiece
+
+    vocab = ["<s>", pad or "<nopad>", "</s>", "[UNK]", "hello", "world", "[PAD]" if pad else "[NOPAD]", "how", "are", "you", "##s"]
+    tok = Tokenizer(WordPiece({w: i for i, w in enumerate(vocab)}, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    tok.add_special_tokens([w for w in vocab[:4] if w != "<nopad>"])
+    if padding and pad:
+        tok.enable_padding(pad_id=1, pad_token=pad, length=16)  # fixed length, as some hub files ship
+    path = folder / "tokenizer.json"
+    tok.save(str(path))
+    return path
+
+
+@pytest.fixture
+def wordpiece():
+    return make_wordpiece
+
+
 # -- a real HTTP server on 127.0.0.1 (tests/test_serve.py, tests/test_web.py) ---------------------
 
 SCRIPT = Path(sys.executable).parent / "siamese"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from siamese import ModelError
-from siamese.text import PAD, PAD_ID, UNK, UNK_ID, Vectorizer, pad
+from siamese.text import PAD, PAD_ID, UNK, UNK_ID, PretrainedVectorizer, Vectorizer, pad
 
 
 def ids(v: Vectorizer, text: str) -> list[int]:
@@ -137,3 +137,31 @@ def test_pad_edge_cases():
     assert batch.shape == (0, 1) and lengths.shape == (0,)
     batch, lengths = pad([np.array([], dtype=np.int32), np.array([4], dtype=np.int32)])
     assert batch.tolist() == [[0], [4]] and lengths.tolist() == [0, 1]
+
+
+# -- pretrained tokenizers: the padding id is the tokenizer's own ------------------------------
+
+def test_pretrained_pad_id_is_the_tokenizers_own(tmp_path, wordpiece):
+    v = PretrainedVectorizer.load(wordpiece(tmp_path))
+    assert (v.pad_id, v.pad_token) == (1, "<pad>")
+    ids = v.encode(["hello world", "how are you worlds"])
+    assert [len(i) for i in ids] == [4, 7]  # <s> ... </s>, no fixed-length padding left
+    batch, lengths = pad(ids, v.pad_id)
+    assert batch[0].tolist() == [0, 4, 5, 2, 1, 1, 1] and lengths.tolist() == [4, 7]
+    # Saved and loaded again (a model folder's tokenizer.json), the id survives, though the
+    # vocabulary also holds an unused [PAD] (id 6).
+    v.save(tmp_path / "saved.json")
+    again = PretrainedVectorizer.load(tmp_path / "saved.json")
+    assert again.pad_id == 1 and again.tokenizer.to_str() == v.tokenizer.to_str()
+    assert [a.tolist() for a in again.encode(["hello world"])] == [[0, 4, 5, 2]]
+
+
+def test_pretrained_pad_token_found_without_padding_settings(tmp_path, wordpiece):
+    assert PretrainedVectorizer.load(wordpiece(tmp_path, padding=False)).pad_id == 1  # "<pad>"
+    with pytest.raises(ModelError, match="no padding token"):
+        PretrainedVectorizer.load(wordpiece(tmp_path, pad=None))
+
+
+def test_word_vocabularies_pad_with_zero():
+    assert Vectorizer.fit(["a b c"]).pad_id == PAD_ID == 0
+    assert pad([np.array([5], dtype=np.int32), np.array([5, 6], dtype=np.int32)], 3)[0].tolist() == [[5, 3], [5, 6]]

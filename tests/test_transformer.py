@@ -146,3 +146,45 @@ def test_cli_trains_a_frozen_bert_with_a_concat_classifier(data_dir, tmp_path):
     assert all(torch.equal(v, pretrained[k]) for k, v in model.encoder.model.state_dict().items())
     scores = model.similarity(*SEED_PAIRS)
     assert ((scores > 0) & (scores < 1)).all()
+
+
+def test_a_transformer_whose_pad_id_is_not_0_pads_with_its_own(tmp_path, wordpiece, monkeypatch):
+    """RoBERTa/MPNet pad with <pad> = 1 (0 is <s>): encoding and training batches use the
+    tokenizer's id, and a saved model keeps it."""
+    from transformers import RobertaConfig, RobertaModel
+
+    from siamese.data import Pairs
+    from siamese.encoders import TransformerEncoder
+
+    folder = tmp_path / "tiny-roberta"
+    folder.mkdir()
+    wordpiece(folder)
+    torch.manual_seed(0)
+    RobertaModel(RobertaConfig(vocab_size=11, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                               max_position_embeddings=40, pad_token_id=1, bos_token_id=0, eos_token_id=2)).save_pretrained(folder)
+    seen = []
+    forward = TransformerEncoder.forward
+    monkeypatch.setattr(TransformerEncoder, "forward", lambda self, ids, lengths: seen.append((ids, lengths)) or forward(self, ids, lengths))
+
+    def padding_values():
+        values = {int(v) for ids, lengths in seen for row, n in zip(ids, lengths) for v in row[int(n):]}
+        seen.clear()
+        return values
+
+    config = ModelConfig(encoder="transformer", loss="mnr", encoder_options={"path": str(folder)})
+    model = SiameseModel.build([], config)
+    assert model.vectorizer.pad_id == 1
+    texts = ["hello world", "how are you worlds hello", "you"]
+    together = model.encode(texts)
+    assert padding_values() == {1}
+    alone = np.concatenate([model.encode([t]) for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+    seen.clear()
+    pairs = Pairs(text1=["hello", "how are you", "world", "you"], text2=["hello world worlds", "are you", "worlds", "how"],
+                  labels=np.ones(4, dtype=np.int8))
+    trained = train(pairs, None, model_config=config, config=TrainConfig(epochs=1, batch_size=4, lr=1e-4, workers=1), progress=False)
+    assert padding_values() == {1}
+    loaded = SiameseModel.load(trained.save(tmp_path / "model"))
+    assert loaded.vectorizer.pad_id == 1 and loaded.fingerprint() == trained.fingerprint()
+    np.testing.assert_allclose(loaded.encode(texts), trained.encode(texts), atol=1e-6)

@@ -94,7 +94,7 @@ class EmojiSQAM:
         return [self.names[i] for i in self.network.answers.tolist()]
 
     def text_batch(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        ids, lengths = pad(self.vectorizer.encode(texts))
+        ids, lengths = pad(self.vectorizer.encode(texts), self.vectorizer.pad_id)
         return torch.from_numpy(ids), torch.from_numpy(lengths)
 
     @torch.inference_mode()
