@@ -28,6 +28,7 @@ import torch
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
 from siamese.baselines import TfidfBaseline
 from siamese.evaluation import benchmark, choose_threshold
+from siamese.teachers import NAMED
 
 HERE = Path(__file__).resolve().parent
 DOCS = HERE.parent / "docs" / "benchmarks.md"
@@ -48,6 +49,10 @@ class Recipe:
     sample: int | None = None  # train on this many pairs drawn at random (None: all)
     trained: bool = True  # False: the pretrained encoder as-is
     train_sets: list[str] | None = None  # None: datasets.TRAIN
+    transformer: str | None = None  # the transformer encoder is this named model (siamese.teachers.NAMED, e.g. "mpnet")
+    # Drop training pairs that share a text with a benchmark set (before sampling): a student that
+    # imitates a teacher's vector of a test sentence would carry it into the test.
+    exclude_test_texts: bool = False
 
 
 RECIPES = [
@@ -69,6 +74,7 @@ RECIPES = [
     Recipe("bow-bigrams-cosine-triplet", {"encoder": "bow", "dim": 512, "encoder_options": {"ngrams": 2, "bigram_weight": 0.5}},
            {"epochs": 6}),
     Recipe("minilm-as-is", {"encoder": "transformer"}, trained=False),
+    Recipe("mpnet-as-is", {"encoder": "transformer"}, trained=False, transformer="mpnet"),  # the distillation teacher
     Recipe("minilm-mnr-2e-6", {"encoder": "transformer", "loss": "mnr"}, {"epochs": 1, "batch_size": 32},
            sample=TRANSFORMER_SAMPLE),
     Recipe("minilm-mnr-2e-5", {"encoder": "transformer", "loss": "mnr"}, {"epochs": 1, "batch_size": 32, "lr": 2e-5},
@@ -98,10 +104,14 @@ def run_recipe(recipe: Recipe, train_pairs, val_pairs, root: Path, args) -> dict
     model_kwargs = dict(recipe.model, seed=args.seed)
     if recipe.glove:
         model_kwargs["glove"] = str(root / GLOVE)
+    if recipe.transformer:
+        model_kwargs["encoder_options"] = {**recipe.model.get("encoder_options", {}), "path": str(NAMED[recipe.transformer]())}
     config = ModelConfig(**model_kwargs)
     started = time.perf_counter()
     if recipe.trained:
         pairs = datasets.load_many(recipe.train_sets, root) if recipe.train_sets else train_pairs
+        if recipe.exclude_test_texts:
+            pairs = without_texts(pairs, benchmark_texts(root))
         limit = args.limit if args.limit else recipe.sample
         if limit and limit < len(pairs):
             pairs = pairs.subset(np.random.default_rng(args.seed).choice(len(pairs), limit, replace=False))
@@ -123,10 +133,25 @@ def run_recipe(recipe: Recipe, train_pairs, val_pairs, root: Path, args) -> dict
                         metric=args.threshold_metric)
     params = sum(p.numel() for m in (model.encoder, model.head) for p in m.parameters())
     return {"recipe": recipe.name, "config": {"model": recipe.model, "train": recipe.train, "glove": recipe.glove,
-                                              "sample": recipe.sample, "train_sets": recipe.train_sets or datasets.TRAIN},
+                                              "sample": recipe.sample, "train_sets": recipe.train_sets or datasets.TRAIN,
+                                              "transformer": recipe.transformer, "exclude_test_texts": recipe.exclude_test_texts},
             "train_seconds": round(seconds, 1) if recipe.trained else 0.0, **fit,
             "texts_per_second": round(texts_per_second(model, speed_texts.text1 + speed_texts.text2)),
             "parameters": params, "threshold": model.threshold, "glove": model.info.get("glove"), "results": results}
+
+
+def benchmark_texts(root: Path) -> set[str]:
+    """Every text of the benchmark sets, lowercased with whitespace collapsed."""
+    return {normal(t) for name in ZOO_BENCHMARKS for p in [datasets.load(name, root)] for t in p.text1 + p.text2}
+
+
+def without_texts(pairs, texts: set[str]):
+    keep = [i for i, (a, b) in enumerate(zip(pairs.text1, pairs.text2)) if normal(a) not in texts and normal(b) not in texts]
+    return pairs.subset(keep)
+
+
+def normal(text: str) -> str:
+    return " ".join(text.lower().split())
 
 
 def run_tfidf(train_pairs, val_pairs, root: Path, args) -> dict:
