@@ -6,7 +6,7 @@ kernel faster than oneDNN's bf16 LSTM under autocast:
 - the input projection ``x W_ihᵀ + b`` is computed once per *distinct* token of the batch, not
   once per position (a batch of 256 question pairs has ~5x fewer distinct words than
   positions), and its backward matmuls shrink the same way; the embedding gradient comes out
-  already summed per row, a coalesced sparse gradient for :class:`~siamese.optim.LazyAdam`;
+  already summed per row (one sparse row per distinct token for :class:`~siamese.optim.LazyAdam`);
 - the step loop runs in C++ without the GIL, so the two length groups of a batch really run
   side by side on their worker threads.
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import warnings
 from pathlib import Path
 
@@ -38,6 +39,13 @@ _CFLAGS = ["-O3", "-ffast-math", "-mrecip=all", "-fopenmp-simd", "-mavx512f", "-
 def _extension():
     from torch.utils.cpp_extension import load
 
+    if shutil.which("ninja") is None:  # the ninja package's binary, when the venv is not activated
+        try:
+            import ninja
+
+            os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
+        except ImportError:
+            pass
     try:
         return load("siamese_fused_lstm", [str(_SOURCE)], extra_cflags=_CFLAGS, verbose=False)
     except Exception as e:  # no compiler, no headers: nn.LSTM still works
@@ -80,7 +88,7 @@ class _MeanLSTM(torch.autograd.Function):
         tokens = saved[2]
         d_x, d_w_ih, d_w_hh, d_bias = _extension().backward(d_mean.contiguous(), *saved)
         d_x[tokens == PAD_ID] = 0  # the padding row never learns (nn.Embedding's padding_idx)
-        if ctx.sparse:  # one row per distinct token: already coalesced
+        if ctx.sparse:  # one row per distinct token
             d_table = torch.sparse_coo_tensor(tokens[None], d_x, ctx.table_shape, is_coalesced=True, check_invariants=False)
         else:
             d_table = torch.zeros(ctx.table_shape).index_copy_(0, tokens, d_x)
