@@ -31,8 +31,7 @@ class LSTMEncoder(nn.Module):
         self.dim = dim
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        precision = fused_lstm.kernel_precision(self.lstm) if self.pooling == "mean" else None
-        if precision:  # training: one fused kernel, same math
-            return finish(fused_lstm.mean_states(self.embedding, self.lstm, ids, lengths, precision), self.normalize)
+        if self.pooling == "mean" and fused_lstm.usable(self.lstm):  # training in bf16: one fused kernel, same math
+            return finish(fused_lstm.mean_states(self.embedding, self.lstm, ids, lengths), self.normalize)
         states, _ = self.lstm(self.embedding(ids))
         return finish(pool(states, padding_mask(ids, lengths), self.pooling, self.attention), self.normalize)
