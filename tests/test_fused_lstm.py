@@ -8,7 +8,7 @@ import threading
 import pytest
 import torch
 
-from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
+from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, kernels, train
 from siamese.encoders import fused_lstm
 from siamese.encoders.lstm import LSTMEncoder
 from siamese.parallel import ParallelEncoder
@@ -63,7 +63,7 @@ def test_fused_kernel_matches_nn_lstm(batch, sparse, monkeypatch):
         grad = encoder.embedding.weight.grad
         rows = grad._indices()[0].tolist()
         assert grad.is_sparse and sorted(rows) == torch.unique(ids).tolist()  # one row per distinct token
-    monkeypatch.setenv("SIAMESE_FUSED_LSTM", "0")
+    monkeypatch.setenv("SIAMESE_KERNELS", "0")
     out_onednn, grads_onednn = gradients(encoder, ids, lengths, weights, bf16=True)  # nn.LSTM under bf16 autocast
     assert len(calls) == 1 + sparse
 
@@ -108,7 +108,7 @@ def test_training_in_bf16_uses_the_kernel_and_learns(data_dir, monkeypatch):
 
 def test_switching_the_kernel_off_keeps_nn_lstm(batch, monkeypatch):
     vocab, ids, lengths = batch
-    monkeypatch.setenv("SIAMESE_FUSED_LSTM", "0")
+    monkeypatch.setenv("SIAMESE_KERNELS", "0")
     encoder = LSTMEncoder(vocab)
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=NATIVE_BF16):
         assert not fused_lstm.usable(encoder.lstm)
@@ -145,14 +145,14 @@ def test_gc_frozen_restores_the_collector():
 
 def test_unusable_compiler_falls_back_with_one_warning(monkeypatch, tmp_path):
     """No compiler: a warning naming the reason, and nn.LSTM keeps training."""
-    fused_lstm._extension.cache_clear()
+    kernels._build.cache_clear()
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
     try:
-        with pytest.warns(UserWarning, match="fused LSTM kernel unavailable"):
-            assert fused_lstm._extension() is None
+        with pytest.warns(UserWarning, match="C.. kernels are unavailable"):
+            assert kernels.load() is None
         encoder = LSTMEncoder(50)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=NATIVE_BF16):
             assert not fused_lstm.usable(encoder.lstm)
     finally:
-        fused_lstm._extension.cache_clear()
+        kernels._build.cache_clear()

@@ -1,5 +1,7 @@
-// Embedding -> LSTM -> mean over real tokens, as one training kernel for CPUs with native bfloat16.
+// C++ loops for the training hot path, built on first use by siamese/kernels.py.
 //
+// 1. Embedding -> LSTM -> mean over real tokens as one training kernel (forward and backward),
+//    for CPUs with native bfloat16 (used by siamese/encoders/fused_lstm.py):
 // - The input projection x W_ih^T + b is computed once per distinct token of the batch (P, one
 //   row per token id), not once per position; its backward sums the gate gradients per token
 //   (d_P), so every input-side matmul shrinks to the batch's vocabulary.
@@ -10,6 +12,8 @@
 // - Matmul sizes are rounded up (rows of zeros), so a training run meets a few hundred shapes
 //   and oneDNN's primitive cache keeps them all: a new shape costs ~0.2 ms of JIT, 3x the matmul.
 // Gate order i, f, g, o and both biases, as nn.LSTM.
+//
+// 2. One lazy Adam step over the rows of a sparse gradient, in one pass (siamese/optim.py).
 #include <torch/extension.h>
 
 #include <cmath>
@@ -77,8 +81,8 @@ std::vector<int64_t> active_rows(const at::Tensor& sorted_lengths, int64_t T) {
 // table (V, E) fp32; ids (n, T) int64 right-padded; lengths (n) int64 >= 1; w_ih (4H, E), w_hh (4H, H),
 // bias (4H) = b_ih + b_hh, all fp32. Returns the (n, H) mean of the states over each text's real
 // tokens, then what backward needs.
-std::vector<at::Tensor> forward(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& lengths,
-                                const at::Tensor& w_ih, const at::Tensor& w_hh, const at::Tensor& bias) {
+std::vector<at::Tensor> lstm_forward(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& lengths,
+                                     const at::Tensor& w_ih, const at::Tensor& w_hh, const at::Tensor& bias) {
   const int64_t n = ids.size(0), H = w_hh.size(1), G = 4 * H;
   const at::Tensor order = at::argsort(lengths, /*stable=*/true, /*dim=*/0, /*descending=*/true);
   const at::Tensor sorted_lengths = lengths.index_select(0, order).contiguous();
@@ -152,10 +156,10 @@ std::vector<at::Tensor> forward(const at::Tensor& table, const at::Tensor& ids, 
 
 // d_mean (n, H) fp32 and what forward returned after the mean. Returns d_x (U, E) for the
 // embedding rows of `tokens` (fp32), d_w_ih, d_w_hh (4H, *) and d_bias (4H), fp32.
-std::vector<at::Tensor> backward(const at::Tensor& d_mean, const at::Tensor& order, const at::Tensor& sorted_lengths,
-                                 const at::Tensor& tokens, const at::Tensor& where, const at::Tensor& x16,
-                                 const at::Tensor& w_ih16, const at::Tensor& w_hh16, const at::Tensor& states16_rows,
-                                 const at::Tensor& cells, const at::Tensor& gates) {
+std::vector<at::Tensor> lstm_backward(const at::Tensor& d_mean, const at::Tensor& order, const at::Tensor& sorted_lengths,
+                                      const at::Tensor& tokens, const at::Tensor& where, const at::Tensor& x16,
+                                      const at::Tensor& w_ih16, const at::Tensor& w_hh16, const at::Tensor& states16_rows,
+                                      const at::Tensor& cells, const at::Tensor& gates) {
   const int64_t T = gates.size(0), n = gates.size(1), H = w_hh16.size(1), G = 4 * H, U = tokens.size(0);
   const int64_t U_rows = x16.size(0), K = round_up((T - 1) * n, 256);
   const std::vector<int64_t> active = active_rows(sorted_lengths, T);
@@ -223,7 +227,38 @@ std::vector<at::Tensor> backward(const at::Tensor& d_mean, const at::Tensor& ord
   return {d_x, d_w_ih, d_w_hh, d_bias};
 }
 
+// Adam on the rows of p that appear in a sparse gradient (rows distinct, g their gradient rows),
+// with the optimiser's step count for the bias corrections, as siamese.optim.LazyAdam.
+void lazy_adam(at::Tensor& p, at::Tensor& m, at::Tensor& v, const at::Tensor& rows, const at::Tensor& g, double lr,
+               double beta1, double beta2, double eps, int64_t step) {
+  const int64_t R = rows.size(0), D = p.size(1);
+  const float b1 = beta1, b2 = beta2, e = eps;
+  const float step_size = lr / (1.0 - std::pow(beta1, step));
+  const float inv_correction2 = 1.0 / std::sqrt(1.0 - std::pow(beta2, step));
+  float* pp = p.data_ptr<float>();
+  float* mp = m.data_ptr<float>();
+  float* vp = v.data_ptr<float>();
+  const float* gp = g.data_ptr<float>();
+  const int64_t* rp = rows.data_ptr<int64_t>();
+  for (int64_t r = 0; r < R; ++r) {
+    float* pr = pp + rp[r] * D;
+    float* mr = mp + rp[r] * D;
+    float* vr = vp + rp[r] * D;
+    const float* gr = gp + r * D;
+#pragma omp simd
+    for (int64_t k = 0; k < D; ++k) {
+      const float mk = b1 * mr[k] + (1.f - b1) * gr[k];
+      const float vk = b2 * vr[k] + (1.f - b2) * gr[k] * gr[k];
+      mr[k] = mk;
+      vr[k] = vk;
+      pr[k] -= step_size * mk / (std::sqrt(vk) * inv_correction2 + e);
+    }
+  }
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("forward", &forward, py::call_guard<py::gil_scoped_release>());
-  m.def("backward", &backward, py::call_guard<py::gil_scoped_release>());
+  const auto no_gil = py::call_guard<py::gil_scoped_release>();
+  m.def("lstm_forward", &lstm_forward, no_gil);
+  m.def("lstm_backward", &lstm_backward, no_gil);
+  m.def("lazy_adam_", &lazy_adam, no_gil);
 }
