@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -48,6 +50,9 @@ def _build():
             os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
         except ImportError:
             pass
+    # a cached build loads in well under a second; say why the first one takes ~30 s
+    notice = threading.Timer(2.0, lambda: print("siamese: compiling its C++ kernels (once, ~30 s) ...", file=sys.stderr))
+    notice.start()
     try:
         return build(f"siamese_kernels_{isa.lower()}", [str(_SOURCE)], extra_cflags=_COMMON_FLAGS + _ISA_FLAGS.get(isa, []),
                      verbose=False)
@@ -57,3 +62,5 @@ def _build():
         warnings.warn(f"siamese's C++ kernels are unavailable, training with PyTorch ops instead: {reason.strip()}",
                       stacklevel=3)
         return None
+    finally:
+        notice.cancel()
