@@ -46,8 +46,8 @@ def mean_states(embedding: nn.Embedding, lstm: nn.LSTM, ids: torch.Tensor, lengt
 class _MeanLSTM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, table, w_ih, w_hh, b_ih, b_hh, ids, lengths, sparse):
-        mean, *saved = kernels.load().lstm_forward(table.detach(), ids, lengths.long(), w_ih.detach(), w_hh.detach(),
-                                            (b_ih + b_hh).detach())
+        bias = (b_ih + b_hh).detach()
+        mean, *saved = kernels.load().lstm_forward(table.detach(), ids, lengths.long(), w_ih.detach(), w_hh.detach(), bias)
         ctx.save_for_backward(*saved)
         ctx.table_shape, ctx.sparse = table.shape, sparse
         return mean
