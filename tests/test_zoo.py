@@ -205,7 +205,7 @@ def test_adjacent_word_pairs_keep_the_first_bigram_formula():
         for row, n in zip(ids, lengths.tolist()):
             w = enc.log_weight(row[:n]).squeeze(-1)
             pair_w = ((w[:-1] + w[1:]) / 2 + np.log(0.5)).exp()
-            pair_vec = enc.bigrams((row[: n - 1] * _PRIME + row[1:n]) % 64)
+            pair_vec = enc.bigrams.weight[(row[: n - 1] * _PRIME + row[1:n]) % 64]
             mean = ((w.exp()[:, None] * enc.embedding(row[:n])).sum(0) + (pair_w[:, None] * pair_vec).sum(0)) / (
                 w.exp().sum() + pair_w.sum())
             torch.testing.assert_close(enc(row[None, :n], torch.tensor([n]))[0], mean / mean.norm(), atol=1e-6, rtol=1e-5)

@@ -54,7 +54,8 @@ class BagOfWordsEncoder(nn.Module):
             self.log_weight.weight.copy_(torch.as_tensor(sif_log_weights(word_counts, vocab_size, smoothing))[:, None])
         self.bigrams = None
         if ngrams == 2:
-            self.bigrams = nn.Embedding(buckets, embedding_dim, sparse=True)
+            # A bag: sums the weighted pair vectors without materialising (n, pairs, dim).
+            self.bigrams = nn.EmbeddingBag(buckets, embedding_dim, mode="sum", sparse=True)
             nn.init.normal_(self.bigrams.weight)
         self.buckets = buckets
         self.bigram_log_weight = float(np.log(bigram_weight))
@@ -87,10 +88,7 @@ class BagOfWordsEncoder(nn.Module):
         # Not the distance, only the order: "X … Y" is one pair whether one or three words sit between.
         pair_ids = torch.cat([(ids[:, :-k].long() * _PRIME + ids[:, k:].long()) % self.buckets for k in steps], 1)
         pair_w = torch.cat([((log_w[:, :-k] + log_w[:, k:]) / 2 + self.bigram_log_weight).exp() * mask[:, k:] for k in steps], 1)
-        # embedding_bag sums the weighted rows without materialising (n, pairs, dim).
-        vectors = F.embedding_bag(pair_ids, self.bigrams.weight, per_sample_weights=pair_w, mode="sum",
-                                  sparse=self.bigrams.sparse)
-        return vectors, pair_w.sum(1, keepdim=True)
+        return self.bigrams(pair_ids, per_sample_weights=pair_w), pair_w.sum(1, keepdim=True)
 
 
 _PRIME = 1_000_003  # spreads (first word, second word) id pairs over the buckets
