@@ -323,15 +323,16 @@ def test_cli_trains_a_bag_of_bigrams(tmp_path, data_dir):
 
 
 def test_cli_trains_a_bag_of_ordered_pairs_with_oov_buckets(tmp_path, data_dir):
+    """The zoo's bow-oov-pairs-cosine-triplet recipe from the command line (smaller tables)."""
     out = tmp_path / "bow-pairs"
     r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--encoder", "bow",
-                        "--oov-buckets", "1024", "--max-vocab", "0", "-o", "ngrams=2", "-o", "window=6", "-o", "pair_mix=1.0",
+                        "--oov-buckets", "1024", "--max-vocab", "0", "-o", "ngrams=2", "-o", "window=12", "-o", "pair_mix=0.7",
                         "-o", "buckets=4096", "--dim", "32", "--epochs", "2", "--out", str(out), "--json", "-q"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     config = json.loads((out / "config.json").read_text())
     assert config["oov_buckets"] == 1024 and config["max_vocab"] is None
-    assert config["encoder_options"] == {"ngrams": 2, "window": 6, "pair_mix": 1.0, "buckets": 4096, "embedding_dim": 32}
+    assert config["encoder_options"] == {"ngrams": 2, "window": 12, "pair_mix": 0.7, "buckets": 4096, "embedding_dim": 32}
     model = SiameseModel.load(out)
     assert model.vectorizer.oov_buckets == 1024 and model.dim == 64
     r = subprocess.run([str(SCRIPT), "predict", str(out), "Was the zyxomatic filter moved from Boston to Chicago?",
