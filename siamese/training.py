@@ -195,7 +195,8 @@ def train(
     initial = {k: v.detach().clone() for k, v in encoder.state_dict().items()} if config.keep_initial else None
     lr = config.lr if config.lr is not None else default_lr(model_config.encoder)
     trainable = [p for p in [*encoder.parameters(), *head.parameters()] if p.requires_grad]
-    sparse = [p for m in encoder.modules() if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()]
+    sparse = [p for m in encoder.modules() if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse
+              for p in m.parameters()]
     dense = [p for p in trainable if all(p is not s for s in sparse)]
     optimizers = [torch.optim.Adam(dense, lr=lr, fused=True)] if dense else []  # fused: one kernel, ~3x faster steps
     if sparse:  # lazy Adam: only the embedding rows seen in the batch are updated
