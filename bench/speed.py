@@ -7,7 +7,9 @@ with the same model (Embedding 128 → LSTM 128 → mean → L2), batch 256, Ada
   naive      a direct PyTorch port: batches padded to their longest text, dense Adam, fp32
   ours-fp32  siamese.train, precision fp32
   ours-bf16  siamese.train, precision bf16 (what the default "auto" picks on CPUs with native
-             bfloat16, AVX512-BF16 or AMX; left out on CPUs without it)
+             bfloat16, AVX512-BF16 or AMX; left out on CPUs without it): the fused LSTM kernel
+  ours-bf16-no-kernels  the same with siamese's C++ kernels off (SIAMESE_KERNELS=0): nn.LSTM under
+             bf16 autocast and the lazy Adam in PyTorch ops, i.e. what the kernels replace
 Each run is a fresh process (own peak memory); rounds are interleaved so machine noise hits all
 contenders alike; the table quotes medians. Encoding speed is measured on ~50k real questions.
 
@@ -174,11 +176,13 @@ def main() -> None:
         "naive": me + ["--worker", "naive"],
         "ours-fp32": me + ["--worker", "ours", "--precision", "fp32"],
         "ours-bf16": me + ["--worker", "ours", "--precision", "bf16"],
+        "ours-bf16-no-kernels": me + ["--worker", "ours", "--precision", "bf16"],
     }
+    env = {"ours-bf16-no-kernels": {**os.environ, "SIAMESE_KERNELS": "0"}}
     import torch
 
     if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        del contenders["ours-bf16"]
+        del contenders["ours-bf16"], contenders["ours-bf16-no-kernels"]
     with tempfile.TemporaryDirectory() as tmp:
         if TF_PY.exists():
             csv_path = Path(tmp) / "pairs.csv"
@@ -193,7 +197,7 @@ def main() -> None:
         runs: dict[str, list[dict]] = {k: [] for k in contenders}
         for r in range(args.rounds):
             for name, cmd in contenders.items():
-                res = run(cmd)
+                res = run(cmd, env.get(name))
                 runs[name].append(res)
                 print(f"round {r + 1} {name}: {res['pairs_per_second']:.0f} pairs/s, peak {res['peak_rss_mb']:.0f} MB", file=sys.stderr)
         enc = None if args.no_encode else run(me + ["--worker", "encode"])

@@ -73,6 +73,11 @@ RECIPES = [
     Recipe("bow-cosine-triplet", {"encoder": "bow"}, {"epochs": 6}),
     Recipe("bow-bigrams-cosine-triplet", {"encoder": "bow", "dim": 512, "encoder_options": {"ngrams": 2, "bigram_weight": 0.5}},
            {"epochs": 6}),
+    # Unseen words hashed into buckets (they still match across two texts); ordered word pairs up
+    # to 12 apart, pooled apart from the words and mixed in at 0.7 (settings chosen on validation
+    # sets only, see docs/benchmarks.md).
+    Recipe("bow-oov-pairs-cosine-triplet", {"encoder": "bow", "max_vocab": None, "oov_buckets": 16384,
+                                            "encoder_options": {"ngrams": 2, "window": 12, "pair_mix": 0.7}}, {"epochs": 6}),
     Recipe("minilm-as-is", {"encoder": "transformer"}, trained=False),
     Recipe("mpnet-as-is", {"encoder": "transformer"}, trained=False, transformer="mpnet"),  # the distillation teacher
     Recipe("minilm-mnr-2e-6", {"encoder": "transformer", "loss": "mnr"}, {"epochs": 1, "batch_size": 32},

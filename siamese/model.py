@@ -29,7 +29,7 @@ from .losses import check_head_and_loss
 from .glove import embedding_matrix, load_glove
 from .manifest import read_manifest
 from .parallel import ParallelEncoder, single_threaded_ops
-from .text import PretrainedVectorizer, Vectorizer, pad
+from .text import PretrainedVectorizer, Vectorizer, check_oov_buckets, pad
 
 FORMAT = "siamese-model/1"
 HEAD_PREFIX = "head."
@@ -56,6 +56,9 @@ class ModelConfig:
     max_vocab: int | None = 50_000
     min_frequency: int = 1
     max_length: int | None = 128
+    # Words outside the vocabulary hash into this many extra ids instead of all becoming [UNK]
+    # (Keras num_oov_indices): texts sharing an unseen word share its vector. 0: [UNK].
+    oov_buckets: int = 0
     seed: int = 0
 
     def encoder_kwargs(self) -> dict:
@@ -74,6 +77,10 @@ class ModelConfig:
         if self.head not in HEADS:
             raise ModelError(f"unknown head {self.head!r}; choose one of: {', '.join(HEADS)}")
         check_head_and_loss(self.head, self.loss)
+        check_oov_buckets(self.oov_buckets)
+        if self.oov_buckets and getattr(encoder_class(self.encoder), "own_tokenizer", False):
+            raise ConfigError(f"oov_buckets hashes words outside a learned vocabulary: encoder {self.encoder!r} "
+                              "brings its own tokenizer")
         if self.glove and "embeddings" not in inspect.signature(encoder_class(self.encoder)).parameters:
             takes = [name for name, cls in ENCODERS.items() if "embeddings" in inspect.signature(cls).parameters]
             raise ConfigError(f"encoder {self.encoder!r} does not start from GloVe vectors; these do: {', '.join(takes)}")
@@ -81,7 +88,7 @@ class ModelConfig:
 
 # Fields added after the first model format: left out of the fingerprint while at their defaults,
 # so indexes built by older models still recognise them.
-_NEW_FIELDS = {"loss": "triplet", "encoder_options": {}, "glove": None}
+_NEW_FIELDS = {"loss": "triplet", "encoder_options": {}, "glove": None, "oov_buckets": 0}
 
 
 class SiameseModel:
@@ -120,6 +127,7 @@ class SiameseModel:
                 min_frequency=config.min_frequency,
                 lowercase=config.lowercase,
                 max_length=config.max_length,
+                oov_buckets=config.oov_buckets,
             )
             if config.glove:
                 options["embeddings"], info["glove"] = glove_embeddings(config.glove, vectorizer, config.seed)
@@ -260,7 +268,10 @@ class SiameseModel:
         if own_tokenizer:
             vectorizer = PretrainedVectorizer.load(path / "tokenizer.json", max_length=config.max_length)
         else:
-            vectorizer = Vectorizer.load(path / "tokenizer.json")
+            vectorizer = Vectorizer.load(path / "tokenizer.json", oov_buckets=config.oov_buckets)
+            if vectorizer.vocab_size != int(raw["vocab_size"]):
+                raise ModelError(f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
+                                 f"({vectorizer.vocab_size - config.oov_buckets} words + {config.oov_buckets} oov_buckets)")
         try:
             state = load_file(str(path / "model.safetensors"))
             head.load_state_dict({k[len(HEAD_PREFIX):]: v for k, v in state.items() if k.startswith(HEAD_PREFIX)})
@@ -279,5 +290,6 @@ def glove_embeddings(path: str, vectorizer: Vectorizer, seed: int) -> tuple[np.n
     vocabulary = vectorizer.vocabulary()
     matrix, coverage = embedding_matrix(vocabulary, load_glove(path, words=set(vocabulary) | {w.lower() for w in vocabulary}),
                                         seed=seed)
-    return matrix, {"path": str(path), "covered": coverage.covered, "total": coverage.total,
-                    "fraction": round(coverage.fraction, 4), "missing_examples": coverage.missing[:10]}
+    total = coverage.total - vectorizer.oov_buckets  # the buckets (random rows) are not words
+    return matrix, {"path": str(path), "covered": coverage.covered, "total": total,
+                    "fraction": round(coverage.covered / max(total, 1), 4), "missing_examples": coverage.missing[:10]}

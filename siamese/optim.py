@@ -1,13 +1,16 @@
 """Lazy Adam for sparse embedding gradients: only the rows present in the batch are updated.
 
 ``torch.optim.SparseAdam`` does the same but rebuilds sparse tensors for every moment update;
-indexing the rows directly is several times cheaper, which matters when the LSTM step itself
-takes only tens of milliseconds.
+indexing the rows directly is several times cheaper, and the compiled loop of
+:mod:`siamese.kernels` (one pass over the rows, where it builds) cheaper still — it matters when a
+training step takes ~15 ms.
 """
 
 from __future__ import annotations
 
 import torch
+
+from . import kernels
 
 
 class LazyAdam(torch.optim.Optimizer):
@@ -30,6 +33,11 @@ class LazyAdam(torch.optim.Optimizer):
                     state["v"] = torch.zeros_like(p)
                 state["step"] += 1
                 t = state["step"]
+                compiled = kernels.load()
+                if compiled is not None and p.dtype == torch.float32 and p.is_contiguous():
+                    compiled.lazy_adam_(p.data, state["m"], state["v"], rows.contiguous(), values.contiguous(), group["lr"],
+                                        beta1, beta2, group["eps"], t)
+                    continue
                 m = state["m"].index_select(0, rows).lerp_(values, 1 - beta1)
                 v = state["v"].index_select(0, rows).mul_(beta2).addcmul_(values, values, value=1 - beta2)
                 state["m"].index_copy_(0, rows, m)

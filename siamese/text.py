@@ -3,11 +3,18 @@
 Behaves like Keras ``TextVectorization(split='whitespace', standardize='strip_punctuation')``:
 ASCII punctuation is removed, text is split on whitespace, words are ranked by frequency.
 Id 0 is padding and id 1 the out-of-vocabulary word. Saved as a standard ``tokenizer.json``.
+
+With ``oov_buckets=k`` (Keras ``num_oov_indices``), a word outside the vocabulary is hashed
+(CRC-32 of its UTF-8 form: the same id in every process and platform) into one of ``k`` ids
+after the vocabulary instead of becoming ``[UNK]``: two texts sharing an unseen name or term
+then share an id. ``k`` is not in ``tokenizer.json`` (a standard file); the model's
+``config.json`` keeps it.
 """
 
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -15,12 +22,14 @@ from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordLevel
 from tokenizers.trainers import WordLevelTrainer
 
-from .errors import ModelError
+from .errors import ConfigError, ModelError
 
 PAD, UNK = "[PAD]", "[UNK]"
 PAD_ID, UNK_ID = 0, 1
 # The characters Keras strips with standardize='strip_punctuation' (string.punctuation).
 _PUNCTUATION = Regex(r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]""")
+# Whitespace that Python's str.split() splits on but the tokenizer's WhitespaceSplit does not.
+_PYTHON_ONLY_SPACES = "\x1c\x1d\x1e\x1f"
 
 
 class Vectorizer:
@@ -29,8 +38,10 @@ class Vectorizer:
     add_special_tokens = False
     pad_id = PAD_ID  # what batches are padded with (a pretrained tokenizer has its own)
 
-    def __init__(self, tokenizer: Tokenizer):
+    def __init__(self, tokenizer: Tokenizer, *, oov_buckets: int = 0):
         self.tokenizer = tokenizer
+        self.oov_buckets = check_oov_buckets(oov_buckets)
+        self._words = tokenizer.get_vocab_size()  # the first bucket's id
 
     @classmethod
     def fit(
@@ -41,6 +52,7 @@ class Vectorizer:
         min_frequency: int = 1,
         lowercase: bool = True,
         max_length: int | None = 128,
+        oov_buckets: int = 0,
     ) -> Vectorizer:
         steps = [normalizers.Replace(_PUNCTUATION, "")]
         if lowercase:
@@ -57,30 +69,52 @@ class Vectorizer:
         tok.train_from_iterator(texts, trainer)
         if max_length:
             tok.enable_truncation(max_length)
-        return cls(tok)
+        return cls(tok, oov_buckets=oov_buckets)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> Vectorizer:
+    def load(cls, path: str | os.PathLike, *, oov_buckets: int = 0) -> Vectorizer:
         try:
             tok = Tokenizer.from_file(str(path))
         except Exception as e:  # tokenizers raises a bare Exception on bad files
             raise ModelError(f"{path}: not a readable tokenizer.json ({e})") from None
         if tok.token_to_id(PAD) != PAD_ID or tok.token_to_id(UNK) != UNK_ID:
             raise ModelError(f"{path}: expected {PAD} at id 0 and {UNK} at id 1")
-        return cls(tok)
+        return cls(tok, oov_buckets=oov_buckets)
 
     def save(self, path: str | os.PathLike) -> None:
         self.tokenizer.save(str(path))
 
     @property
     def vocab_size(self) -> int:
-        return self.tokenizer.get_vocab_size()
+        """Number of ids: the words, then the out-of-vocabulary buckets."""
+        return self._words + self.oov_buckets
 
     def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Token ids per text (int32). A text with no known characters becomes ``[UNK]``."""
-        encodings = self.tokenizer.encode_batch_fast(list(texts), add_special_tokens=self.add_special_tokens)
+        texts = texts if isinstance(texts, list) else list(texts)
+        encodings = self.tokenizer.encode_batch_fast(texts, add_special_tokens=self.add_special_tokens)
         unk = np.array([UNK_ID], dtype=np.int32)
-        return [np.asarray(e.ids, dtype=np.int32) if e.ids else unk for e in encodings]
+        if not self.oov_buckets:
+            return [np.asarray(e.ids, dtype=np.int32) if e.ids else unk for e in encodings]
+        out = []
+        for text, e in zip(texts, encodings):
+            ids = e.ids
+            if UNK_ID in ids:  # the fast encoding keeps no offsets: find the words again, only here
+                ids = self._hash_unknown(text, ids)
+            out.append(np.asarray(ids, dtype=np.int32) if ids else unk)
+        return out
+
+    def _hash_unknown(self, text: str, ids: list[int]) -> list[int]:
+        """Replace each [UNK] by its word's bucket. WordLevel gives one id per whitespace-split
+        word of the normalised text (truncation keeps the first ones), so they line up."""
+        normalizer = self.tokenizer.normalizer
+        normalized = normalizer.normalize_str(text) if normalizer is not None else text
+        if any(c in normalized for c in _PYTHON_ONLY_SPACES):  # rare: split exactly as the tokenizer does
+            words = [w for w, _ in self.tokenizer.pre_tokenizer.pre_tokenize_str(normalized)]
+        else:
+            words = normalized.split()  # ~20x faster than pre_tokenize_str
+        first, k = self._words, self.oov_buckets
+        return [first + zlib.crc32(words[j].encode()) % k if i == UNK_ID else i for j, i in enumerate(ids)]
 
     def counts(self, texts: Iterable[str]) -> np.ndarray:
         """How often each token id occurs in ``texts`` (int64, one entry per id)."""
@@ -92,8 +126,9 @@ class Vectorizer:
         return counts
 
     def vocabulary(self) -> list[str]:
+        """A name per id, in id order: the words, then ``[OOV i]`` for each bucket."""
         vocab = self.tokenizer.get_vocab()
-        return sorted(vocab, key=vocab.__getitem__)
+        return sorted(vocab, key=vocab.__getitem__) + [f"[OOV {i}]" for i in range(self.oov_buckets)]
 
 
 class PretrainedVectorizer(Vectorizer):
@@ -135,6 +170,13 @@ class PretrainedVectorizer(Vectorizer):
     @classmethod
     def fit(cls, *args, **kwargs):
         raise TypeError("a pretrained tokenizer is loaded, not fitted")
+
+
+def check_oov_buckets(value) -> int:
+    """A count of out-of-vocabulary buckets: an integer >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ConfigError(f"oov_buckets must be a whole number >= 0 (0: unknown words are [UNK]), got {value!r}")
+    return int(value)
 
 
 # Padding tokens to look for when a tokenizer.json does not name one: BERT's, then RoBERTa/MPNet's.

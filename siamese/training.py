@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import os
 import time
 from dataclasses import asdict, dataclass, replace
@@ -66,6 +67,19 @@ def resolve_precision(precision: str) -> str:
     if precision == "auto":
         return "bf16" if native else "fp32"
     return precision
+
+
+@contextlib.contextmanager
+def gc_frozen():
+    """Keep the objects that exist before training (torch's modules, the data) out of the garbage
+    collector's scans: a full collection over them took ~0.14 s, twice in a short training run."""
+    already = gc.get_freeze_count()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if not already:
+            gc.unfreeze()
 
 
 def seed_everything(seed: int) -> np.random.Generator:
@@ -205,9 +219,10 @@ def train(
     initial = {k: v.detach().clone() for k, v in encoder.state_dict().items()} if config.keep_initial else None
     lr = config.lr if config.lr is not None else default_lr(model_config.encoder)
     trainable = [p for p in [*encoder.parameters(), *head.parameters()] if p.requires_grad]
-    sparse = [p for m in encoder.modules() if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()]
+    sparse = [p for m in encoder.modules() if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse
+              for p in m.parameters()]
     dense = [p for p in trainable if all(p is not s for s in sparse)]
-    optimizers = [torch.optim.Adam(dense, lr=lr)] if dense else []
+    optimizers = [torch.optim.Adam(dense, lr=lr, fused=True)] if dense else []  # fused: one kernel, ~3x faster steps
     if sparse:  # lazy Adam: only the embedding rows seen in the batch are updated
         optimizers.append(LazyAdam(sparse, lr=lr))
     autocast = (
@@ -224,7 +239,7 @@ def train(
 
     modules = torch.nn.ModuleList([encoder, head])
     started = time.perf_counter()
-    with single_threaded_ops(runner.workers > 1):
+    with single_threaded_ops(runner.workers > 1), gc_frozen():
         history, best, train_seconds, trained_pairs = _fit(
             modules, runner, optimizers, batch_loss, train_data, val_data, config, rng, checkpoint, progress)
     modules.load_state_dict(best[1])

@@ -165,3 +165,68 @@ def test_pretrained_pad_token_found_without_padding_settings(tmp_path, wordpiece
 def test_word_vocabularies_pad_with_zero():
     assert Vectorizer.fit(["a b c"]).pad_id == PAD_ID == 0
     assert pad([np.array([5], dtype=np.int32), np.array([5, 6], dtype=np.int32)], 3)[0].tolist() == [[5, 3], [5, 6]]
+
+
+# -- out-of-vocabulary buckets (Keras num_oov_indices) --------------------------------------------
+
+def test_oov_buckets_zero_is_todays_vectorizer():
+    texts = ["the cat sat", "the dog"]
+    probe = ["the zebra cat", "", "quux?!", "dog dog"]
+    plain, zero = Vectorizer.fit(texts), Vectorizer.fit(texts, oov_buckets=0)
+    for a, b in zip(plain.encode(probe), zero.encode(probe)):
+        np.testing.assert_array_equal(a, b)
+    assert zero.vocab_size == plain.vocab_size == 6 and ids(zero, "the zebra") == [2, UNK_ID]
+
+
+def test_unknown_words_hash_into_buckets_after_the_vocabulary():
+    import zlib
+
+    v = Vectorizer.fit(["the cat sat", "the dog"], oov_buckets=100)
+    words = v.vocab_size - 100  # the first bucket's id
+    assert v.vocab_size == 106 and len(v.vocabulary()) == 106 and v.vocabulary()[-1] == "[OOV 99]"
+    the, cat = v.tokenizer.token_to_id("the"), v.tokenizer.token_to_id("cat")
+    zebra = words + zlib.crc32(b"zebra") % 100
+    # known words keep their ids; an unknown word gets the same bucket wherever it appears,
+    # after the same standardisation as the vocabulary (case, punctuation)
+    assert ids(v, "the zebra cat") == [the, zebra, cat]
+    assert ids(v, "Zebra!") == ids(v, "ZEB-RA") == [zebra]
+    assert ids(v, "ibis") != ids(v, "zebra") and all(words <= i < v.vocab_size for i in ids(v, "ibis okapi"))
+    assert ids(v, "") == ids(v, "?!") == [UNK_ID]  # nothing left: still [UNK], never empty
+    counts = v.counts(["zebra zebra the"])
+    assert counts.shape == (106,) and counts[zebra] == 2 and counts[the] == 1
+
+
+def test_oov_hashing_lines_up_with_truncation_and_odd_whitespace():
+    v = Vectorizer.fit(["a b"], oov_buckets=1000, max_length=4)
+    text = "a x1 b x2 x3 x4"
+    out = ids(v, text)
+    assert len(out) == 4 and out == ids(v, "a x1 b x2")  # the first four words, hashed as they come
+    # \x1c..\x1f split words for Python's str.split() but not for the tokenizer: one word here
+    assert len(ids(v, "a\x1cb x1")) == 2 and ids(v, "a\x1cb")[0] not in (v.tokenizer.token_to_id("a"), UNK_ID)
+
+
+def test_oov_hashing_is_the_same_in_another_process(tmp_path):
+    """CRC-32, not Python's per-process salted hash(): a saved model maps an unseen word to the
+    same bucket in every process."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    v = Vectorizer.fit(["the cat sat"], oov_buckets=4096)
+    v.save(tmp_path / "tokenizer.json")
+    texts = ["a zebra and an okapi", "Ünïcode wörds ça"]
+    code = ("import json, sys; from siamese.text import Vectorizer; "
+            f"v = Vectorizer.load(sys.argv[1], oov_buckets=4096); print(json.dumps([a.tolist() for a in v.encode({texts!r})]))")
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "tokenizer.json")], capture_output=True, text=True,
+                         env=env, check=True)
+    assert json.loads(out.stdout) == [a.tolist() for a in v.encode(texts)]
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "8"])
+def test_oov_buckets_refuses_bad_values(bad):
+    from siamese import ConfigError
+
+    with pytest.raises(ConfigError, match="oov_buckets must be a whole number >= 0"):
+        Vectorizer.fit(["a b"], oov_buckets=bad)

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from sklearn import metrics
 
 import siamese.training
-from siamese import DataError, ModelConfig, SiameseModel, TrainConfig, choose_threshold, datasets, train, triplet_loss
+from siamese import DataError, ModelConfig, SiameseModel, TrainConfig, choose_threshold, datasets, kernels, train, triplet_loss
 from siamese.data import Pairs
 from siamese.evaluation import classification_report, evaluate
 from siamese.optim import LazyAdam
@@ -273,7 +273,12 @@ def adam_reference(grads: list[np.ndarray], lr=0.01, b1=0.9, b2=0.999, eps=1e-7,
     return total
 
 
-def test_lazy_adam_updates_only_rows_in_the_sparse_gradient():
+@pytest.mark.parametrize("compiled", [True, False], ids=["kernel", "pytorch-ops"])
+def test_lazy_adam_updates_only_rows_in_the_sparse_gradient(compiled, monkeypatch):
+    """The same update from the compiled one-pass loop and from PyTorch ops."""
+    monkeypatch.setenv("SIAMESE_KERNELS", "1" if compiled else "0")
+    if compiled and kernels.load() is None:
+        pytest.skip("siamese's C++ kernels do not build here")
     torch.manual_seed(0)
     emb = torch.nn.Embedding(10, 4, sparse=True)
     start = emb.weight.detach().clone()

@@ -127,6 +127,90 @@ def test_bag_of_bigrams_reads_word_order(msrp):
         SiameseModel.build(texts, ModelConfig(encoder="bow", encoder_options={"ngrams": 3}))
 
 
+def test_bag_of_words_shares_unseen_words_through_oov_buckets(msrp, data_dir):
+    """Untrained, with words outside the vocabulary hashed into buckets, medical questions that
+    share a word the (news) vocabulary never saw score higher than with them all as [UNK]."""
+    train_pairs, _ = msrp
+    texts = train_pairs.text1 + train_pairs.text2
+    plain = SiameseModel.build(texts, ModelConfig(encoder="bow"))
+    hashed = SiameseModel.build(texts, ModelConfig(encoder="bow", oov_buckets=4096))
+    assert hashed.vectorizer.vocab_size == plain.vectorizer.vocab_size + 4096
+    mqp = datasets.load("mqp", data_dir).subset(range(400))
+    vocab, norm = plain.vectorizer.tokenizer.get_vocab(), plain.vectorizer.tokenizer.normalizer.normalize_str
+    unseen = [{w for w in norm(t).split() if w not in vocab} for t in mqp.text1 + mqp.text2]
+    shares = np.array([bool(unseen[i] & unseen[len(mqp) + i]) for i in range(len(mqp))])
+    assert 50 < shares.sum() < len(mqp) - 50
+    gain = hashed.similarity(mqp.text1, mqp.text2) - plain.similarity(mqp.text1, mqp.text2)
+    assert gain[shares].mean() > 0.1 and gain[shares].mean() > gain[~shares].mean() + 0.1, (gain[shares].mean(), gain[~shares].mean())
+
+
+def test_bag_of_words_with_oov_buckets_saves_and_loads(msrp, tmp_path):
+    train_pairs, val = msrp
+    config = ModelConfig(encoder="bow", dim=32, oov_buckets=512)
+    model = train(train_pairs.subset(range(400)), val, model_config=config, config=TrainConfig(epochs=1, batch_size=64, workers=1),
+                  progress=False)
+    path = model.save(tmp_path / "m")
+    saved = json.loads((path / "config.json").read_text())
+    assert saved["oov_buckets"] == 512 and saved["vocab_size"] == model.vectorizer.vocab_size
+    loaded = SiameseModel.load(path)
+    unseen = ["Levothyroxine dosage for hypothyroidism", "hypothyroidism and levothyroxine"]
+    np.testing.assert_array_equal(loaded.vectorizer.encode(unseen)[0], model.vectorizer.encode(unseen)[0])
+    assert loaded.vectorizer.encode(unseen)[0].min() > 1  # no [UNK]
+    np.testing.assert_allclose(loaded.similarity(unseen[:1], unseen[1:]), model.similarity(unseen[:1], unseen[1:]), atol=1e-6)
+    assert loaded.fingerprint() == model.fingerprint()
+    # a config.json whose oov_buckets does not fit its vocab_size is refused, not misread
+    saved["oov_buckets"] = 256
+    (path / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(ModelError, match="vocab_size .* does not match tokenizer.json"):
+        SiameseModel.load(path)
+
+
+def test_oov_buckets_refused_where_they_cannot_work():
+    with pytest.raises(ConfigError, match="oov_buckets must be a whole number"):
+        SiameseModel.build(["a text"], ModelConfig(encoder="bow", oov_buckets=-1))
+    with pytest.raises(ConfigError, match="brings its own tokenizer"):
+        ModelConfig(encoder="transformer", oov_buckets=8).check()
+
+
+def test_word_pairs_in_a_window_read_order_and_mix_as_told(msrp):
+    """window=k pairs words up to k apart; pair_mix pools the pairs apart, so the cosine is
+    (cos_words + m² cos_pairs) / (1 + m²)."""
+    train_pairs, _ = msrp
+    texts = train_pairs.text1 + train_pairs.text2
+    a, b = ["the company moved from boston to chicago last year"], ["the company moved from chicago to boston last year"]
+    options = {"ngrams": 2, "window": 4, "pair_mix": 0.8, "buckets": 1 << 14}
+    model = SiameseModel.build(texts, ModelConfig(encoder="bow", dim=64, encoder_options=options))
+    assert model.dim == 128
+    va, vb = model.encode(a)[0], model.encode(b)[0]
+    words = float(va[:64] @ vb[:64] / np.linalg.norm(va[:64]) / np.linalg.norm(vb[:64]))
+    pairs = float(va[64:] @ vb[64:] / np.linalg.norm(va[64:]) / np.linalg.norm(vb[64:]))
+    assert words > 0.999 and pairs < 0.9  # the same words; "boston … chicago" became "chicago … boston"
+    np.testing.assert_allclose(model.similarity(a, b)[0], (words + 0.64 * pairs) / 1.64, atol=1e-5)
+    for bad in ({"ngrams": 2, "window": 0}, {"ngrams": 2, "window": 2.5}, {"ngrams": 2, "pair_mix": 0}, {"window": 3},
+                {"pair_mix": 1.0}):
+        with pytest.raises(ConfigError, match="window|pair_mix"):
+            SiameseModel.build(texts[:20], ModelConfig(encoder="bow", encoder_options=bad))
+
+
+def test_adjacent_word_pairs_keep_the_first_bigram_formula():
+    """ngrams=2 without window/pair_mix is the bag of bigrams folders were saved with: one weighted
+    mean over word vectors and adjacent pair vectors."""
+    from siamese.encoders import BagOfWordsEncoder
+    from siamese.encoders.bow import _PRIME
+
+    torch.manual_seed(0)
+    enc = BagOfWordsEncoder(30, embedding_dim=8, word_counts=np.arange(30) + 1, ngrams=2, buckets=64, bigram_weight=0.5).eval()
+    ids, lengths = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]]), torch.tensor([4, 2])
+    with torch.no_grad():
+        for row, n in zip(ids, lengths.tolist()):
+            w = enc.log_weight(row[:n]).squeeze(-1)
+            pair_w = ((w[:-1] + w[1:]) / 2 + np.log(0.5)).exp()
+            pair_vec = enc.bigrams.weight[(row[: n - 1] * _PRIME + row[1:n]) % 64]
+            mean = ((w.exp()[:, None] * enc.embedding(row[:n])).sum(0) + (pair_w[:, None] * pair_vec).sum(0)) / (
+                w.exp().sum() + pair_w.sum())
+            torch.testing.assert_close(enc(row[None, :n], torch.tensor([n]))[0], mean / mean.norm(), atol=1e-6, rtol=1e-5)
+
+
 def test_vocabulary_holds_words_of_pairs_the_loss_skips(msrp):
     """The triplet loss trains on duplicates only, yet words seen only in non-duplicates get their
     own ids (they still tell texts apart) instead of all becoming [UNK]."""
@@ -236,6 +320,29 @@ def test_cli_trains_a_bag_of_bigrams(tmp_path, data_dir):
                         "The company moved from Chicago to Boston.", "--json"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert 0.5 < json.loads(r.stdout)["similarity"] < 0.999
+
+
+def test_cli_trains_a_bag_of_ordered_pairs_with_oov_buckets(tmp_path, data_dir):
+    """The zoo's bow-oov-pairs-cosine-triplet recipe from the command line (smaller tables)."""
+    out = tmp_path / "bow-pairs"
+    r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--encoder", "bow",
+                        "--oov-buckets", "1024", "--max-vocab", "0", "-o", "ngrams=2", "-o", "window=12", "-o", "pair_mix=0.7",
+                        "-o", "buckets=4096", "--dim", "32", "--epochs", "2", "--out", str(out), "--json", "-q"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    config = json.loads((out / "config.json").read_text())
+    assert config["oov_buckets"] == 1024 and config["max_vocab"] is None
+    assert config["encoder_options"] == {"ngrams": 2, "window": 12, "pair_mix": 0.7, "buckets": 4096, "embedding_dim": 32}
+    model = SiameseModel.load(out)
+    assert model.vectorizer.oov_buckets == 1024 and model.dim == 64
+    r = subprocess.run([str(SCRIPT), "predict", str(out), "Was the zyxomatic filter moved from Boston to Chicago?",
+                        "Was the zyxomatic filter moved from Chicago to Boston?", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert 0.3 < json.loads(r.stdout)["similarity"] < 0.99
+    for bad in (["--oov-buckets", "-5"], ["-o", "ngrams=2", "-o", "window=0"]):
+        r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--encoder", "bow", *bad,
+                            "--out", str(tmp_path / "bad"), "-q"], capture_output=True, text=True)
+        assert r.returncode == 2 and not (tmp_path / "bad").exists(), r.stderr
 
 
 def test_weighted_rows_draw_each_set_in_proportion():

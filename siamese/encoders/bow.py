@@ -3,7 +3,11 @@ et al. 2018) — no word order, but every word keeps its identity, rare ones mos
 
 With ``ngrams=2`` word pairs count too, hashed into ``buckets`` vectors of their own (fastText's
 trick): a bag of bigrams tells "from X to Y" from "from Y to X". A pair's weight is the geometric
-mean of its two words' weights.
+mean of its two words' weights. ``window=k`` takes every ordered pair of words up to k apart
+("X … Y", not only "X Y"): a rewording that inserts a word keeps most of them, a swap of two
+words flips them. ``pair_mix=m`` pools the pairs apart from the words, each part unit length, and
+concatenates ``[words, m · pairs]``: the cosine of two texts is then ``(cos_words + m² ·
+cos_pairs) / (1 + m²)`` whatever their lengths (without it, one mean over words and pairs).
 
 Each word's weight starts at ``a / (a + p(word))`` from its frequency in the training texts (so
 "the" counts for little, a rare name for a lot, as in TF-IDF) and is learned from there, like
@@ -16,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from ..errors import ConfigError
 from ..text import PAD_ID, UNK_ID
@@ -26,13 +31,19 @@ class BagOfWordsEncoder(nn.Module):
     default_lr = 0.01  # unit-variance vectors move slowly at Adam's usual 1e-3
 
     def __init__(self, vocab_size: int, embedding_dim: int = 300, word_counts=None, smoothing: float = 1e-3,
-                 ngrams: int = 1, buckets: int = 1 << 17, bigram_weight: float = 1.0, embeddings=None,
-                 trainable_embeddings: bool = True, normalize: bool = True):
+                 ngrams: int = 1, buckets: int = 1 << 17, bigram_weight: float = 1.0, window: int = 1,
+                 pair_mix: float | None = None, embeddings=None, trainable_embeddings: bool = True, normalize: bool = True):
         super().__init__()
         if ngrams not in (1, 2):
             raise ConfigError(f"ngrams must be 1 or 2, got {ngrams!r}")
         if buckets < 1 or not bigram_weight > 0 or not smoothing > 0:
             raise ConfigError("buckets, bigram_weight and smoothing must be positive")
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ConfigError(f"window must be a whole number >= 1 (1: adjacent words), got {window!r}")
+        if pair_mix is not None and not pair_mix > 0:
+            raise ConfigError(f"pair_mix must be positive, got {pair_mix!r}")
+        if ngrams == 1 and (window != 1 or pair_mix is not None):
+            raise ConfigError("window and pair_mix shape the word pairs: use them with ngrams=2")
         self.embedding = init_embedding(vocab_size, embedding_dim, embeddings, trainable=trainable_embeddings, sparse=True)
         if embeddings is None:  # unit-variance random vectors: near-orthogonal, so overlap is what counts at first
             with torch.no_grad():
@@ -43,13 +54,15 @@ class BagOfWordsEncoder(nn.Module):
             self.log_weight.weight.copy_(torch.as_tensor(sif_log_weights(word_counts, vocab_size, smoothing))[:, None])
         self.bigrams = None
         if ngrams == 2:
-            self.bigrams = nn.Embedding(buckets, embedding_dim, sparse=True)
+            # A bag: sums the weighted pair vectors without materialising (n, pairs, dim).
+            self.bigrams = nn.EmbeddingBag(buckets, embedding_dim, mode="sum", sparse=True)
             nn.init.normal_(self.bigrams.weight)
         self.buckets = buckets
         self.bigram_log_weight = float(np.log(bigram_weight))
+        self.window, self.pair_mix = window, pair_mix
         self.pooling = "weighted mean"  # for summary()
         self.normalize = normalize
-        self.dim = embedding_dim
+        self.dim = embedding_dim * (2 if pair_mix is not None else 1)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         mask = padding_mask(ids, lengths)
@@ -57,12 +70,25 @@ class BagOfWordsEncoder(nn.Module):
         weights = log_w.exp() * mask
         vectors = (weights.unsqueeze(-1) * self.embedding(ids)).sum(1)
         total = weights.sum(1, keepdim=True)
-        if self.bigrams is not None and ids.shape[1] > 1:
-            pair_ids = (ids[:, :-1].long() * _PRIME + ids[:, 1:].long()) % self.buckets
-            pair_w = ((log_w[:, :-1] + log_w[:, 1:]) / 2 + self.bigram_log_weight).exp() * mask[:, 1:]
-            vectors = vectors + (pair_w.unsqueeze(-1) * self.bigrams(pair_ids)).sum(1)
-            total = total + pair_w.sum(1, keepdim=True)
-        return finish(vectors / total.clamp(min=1e-9), self.normalize)
+        pairs, pair_total = self._pairs(ids, log_w, mask) if self.bigrams is not None else (None, None)
+        if self.pair_mix is None:  # one mean over words and pairs
+            if pairs is not None:
+                vectors, total = vectors + pairs, total + pair_total
+            return finish(vectors / total.clamp(min=1e-9), self.normalize)
+        if pairs is None:  # a one-word batch
+            pairs = torch.zeros_like(vectors)
+        return finish(torch.cat([F.normalize(vectors, dim=-1), self.pair_mix * F.normalize(pairs, dim=-1)], 1), self.normalize)
+
+    def _pairs(self, ids: torch.Tensor, log_w: torch.Tensor, mask: torch.Tensor):
+        """Weighted sum of the vectors of the ordered word pairs up to ``window`` apart, and their
+        total weight; (None, None) when no text of the batch has two words."""
+        steps = range(1, min(self.window, ids.shape[1] - 1) + 1)
+        if not steps:
+            return None, None
+        # Not the distance, only the order: "X … Y" is one pair whether one or three words sit between.
+        pair_ids = torch.cat([(ids[:, :-k].long() * _PRIME + ids[:, k:].long()) % self.buckets for k in steps], 1)
+        pair_w = torch.cat([((log_w[:, :-k] + log_w[:, k:]) / 2 + self.bigram_log_weight).exp() * mask[:, k:] for k in steps], 1)
+        return self.bigrams(pair_ids, per_sample_weights=pair_w), pair_w.sum(1, keepdim=True)
 
 
 _PRIME = 1_000_003  # spreads (first word, second word) id pairs over the buckets

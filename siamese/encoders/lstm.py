@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from ..text import PAD_ID
+from . import fused_lstm
 from .common import AttentionPooling, check_pooling, finish, padding_mask, pool
 
 
@@ -30,5 +31,7 @@ class LSTMEncoder(nn.Module):
         self.dim = dim
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        if self.pooling == "mean" and fused_lstm.usable(self.lstm):  # training in bf16: one fused kernel, same math
+            return finish(fused_lstm.mean_states(self.embedding, self.lstm, ids, lengths), self.normalize)
         states, _ = self.lstm(self.embedding(ids))
         return finish(pool(states, padding_mask(ids, lengths), self.pooling, self.attention), self.normalize)
