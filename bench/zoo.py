@@ -90,6 +90,10 @@ RECIPES = [
     Recipe("minilm-cosent-mix-keep-0.5", {"encoder": "transformer", "loss": "cosent"},
            {"epochs": 1, "batch_size": 16, "lr": 1e-5, "warmup_steps": 36, "keep_initial": 0.5},
            train_sets=["sts-train", "semeval-train", "insuranceqa-pairs"]),
+    # the same recipe from a larger start: all-mpnet-base-v2 (110M parameters, PyPI parts, siamese[teacher])
+    Recipe("mpnet-cosent-mix-keep-0.5", {"encoder": "transformer", "loss": "cosent"},
+           {"epochs": 1, "batch_size": 16, "lr": 1e-5, "warmup_steps": 36, "keep_initial": 0.5},
+           train_sets=["sts-train", "semeval-train", "insuranceqa-pairs"], transformer="mpnet"),
     Recipe("minilm-concat-bce-2e-5", {"encoder": "transformer", "head": "concat", "loss": "bce"},
            {"epochs": 1, "batch_size": 32, "lr": 2e-5}, sample=TRANSFORMER_SAMPLE),
 ]
