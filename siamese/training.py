@@ -52,7 +52,7 @@ class TrainConfig:
     # beyond the fine-tuning data. 0 keeps the trained weights.
     keep_initial: float = 0.0
     # loss "distill": the model whose cosines the student learns to reproduce: a Siamese or
-    # Hugging Face model folder, a name ("mpnet", see siamese.teachers), or a SiameseModel.
+    # Hugging Face model folder, a name ("mpnet", see siamese.pretrained), or a SiameseModel.
     teacher: str | os.PathLike | SiameseModel | None = None
 
 

@@ -134,7 +134,7 @@ def test_cli_trains_a_frozen_bert_with_a_concat_classifier(data_dir, tmp_path):
     (tmp_path / "mqp24.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     out = tmp_path / "bert"
     r = subprocess.run([str(SCRIPT), "train", "--data", str(tmp_path / "mqp24.csv"), "--encoder", "transformer",
-                        "--transformer", str(default_model_path()), "--pooling", "cls", "--head", "concat", "--loss", "bce",
+                        "--transformer", "minilm", "--pooling", "cls", "--head", "concat", "--loss", "bce",
                         "--frozen-layers", "6", "--lr", "1e-3", "--epochs", "1", "--batch-size", "8", "--val-fraction", "0.25",
                         "--workers", "1", "--out", str(out), "--json", "-q"],
                        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
@@ -142,6 +142,7 @@ def test_cli_trains_a_frozen_bert_with_a_concat_classifier(data_dir, tmp_path):
     assert json.loads(r.stdout)["recipe"] == {"encoder": "transformer", "head": "concat", "loss": "bce"}
     model = SiameseModel.load(out)
     assert model.config.encoder_options["pooling"] == "cls" and model.config.encoder_options["frozen_layers"] == 6
+    assert model.config.encoder_options["path"] == str(default_model_path())  # the name, resolved to its folder
     pretrained = SiameseModel.build([], ModelConfig(encoder="transformer")).encoder.model.state_dict()
     assert all(torch.equal(v, pretrained[k]) for k, v in model.encoder.model.state_dict().items())
     scores = model.similarity(*SEED_PAIRS)

@@ -18,7 +18,8 @@ from .bilstm_max import BiLSTMMaxEncoder
 from .bow import BagOfWordsEncoder
 from .cnn import CNNEncoder
 from .lstm import LSTMEncoder
-from .transformer import TransformerEncoder, default_model_path
+from ..pretrained import default_model_path
+from .transformer import TransformerEncoder
 
 ENCODERS: dict[str, type[nn.Module]] = {
     "lstm": LSTMEncoder,

