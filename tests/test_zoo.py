@@ -255,7 +255,8 @@ def test_glove_only_for_encoders_with_a_word_embedding_to_start():
 def test_every_sensible_pair_is_accepted():
     accepted = {(h, l) for h in HEADS for l in LOSSES if not _refused(h, l)}
     assert ("cosine", "triplet") in accepted and ("l1", "bce") in accepted and ("manhattan", "bce") in accepted
-    assert len(accepted) == 5 * 2 + 4  # 5 losses x 2 similarity heads (cosine, manhattan) + bce x 4 heads
+    # 5 losses x 2 similarity heads (cosine, manhattan) + bce x 4 heads + distill (cosine: its targets are cosines)
+    assert len(accepted) == 5 * 2 + 4 + 1 and ("cosine", "distill") in accepted and ("manhattan", "distill") not in accepted
 
 
 def _refused(head, loss):
