@@ -38,6 +38,10 @@ ZOO_BENCHMARKS: dict[str, str | None] = {**datasets.BENCHMARKS, "semeval-dev": N
 TRANSFORMER_SAMPLE = 6000
 BILSTM_SAMPLE = 30_000
 MPNET = {"encoder": "transformer", "encoder_options": {"path": "mpnet"}}  # all-mpnet-base-v2: make mpnet
+# Unseen words hashed into buckets (they still match across two texts); ordered word pairs up to
+# 12 apart, pooled apart from the words and mixed in at 0.7.
+BOW_OOV_PAIRS = {"encoder": "bow", "max_vocab": None, "oov_buckets": 16384,
+                 "encoder_options": {"ngrams": 2, "window": 12, "pair_mix": 0.7}}
 
 
 @dataclass
@@ -72,20 +76,15 @@ RECIPES = [
     Recipe("bow-cosine-triplet", {"encoder": "bow"}, {"epochs": 6}),
     Recipe("bow-bigrams-cosine-triplet", {"encoder": "bow", "dim": 512, "encoder_options": {"ngrams": 2, "bigram_weight": 0.5}},
            {"epochs": 6}),
-    # Unseen words hashed into buckets (they still match across two texts); ordered word pairs up
-    # to 12 apart, pooled apart from the words and mixed in at 0.7 (settings chosen on validation
-    # sets only, see docs/benchmarks.md).
-    Recipe("bow-oov-pairs-cosine-triplet", {"encoder": "bow", "max_vocab": None, "oov_buckets": 16384,
-                                            "encoder_options": {"ngrams": 2, "window": 12, "pair_mix": 0.7}}, {"epochs": 6}),
+    # settings chosen on validation sets only (docs/benchmarks.md)
+    Recipe("bow-oov-pairs-cosine-triplet", BOW_OOV_PAIRS, {"epochs": 6}),
     # The same at 512 dimensions: random vectors of unrelated rare words collide less (validation:
     # MSRP +0.4, Twitter URL +0.6 points, the rest level; docs/benchmarks.md).
-    Recipe("bow-oov-pairs-512-cosine-triplet", {"encoder": "bow", "dim": 512, "max_vocab": None, "oov_buckets": 16384,
-                                                "encoder_options": {"ngrams": 2, "window": 12, "pair_mix": 0.7}}, {"epochs": 6}),
+    Recipe("bow-oov-pairs-512-cosine-triplet", {**BOW_OOV_PAIRS, "dim": 512}, {"epochs": 6}),
     # The same bag of words taught by all-MiniLM-L6-v2: every in-batch cosine of every training
     # pair (labels unused) matched to the teacher's; pairs sharing a text with a test set dropped.
-    Recipe("bow-oov-pairs-cosine-distill-minilm", {"encoder": "bow", "loss": "distill", "max_vocab": None, "oov_buckets": 16384,
-                                                   "encoder_options": {"ngrams": 2, "window": 12, "pair_mix": 0.7}},
-           {"epochs": 6, "teacher": "minilm"}, exclude_test_texts=True),
+    Recipe("bow-oov-pairs-cosine-distill-minilm", {**BOW_OOV_PAIRS, "loss": "distill"}, {"epochs": 6, "teacher": "minilm"},
+           exclude_test_texts=True),
     Recipe("minilm-as-is", {"encoder": "transformer"}, trained=False),
     Recipe("mpnet-as-is", MPNET, trained=False),  # a larger pretrained encoder (and the distillation teacher)
     Recipe("minilm-mnr-2e-6", {"encoder": "transformer", "loss": "mnr"}, {"epochs": 1, "batch_size": 32},

@@ -28,18 +28,22 @@ def minilm():
     return SiameseModel.build([], ModelConfig(encoder="transformer", max_length=64))
 
 
-def test_as_is_matches_hugging_face_mean_pooling(minilm):
+def hugging_face_mean_pooled(folder: Path, texts: list[str]) -> np.ndarray:
+    """The reference: Hugging Face's own tokenizer and forward pass, mean over real tokens, unit length."""
     from transformers import AutoModel, AutoTokenizer
 
-    texts = SEED_PAIRS[0] + SEED_PAIRS[1]
-    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
-    reference = AutoModel.from_pretrained(str(default_model_path())).eval()
-    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    reference = AutoModel.from_pretrained(str(folder)).eval()
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=128, return_tensors="pt")
     with torch.no_grad():
         states = reference(**batch).last_hidden_state
     mask = batch["attention_mask"].unsqueeze(-1).float()
-    expected = torch.nn.functional.normalize((states * mask).sum(1) / mask.sum(1), dim=-1).numpy()
-    np.testing.assert_allclose(minilm.encode(texts), expected, atol=1e-5)
+    return torch.nn.functional.normalize((states * mask).sum(1) / mask.sum(1), dim=-1).numpy()
+
+
+def test_as_is_matches_hugging_face_mean_pooling(minilm):
+    texts = SEED_PAIRS[0] + SEED_PAIRS[1]
+    np.testing.assert_allclose(minilm.encode(texts), hugging_face_mean_pooled(default_model_path(), texts), atol=1e-5)
     duplicate, different = minilm.similarity(*SEED_PAIRS)
     assert duplicate > 0.7 > different
 
@@ -196,21 +200,13 @@ def test_mpnet_by_name_matches_hugging_face_and_pads_with_its_own_id(tmp_path):
     test` installs them): the same vectors as Hugging Face's own forward pass with mean pooling,
     over texts of different lengths, so MPNet's padding id (1, not 0) is exercised; and it
     saves and loads without the parts."""
-    from transformers import AutoModel, AutoTokenizer
-
     from siamese.pretrained import mpnet_path
 
     folder = mpnet_path()  # a one-line ModelError naming `make mpnet` when the parts are missing
     model = SiameseModel.build([], ModelConfig(encoder="transformer", encoder_options={"path": "mpnet"}))
     assert model.config.encoder_options["path"] == str(folder) and model.vectorizer.pad_id == 1 and model.dim == 768
     texts = SEED_PAIRS[0] + SEED_PAIRS[1] + ["A much longer question about how siamese networks share their weights?"]
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    reference = AutoModel.from_pretrained(str(folder)).eval()
-    batch = tokenizer(texts, padding=True, truncation=True, max_length=128, return_tensors="pt")
-    with torch.no_grad():
-        states = reference(**batch).last_hidden_state
-    mask = batch["attention_mask"].unsqueeze(-1).float()
-    expected = torch.nn.functional.normalize((states * mask).sum(1) / mask.sum(1), dim=-1).numpy()
+    expected = hugging_face_mean_pooled(folder, texts)
     np.testing.assert_allclose(model.encode(texts), expected, atol=1e-5)
     duplicate, different = model.similarity(*SEED_PAIRS)
     assert duplicate > 0.7 > different
