@@ -60,6 +60,17 @@ def _answer_triplets(data: list[Path], val_data: Path | None, val_fraction: floa
             make_triplets(val_questions, negatives=negatives, seed=seed, source=str(val_data or source)), val_questions)
 
 
+def _length_range(text: str | None, flag: str) -> list[int] | None:
+    """ "3-5" → [3, 5], "4" → [4, 4]; None stays None."""
+    if text is None:
+        return None
+    lo, _, hi = text.partition("-")
+    try:
+        return [int(lo), int(hi or lo)]
+    except ValueError:
+        raise ConfigError(f"{flag} takes lengths like 3-5 or 4, got {text!r}") from None
+
+
 def _encoder_options(pairs: list[str] | None, **named) -> dict:
     """``-o KEY=VALUE`` options (values parsed as JSON, else kept as text) plus the named ones that are set."""
     options = {k: v for k, v in named.items() if v is not None}
@@ -115,6 +126,8 @@ def train(
     seed: int = 0,
     max_vocab: Annotated[int, typer.Option(help="Vocabulary size cap (0 = no cap).")] = 50_000,
     oov_buckets: Annotated[int, typer.Option(min=0, help="Hash words outside the vocabulary into this many extra ids instead of [UNK] (0 = all [UNK]), so texts sharing an unseen word share its vector.")] = 0,
+    char_ngrams: Annotated[Optional[str], typer.Option(help="Bag of words: also pool each word's character n-grams of these lengths, e.g. 3-5 (fastText subwords), so word forms and misspellings overlap.")] = None,
+    char_buckets: Annotated[int, typer.Option(min=1, help="Ids the character n-grams are hashed into (with --char-ngrams).")] = 1 << 17,
     lowercase: Annotated[bool, typer.Option("--lowercase/--keep-case")] = True,
     precision: Annotated[str, typer.Option(help="auto (bf16 where the CPU has it natively, else fp32), bf16 (fast, fp32 weights) or fp32.")] = "auto",
     threshold_metric: Annotated[str, typer.Option(help="What the validation threshold maximises: accuracy or f1.")] = "accuracy",
@@ -153,7 +166,8 @@ def train(
                                frozen_layers=frozen_layers or None)
     model_config = ModelConfig(encoder=encoder, head=head, loss=loss, dim=dim, encoder_options=options,
                                glove=str(glove) if glove else None, seed=seed, lowercase=lowercase, max_vocab=max_vocab or None,
-                               oov_buckets=oov_buckets)
+                               oov_buckets=oov_buckets, char_ngrams=_length_range(char_ngrams, "--char-ngrams"),
+                               char_buckets=char_buckets)
     model = run_training(pairs, val, model_config=model_config, config=config, checkpoint=checkpoint, progress=not quiet)
     model.save(out)
     info = model.info["training"]

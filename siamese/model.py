@@ -29,7 +29,7 @@ from .losses import check_head_and_loss
 from .glove import embedding_matrix, load_glove
 from .manifest import read_manifest
 from .parallel import ParallelEncoder, single_threaded_ops
-from .text import PretrainedVectorizer, Vectorizer, check_oov_buckets, pad
+from .text import PretrainedVectorizer, Vectorizer, check_char_ngrams, check_oov_buckets, pad
 
 FORMAT = "siamese-model/1"
 HEAD_PREFIX = "head."
@@ -59,6 +59,10 @@ class ModelConfig:
     # Words outside the vocabulary hash into this many extra ids instead of all becoming [UNK]
     # (Keras num_oov_indices): texts sharing an unseen word share its vector. 0: [UNK].
     oov_buckets: int = 0
+    # Each word's character n-grams, lo to hi long (e.g. [3, 5]), hashed into char_buckets ids of
+    # their own and pooled by the bag of words apart from the words (fastText's subwords). None: off.
+    char_ngrams: list[int] | None = None
+    char_buckets: int = 1 << 17
     seed: int = 0
 
     def encoder_kwargs(self) -> dict:
@@ -69,6 +73,8 @@ class ModelConfig:
             options.setdefault("dim" if cls is LSTMEncoder else "embedding_dim", self.dim)
         if self.head in HEADS:
             options["normalize"] = HEADS[self.head].unit_vectors
+        if self.char_ngrams:
+            options["char_buckets"] = self.char_buckets
         return options
 
     def check(self) -> None:
@@ -78,6 +84,9 @@ class ModelConfig:
             raise ModelError(f"unknown head {self.head!r}; choose one of: {', '.join(HEADS)}")
         check_head_and_loss(self.head, self.loss)
         check_oov_buckets(self.oov_buckets)
+        check_char_ngrams(self.char_ngrams, self.char_buckets)
+        if self.char_ngrams and "char_buckets" not in inspect.signature(encoder_class(self.encoder)).parameters:
+            raise ConfigError(f"char_ngrams are pooled by the bag of words only (--encoder bow), not {self.encoder!r}")
         if self.oov_buckets and getattr(encoder_class(self.encoder), "own_tokenizer", False):
             raise ConfigError(f"oov_buckets hashes words outside a learned vocabulary: encoder {self.encoder!r} "
                               "brings its own tokenizer")
@@ -88,7 +97,8 @@ class ModelConfig:
 
 # Fields added after the first model format: left out of the fingerprint while at their defaults,
 # so indexes built by older models still recognise them.
-_NEW_FIELDS = {"loss": "triplet", "encoder_options": {}, "glove": None, "oov_buckets": 0}
+_NEW_FIELDS = {"loss": "triplet", "encoder_options": {}, "glove": None, "oov_buckets": 0, "char_ngrams": None,
+               "char_buckets": 1 << 17}
 
 
 class SiameseModel:
@@ -128,6 +138,8 @@ class SiameseModel:
                 lowercase=config.lowercase,
                 max_length=config.max_length,
                 oov_buckets=config.oov_buckets,
+                char_ngrams=config.char_ngrams,
+                char_buckets=config.char_buckets,
             )
             if config.glove:
                 options["embeddings"], info["glove"] = glove_embeddings(config.glove, vectorizer, config.seed)
@@ -268,10 +280,12 @@ class SiameseModel:
         if own_tokenizer:
             vectorizer = PretrainedVectorizer.load(path / "tokenizer.json", max_length=config.max_length)
         else:
-            vectorizer = Vectorizer.load(path / "tokenizer.json", oov_buckets=config.oov_buckets)
+            vectorizer = Vectorizer.load(path / "tokenizer.json", oov_buckets=config.oov_buckets,
+                                         char_ngrams=config.char_ngrams, char_buckets=config.char_buckets)
             if vectorizer.vocab_size != int(raw["vocab_size"]):
-                raise ModelError(f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
-                                 f"({vectorizer.vocab_size - config.oov_buckets} words + {config.oov_buckets} oov_buckets)")
+                words = vectorizer.vocab_size - vectorizer.oov_buckets - vectorizer.char_buckets
+                raise ModelError(f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json ({words} words + "
+                                 f"{vectorizer.oov_buckets} oov_buckets + {vectorizer.char_buckets} char_buckets)")
         try:
             state = load_file(str(path / "model.safetensors"))
             head.load_state_dict({k[len(HEAD_PREFIX):]: v for k, v in state.items() if k.startswith(HEAD_PREFIX)})
@@ -290,6 +304,6 @@ def glove_embeddings(path: str, vectorizer: Vectorizer, seed: int) -> tuple[np.n
     vocabulary = vectorizer.vocabulary()
     matrix, coverage = embedding_matrix(vocabulary, load_glove(path, words=set(vocabulary) | {w.lower() for w in vocabulary}),
                                         seed=seed)
-    total = coverage.total - vectorizer.oov_buckets  # the buckets (random rows) are not words
+    total = coverage.total - vectorizer.oov_buckets - vectorizer.char_buckets  # the buckets (random rows) are not words
     return matrix, {"path": str(path), "covered": coverage.covered, "total": total,
                     "fraction": round(coverage.covered / max(total, 1), 4), "missing_examples": coverage.missing[:10]}

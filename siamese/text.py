@@ -9,12 +9,18 @@ With ``oov_buckets=k`` (Keras ``num_oov_indices``), a word outside the vocabular
 after the vocabulary instead of becoming ``[UNK]``: two texts sharing an unseen name or term
 then share an id. ``k`` is not in ``tokenizer.json`` (a standard file); the model's
 ``config.json`` keeps it.
+
+With ``char_ngrams=(lo, hi)`` each word's character n-grams (of ``<word>``, fastText's word
+boundaries) follow the text's words as ids of their own, hashed the same way into
+``char_buckets`` ids after the buckets: "hypertension" and "hypertensive", or a misspelt
+"recieve", then share most of their ids. Only the bag of words pools them (apart from the words).
 """
 
 from __future__ import annotations
 
 import os
 import zlib
+from functools import lru_cache
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -38,10 +44,18 @@ class Vectorizer:
     add_special_tokens = False
     pad_id = PAD_ID  # what batches are padded with (a pretrained tokenizer has its own)
 
-    def __init__(self, tokenizer: Tokenizer, *, oov_buckets: int = 0):
+    def __init__(self, tokenizer: Tokenizer, *, oov_buckets: int = 0, char_ngrams: Sequence[int] | None = None,
+                 char_buckets: int = 0):
         self.tokenizer = tokenizer
         self.oov_buckets = check_oov_buckets(oov_buckets)
+        self.char_ngrams = check_char_ngrams(char_ngrams, char_buckets)
+        self.char_buckets = int(char_buckets) if self.char_ngrams else 0
         self._words = tokenizer.get_vocab_size()  # the first bucket's id
+
+    @property
+    def char_start(self) -> int:
+        """The first character n-gram id (= :attr:`vocab_size` without n-grams)."""
+        return self._words + self.oov_buckets
 
     @classmethod
     def fit(
@@ -53,6 +67,8 @@ class Vectorizer:
         lowercase: bool = True,
         max_length: int | None = 128,
         oov_buckets: int = 0,
+        char_ngrams: Sequence[int] | None = None,
+        char_buckets: int = 0,
     ) -> Vectorizer:
         steps = [normalizers.Replace(_PUNCTUATION, "")]
         if lowercase:
@@ -69,52 +85,57 @@ class Vectorizer:
         tok.train_from_iterator(texts, trainer)
         if max_length:
             tok.enable_truncation(max_length)
-        return cls(tok, oov_buckets=oov_buckets)
+        return cls(tok, oov_buckets=oov_buckets, char_ngrams=char_ngrams, char_buckets=char_buckets)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, oov_buckets: int = 0) -> Vectorizer:
+    def load(cls, path: str | os.PathLike, *, oov_buckets: int = 0, char_ngrams: Sequence[int] | None = None,
+             char_buckets: int = 0) -> Vectorizer:
         try:
             tok = Tokenizer.from_file(str(path))
         except Exception as e:  # tokenizers raises a bare Exception on bad files
             raise ModelError(f"{path}: not a readable tokenizer.json ({e})") from None
         if tok.token_to_id(PAD) != PAD_ID or tok.token_to_id(UNK) != UNK_ID:
             raise ModelError(f"{path}: expected {PAD} at id 0 and {UNK} at id 1")
-        return cls(tok, oov_buckets=oov_buckets)
+        return cls(tok, oov_buckets=oov_buckets, char_ngrams=char_ngrams, char_buckets=char_buckets)
 
     def save(self, path: str | os.PathLike) -> None:
         self.tokenizer.save(str(path))
 
     @property
     def vocab_size(self) -> int:
-        """Number of ids: the words, then the out-of-vocabulary buckets."""
-        return self._words + self.oov_buckets
+        """Number of ids: the words, the out-of-vocabulary buckets, the character n-gram buckets."""
+        return self._words + self.oov_buckets + self.char_buckets
 
     def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """Token ids per text (int32). A text with no known characters becomes ``[UNK]``."""
+        """Token ids per text (int32): its words, then (with ``char_ngrams``) their n-grams. A
+        text with no known characters becomes ``[UNK]``."""
         texts = texts if isinstance(texts, list) else list(texts)
         encodings = self.tokenizer.encode_batch_fast(texts, add_special_tokens=self.add_special_tokens)
         unk = np.array([UNK_ID], dtype=np.int32)
-        if not self.oov_buckets:
+        if not self.oov_buckets and not self.char_ngrams:
             return [np.asarray(e.ids, dtype=np.int32) if e.ids else unk for e in encodings]
         out = []
         for text, e in zip(texts, encodings):
             ids = e.ids
-            if UNK_ID in ids:  # the fast encoding keeps no offsets: find the words again, only here
-                ids = self._hash_unknown(text, ids)
+            # The fast encoding keeps no offsets: find the words again, only where needed.
+            words = self._words_of(text) if self.char_ngrams or UNK_ID in ids else None
+            if self.oov_buckets and UNK_ID in ids:
+                first, k = self._words, self.oov_buckets
+                ids = [first + _crc(words[j]) % k if i == UNK_ID else i for j, i in enumerate(ids)]
+            if self.char_ngrams and ids:
+                lo, hi = self.char_ngrams
+                ids = ids + [g for w in words[: len(ids)] for g in _char_ids(w, lo, hi, self.char_start, self.char_buckets)]
             out.append(np.asarray(ids, dtype=np.int32) if ids else unk)
         return out
 
-    def _hash_unknown(self, text: str, ids: list[int]) -> list[int]:
-        """Replace each [UNK] by its word's bucket. WordLevel gives one id per whitespace-split
-        word of the normalised text (truncation keeps the first ones), so they line up."""
+    def _words_of(self, text: str) -> list[str]:
+        """The words of the normalised text. WordLevel gives one id per whitespace-split word
+        (truncation keeps the first ones), so they line up with the ids."""
         normalizer = self.tokenizer.normalizer
         normalized = normalizer.normalize_str(text) if normalizer is not None else text
         if any(c in normalized for c in _PYTHON_ONLY_SPACES):  # rare: split exactly as the tokenizer does
-            words = [w for w, _ in self.tokenizer.pre_tokenizer.pre_tokenize_str(normalized)]
-        else:
-            words = normalized.split()  # ~20x faster than pre_tokenize_str
-        first, k = self._words, self.oov_buckets
-        return [first + zlib.crc32(words[j].encode()) % k if i == UNK_ID else i for j, i in enumerate(ids)]
+            return [w for w, _ in self.tokenizer.pre_tokenizer.pre_tokenize_str(normalized)]
+        return normalized.split()  # ~20x faster than pre_tokenize_str
 
     def counts(self, texts: Iterable[str]) -> np.ndarray:
         """How often each token id occurs in ``texts`` (int64, one entry per id)."""
@@ -126,9 +147,10 @@ class Vectorizer:
         return counts
 
     def vocabulary(self) -> list[str]:
-        """A name per id, in id order: the words, then ``[OOV i]`` for each bucket."""
+        """A name per id, in id order: the words, ``[OOV i]`` per bucket, ``[CHAR i]`` per n-gram bucket."""
         vocab = self.tokenizer.get_vocab()
-        return sorted(vocab, key=vocab.__getitem__) + [f"[OOV {i}]" for i in range(self.oov_buckets)]
+        return (sorted(vocab, key=vocab.__getitem__) + [f"[OOV {i}]" for i in range(self.oov_buckets)]
+                + [f"[CHAR {i}]" for i in range(self.char_buckets)])
 
 
 class PretrainedVectorizer(Vectorizer):
@@ -177,6 +199,30 @@ def check_oov_buckets(value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise ConfigError(f"oov_buckets must be a whole number >= 0 (0: unknown words are [UNK]), got {value!r}")
     return int(value)
+
+
+def check_char_ngrams(value, buckets) -> tuple[int, int] | None:
+    """``(lo, hi)`` n-gram lengths, 1 <= lo <= hi, with at least one bucket; None: no n-grams."""
+    if value is None:
+        return None
+    ok = (isinstance(value, (list, tuple)) and len(value) == 2
+          and all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in value) and 1 <= value[0] <= value[1])
+    if not ok:
+        raise ConfigError(f"char_ngrams must be two lengths lo <= hi, both >= 1 (e.g. 3-5), got {value!r}")
+    if isinstance(buckets, bool) or not isinstance(buckets, (int, np.integer)) or buckets < 1:
+        raise ConfigError(f"char_buckets must be a whole number >= 1, got {buckets!r}")
+    return int(value[0]), int(value[1])
+
+
+def _crc(text: str) -> int:
+    return zlib.crc32(text.encode())  # the same in every process and platform, unlike hash()
+
+
+@lru_cache(maxsize=1 << 18)  # words repeat: each distinct one is cut up once
+def _char_ids(word: str, lo: int, hi: int, first: int, buckets: int) -> tuple[int, ...]:
+    """Ids of the character n-grams of ``<word>``, lo to hi characters long."""
+    marked = f"<{word}>"
+    return tuple(first + _crc(marked[i : i + n]) % buckets for n in range(lo, hi + 1) for i in range(len(marked) - n + 1))
 
 
 # Padding tokens to look for when a tokenizer.json does not name one: BERT's, then RoBERTa/MPNet's.

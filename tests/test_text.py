@@ -206,22 +206,58 @@ def test_oov_hashing_lines_up_with_truncation_and_odd_whitespace():
 
 
 def test_oov_hashing_is_the_same_in_another_process(tmp_path):
-    """CRC-32, not Python's per-process salted hash(): a saved model maps an unseen word to the
-    same bucket in every process."""
+    """CRC-32, not Python's per-process salted hash(): a saved model maps an unseen word (and its
+    character n-grams) to the same buckets in every process."""
     import json
     import os
     import subprocess
     import sys
 
-    v = Vectorizer.fit(["the cat sat"], oov_buckets=4096)
+    v = Vectorizer.fit(["the cat sat"], oov_buckets=4096, char_ngrams=(3, 5), char_buckets=4096)
     v.save(tmp_path / "tokenizer.json")
     texts = ["a zebra and an okapi", "Ünïcode wörds ça"]
     code = ("import json, sys; from siamese.text import Vectorizer; "
-            f"v = Vectorizer.load(sys.argv[1], oov_buckets=4096); print(json.dumps([a.tolist() for a in v.encode({texts!r})]))")
+            "v = Vectorizer.load(sys.argv[1], oov_buckets=4096, char_ngrams=(3, 5), char_buckets=4096); "
+            f"print(json.dumps([a.tolist() for a in v.encode({texts!r})]))")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "tokenizer.json")], capture_output=True, text=True,
                          env=env, check=True)
     assert json.loads(out.stdout) == [a.tolist() for a in v.encode(texts)]
+
+
+# -- character n-grams (fastText subwords) -------------------------------------------------------
+
+def test_char_ngrams_follow_the_words_as_hashed_ids():
+    import zlib
+
+    plain = Vectorizer.fit(["the cat sat"], oov_buckets=16)
+    v = Vectorizer.fit(["the cat sat"], oov_buckets=16, char_ngrams=(3, 4), char_buckets=1000)
+    assert v.char_start == plain.vocab_size and v.vocab_size == plain.vocab_size + 1000
+    assert len(v.vocabulary()) == v.vocab_size and v.vocabulary()[-1] == "[CHAR 999]"
+    out = ids(v, "The cat!")
+    assert out[:2] == ids(plain, "The cat!")  # the words first, as without n-grams
+    grams = ["<th", "the", "he>", "<the", "the>", "<ca", "cat", "at>", "<cat", "cat>"]  # of "<the>", then "<cat>"
+    assert out[2:] == [v.char_start + zlib.crc32(g.encode()) % 1000 for g in grams]
+    # an unseen word (hashed into an OOV bucket) still gets its n-grams; word forms share most
+    form, other = set(ids(v, "hypertension")[1:]), set(ids(v, "hypertensive")[1:])
+    assert ids(v, "hypertension")[0] < v.char_start and len(form & other) / len(form | other) > 0.5
+    assert ids(v, "") == ids(v, "?!") == [UNK_ID]
+    counts = v.counts(["cat cat"])
+    assert counts.shape == (v.vocab_size,) and counts[v.char_start:].sum() == 10
+
+
+def test_char_ngrams_only_of_the_words_kept_by_truncation():
+    v = Vectorizer.fit(["a b"], char_ngrams=(3, 3), char_buckets=10_000, max_length=2)
+    out = ids(v, "a b cdefgh")
+    assert out[:2] == ids(v, "a b")[:2] and len(out) == 2 + 2 * 1  # "<a>" and "<b>": one 3-gram each
+
+
+@pytest.mark.parametrize("bad, buckets", [((3,), 10), ((5, 3), 10), ((0, 2), 10), ((3, 4.5), 10), ("3-5", 10), ((3, 5), 0)])
+def test_char_ngrams_refuse_bad_values(bad, buckets):
+    from siamese import ConfigError
+
+    with pytest.raises(ConfigError, match="char_ngrams must be two lengths|char_buckets must be"):
+        Vectorizer.fit(["a b"], char_ngrams=bad, char_buckets=buckets)
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "8"])

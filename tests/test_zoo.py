@@ -165,11 +165,54 @@ def test_bag_of_words_with_oov_buckets_saves_and_loads(msrp, tmp_path):
         SiameseModel.load(path)
 
 
+def test_bag_of_words_char_ngrams_overlap_word_forms(msrp, data_dir):
+    """Untrained, pooling each word's character n-grams too: word forms overlap, and the
+    overlap score ranks real paraphrase and similarity pairs better than whole words alone."""
+    from sklearn.metrics import roc_auc_score
+
+    train_pairs, val = msrp
+    texts = train_pairs.text1 + train_pairs.text2
+    words = SiameseModel.build(texts, ModelConfig(encoder="bow", oov_buckets=4096))
+    chars = SiameseModel.build(texts, ModelConfig(encoder="bow", oov_buckets=4096, char_ngrams=[3, 5], char_buckets=1 << 16))
+    assert chars.dim == 2 * words.dim  # [words, chars]
+    a, b = ["patients with hypertension"], ["hypertensive patient"]
+    assert chars.similarity(a, b)[0] > words.similarity(a, b)[0] + 0.2
+    for pairs in (val, datasets.load("sts-dev", data_dir)):
+        auc_words = roc_auc_score(pairs.labels, words.similarity(pairs.text1, pairs.text2))
+        auc_chars = roc_auc_score(pairs.labels, chars.similarity(pairs.text1, pairs.text2))
+        assert auc_chars > auc_words + 0.01, (auc_words, auc_chars)
+
+
+def test_bag_of_words_with_char_ngrams_trains_saves_and_loads(msrp, tmp_path):
+    train_pairs, val = msrp
+    config = ModelConfig(encoder="bow", dim=32, oov_buckets=512, char_ngrams=[3, 5], char_buckets=4096,
+                         encoder_options={"ngrams": 2, "window": 4, "pair_mix": 0.7, "buckets": 4096, "char_mix": 0.5})
+    model = train(train_pairs.subset(range(400)), val, model_config=config, config=TrainConfig(epochs=1, batch_size=64, workers=1),
+                  progress=False)
+    assert model.dim == 96
+    path = model.save(tmp_path / "m")
+    saved = json.loads((path / "config.json").read_text())
+    assert saved["char_ngrams"] == [3, 5] and saved["char_buckets"] == 4096 and saved["vocab_size"] == model.vectorizer.vocab_size
+    loaded = SiameseModel.load(path)
+    texts = ["Levothyroxine dosage for hypothyroidism", "hypothyroid and levothyroxin"]
+    np.testing.assert_array_equal(loaded.vectorizer.encode(texts)[1], model.vectorizer.encode(texts)[1])
+    np.testing.assert_allclose(loaded.encode(texts), model.encode(texts), atol=1e-6)
+    assert loaded.fingerprint() == model.fingerprint()
+    saved["char_buckets"] = 2048  # does not fit vocab_size: refused, not misread
+    (path / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(ModelError, match=r"vocab_size .* does not match tokenizer.json \(.* \+ 2048 char_buckets\)"):
+        SiameseModel.load(path)
+
+
 def test_oov_buckets_refused_where_they_cannot_work():
     with pytest.raises(ConfigError, match="oov_buckets must be a whole number"):
         SiameseModel.build(["a text"], ModelConfig(encoder="bow", oov_buckets=-1))
     with pytest.raises(ConfigError, match="brings its own tokenizer"):
         ModelConfig(encoder="transformer", oov_buckets=8).check()
+    with pytest.raises(ConfigError, match=r"char_ngrams are pooled by the bag of words only \(--encoder bow\), not 'lstm'"):
+        ModelConfig(encoder="lstm", char_ngrams=[3, 5]).check()
+    with pytest.raises(ConfigError, match="char_ngrams must be two lengths"):
+        ModelConfig(encoder="bow", char_ngrams=[5, 3]).check()
 
 
 def test_word_pairs_in_a_window_read_order_and_mix_as_told(msrp):
@@ -323,24 +366,25 @@ def test_cli_trains_a_bag_of_bigrams(tmp_path, data_dir):
     assert 0.5 < json.loads(r.stdout)["similarity"] < 0.999
 
 
-def test_cli_trains_a_bag_of_ordered_pairs_with_oov_buckets(tmp_path, data_dir):
-    """The zoo's bow-oov-pairs-cosine-triplet recipe from the command line (smaller tables)."""
+def test_cli_trains_a_bag_of_ordered_pairs_and_char_ngrams(tmp_path, data_dir):
+    """The zoo's bag-of-words recipes from the command line (smaller tables), with character n-grams."""
     out = tmp_path / "bow-pairs"
     r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--encoder", "bow",
                         "--oov-buckets", "1024", "--max-vocab", "0", "-o", "ngrams=2", "-o", "window=12", "-o", "pair_mix=0.7",
-                        "-o", "buckets=4096", "--dim", "32", "--epochs", "2", "--out", str(out), "--json", "-q"],
+                        "-o", "buckets=4096", "--char-ngrams", "3-5", "--char-buckets", "4096", "--dim", "32", "--epochs", "2", "--out", str(out), "--json", "-q"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     config = json.loads((out / "config.json").read_text())
     assert config["oov_buckets"] == 1024 and config["max_vocab"] is None
+    assert config["char_ngrams"] == [3, 5] and config["char_buckets"] == 4096
     assert config["encoder_options"] == {"ngrams": 2, "window": 12, "pair_mix": 0.7, "buckets": 4096, "embedding_dim": 32}
     model = SiameseModel.load(out)
-    assert model.vectorizer.oov_buckets == 1024 and model.dim == 64
+    assert model.vectorizer.oov_buckets == 1024 and model.dim == 96
     r = subprocess.run([str(SCRIPT), "predict", str(out), "Was the zyxomatic filter moved from Boston to Chicago?",
                         "Was the zyxomatic filter moved from Chicago to Boston?", "--json"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert 0.3 < json.loads(r.stdout)["similarity"] < 0.99
-    for bad in (["--oov-buckets", "-5"], ["-o", "ngrams=2", "-o", "window=0"]):
+    for bad in (["--oov-buckets", "-5"], ["-o", "ngrams=2", "-o", "window=0"], ["--char-ngrams", "3-x"], ["--char-ngrams", "5-3"]):
         r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--encoder", "bow", *bad,
                             "--out", str(tmp_path / "bad"), "-q"], capture_output=True, text=True)
         assert r.returncode == 2 and not (tmp_path / "bad").exists(), r.stderr

@@ -9,6 +9,10 @@ words flips them. ``pair_mix=m`` pools the pairs apart from the words, each part
 concatenates ``[words, m · pairs]``: the cosine of two texts is then ``(cos_words + m² ·
 cos_pairs) / (1 + m²)`` whatever their lengths (without it, one mean over words and pairs).
 
+With the vectorizer's ``char_ngrams``, each word's character n-grams (ids from ``vocab_size -
+char_buckets`` on) are pooled the same way, apart from the words, and joined as ``char_mix ·
+chars``: a word seen only in another form ("diabetic", "diabetes") or misspelt still overlaps.
+
 Each word's weight starts at ``a / (a + p(word))`` from its frequency in the training texts (so
 "the" counts for little, a rare name for a lot, as in TF-IDF) and is learned from there, like
 the vectors. Untrained, the cosine of two such means is already a TF-IDF-like overlap score;
@@ -32,7 +36,8 @@ class BagOfWordsEncoder(nn.Module):
 
     def __init__(self, vocab_size: int, embedding_dim: int = 300, word_counts=None, smoothing: float = 1e-3,
                  ngrams: int = 1, buckets: int = 1 << 17, bigram_weight: float = 1.0, window: int = 1,
-                 pair_mix: float | None = None, embeddings=None, trainable_embeddings: bool = True, normalize: bool = True):
+                 pair_mix: float | None = None, char_buckets: int = 0, char_mix: float = 1.0, embeddings=None,
+                 trainable_embeddings: bool = True, normalize: bool = True):
         super().__init__()
         if ngrams not in (1, 2):
             raise ConfigError(f"ngrams must be 1 or 2, got {ngrams!r}")
@@ -42,6 +47,8 @@ class BagOfWordsEncoder(nn.Module):
             raise ConfigError(f"window must be a whole number >= 1 (1: adjacent words), got {window!r}")
         if pair_mix is not None and not pair_mix > 0:
             raise ConfigError(f"pair_mix must be positive, got {pair_mix!r}")
+        if not char_mix > 0 or not 0 <= char_buckets < vocab_size:
+            raise ConfigError(f"char_mix must be positive and char_buckets below vocab_size, got {char_mix!r}, {char_buckets!r}")
         if ngrams == 1 and (window != 1 or pair_mix is not None):
             raise ConfigError("window and pair_mix shape the word pairs: use them with ngrams=2")
         self.embedding = init_embedding(vocab_size, embedding_dim, embeddings, trainable=trainable_embeddings, sparse=True)
@@ -50,8 +57,14 @@ class BagOfWordsEncoder(nn.Module):
                 self.embedding.weight.normal_()
                 self.embedding.weight[PAD_ID] = 0
         self.log_weight = nn.Embedding(vocab_size, 1, sparse=True)  # log of each word's weight in the mean
+        # Words and n-grams weighed each against their own kind: n-grams outnumber words ~10 to 1.
+        self.char_start = vocab_size - char_buckets if char_buckets else None
+        words = vocab_size - char_buckets
+        log_w = np.concatenate([sif_log_weights(None if word_counts is None else word_counts[:words], words, smoothing),
+                                sif_log_weights(None if word_counts is None else word_counts[words:], char_buckets, smoothing,
+                                                unknown=False)])
         with torch.no_grad():
-            self.log_weight.weight.copy_(torch.as_tensor(sif_log_weights(word_counts, vocab_size, smoothing))[:, None])
+            self.log_weight.weight.copy_(torch.as_tensor(log_w)[:, None])
         self.bigrams = None
         if ngrams == 2:
             # A bag: sums the weighted pair vectors without materialising (n, pairs, dim).
@@ -59,25 +72,40 @@ class BagOfWordsEncoder(nn.Module):
             nn.init.normal_(self.bigrams.weight)
         self.buckets = buckets
         self.bigram_log_weight = float(np.log(bigram_weight))
-        self.window, self.pair_mix = window, pair_mix
+        self.window, self.pair_mix, self.char_mix = window, pair_mix, char_mix
         self.pooling = "weighted mean"  # for summary()
         self.normalize = normalize
-        self.dim = embedding_dim * (2 if pair_mix is not None else 1)
+        self.dim = embedding_dim * (1 + (pair_mix is not None) + bool(char_buckets))
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         mask = padding_mask(ids, lengths)
-        log_w = self.log_weight(ids).squeeze(-1)
+        # Each distinct id looked up once: the sparse gradients then hold one row per id, not
+        # one per token (n-grams repeat a lot within a batch).
+        distinct, inverse = torch.unique(ids, return_inverse=True)
+        table = self.embedding(distinct)
+        log_w = self.log_weight(distinct).squeeze(-1)[inverse]
         weights = log_w.exp() * mask
-        vectors = (weights.unsqueeze(-1) * self.embedding(ids)).sum(1)
+        chars = None
+        if self.char_start is not None:  # the n-grams follow the words: split there
+            is_char = ids >= self.char_start
+            chars = F.embedding_bag(inverse, table, per_sample_weights=weights * is_char, mode="sum")
+            mask = mask & ~is_char
+            words = int(mask.sum(1).max())  # the words' columns (shorter texts' n-grams start earlier: masked)
+            ids, inverse, log_w, mask = ids[:, :words], inverse[:, :words], log_w[:, :words], mask[:, :words]
+            weights = log_w.exp() * mask
+        vectors = F.embedding_bag(inverse, table, per_sample_weights=weights, mode="sum")
         total = weights.sum(1, keepdim=True)
         pairs, pair_total = self._pairs(ids, log_w, mask) if self.bigrams is not None else (None, None)
-        if self.pair_mix is None:  # one mean over words and pairs
-            if pairs is not None:
-                vectors, total = vectors + pairs, total + pair_total
+        if self.pair_mix is None and pairs is not None:  # one mean over words and pairs
+            vectors, total = vectors + pairs, total + pair_total
+        if self.pair_mix is None and chars is None:
             return finish(vectors / total.clamp(min=1e-9), self.normalize)
-        if pairs is None:  # a one-word batch
-            pairs = torch.zeros_like(vectors)
-        return finish(torch.cat([F.normalize(vectors, dim=-1), self.pair_mix * F.normalize(pairs, dim=-1)], 1), self.normalize)
+        parts = [F.normalize(vectors, dim=-1)]
+        if self.pair_mix is not None:
+            parts.append(self.pair_mix * F.normalize(torch.zeros_like(vectors) if pairs is None else pairs, dim=-1))
+        if chars is not None:
+            parts.append(self.char_mix * F.normalize(chars, dim=-1))
+        return finish(torch.cat(parts, 1), self.normalize)
 
     def _pairs(self, ids: torch.Tensor, log_w: torch.Tensor, mask: torch.Tensor):
         """Weighted sum of the vectors of the ordered word pairs up to ``window`` apart, and their
@@ -94,8 +122,9 @@ class BagOfWordsEncoder(nn.Module):
 _PRIME = 1_000_003  # spreads (first word, second word) id pairs over the buckets
 
 
-def sif_log_weights(word_counts, vocab_size: int, smoothing: float) -> np.ndarray:
-    """``log(a / (a + p(w)))`` per word id; all zeros (a plain mean) without counts."""
+def sif_log_weights(word_counts, vocab_size: int, smoothing: float, unknown: bool = True) -> np.ndarray:
+    """``log(a / (a + p(w)))`` per word id; all zeros (a plain mean) without counts. ``unknown``:
+    id 1 is [UNK]."""
     if word_counts is None:
         return np.zeros(vocab_size, dtype=np.float32)
     counts = np.array(word_counts, dtype=np.float64)
@@ -103,6 +132,7 @@ def sif_log_weights(word_counts, vocab_size: int, smoothing: float) -> np.ndarra
         raise ValueError(f"word_counts has shape {counts.shape}, expected ({vocab_size},)")
     # Two different unknown words share [UNK]'s vector: weigh it as the commonest word, so it
     # does not pass for shared evidence.
-    counts[UNK_ID] = counts.max()
+    if unknown:
+        counts[UNK_ID] = counts.max()
     p = counts / max(counts.sum(), 1.0)
     return np.log(smoothing / (smoothing + p)).astype(np.float32)
