@@ -6,13 +6,14 @@ import json
 from pathlib import Path
 
 
-def read_json_object(file: Path, error: type[Exception], what: str = "a JSON object") -> dict:
-    """Parse ``file`` as a JSON object, else raise ``error`` with a one-line message naming it."""
+def read_json_object(file: Path, error: type[Exception], what: str = "a JSON object", kind: type = dict):
+    """Parse ``file`` as a JSON object (or another ``kind``, e.g. list), else raise ``error`` with
+    a one-line message naming it."""
     try:
         raw = json.loads(file.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise error(f"{file}: invalid JSON ({e})") from None
-    if not isinstance(raw, dict):
+    if not isinstance(raw, kind):
         raise error(f"{file}: expected {what}")
     return raw
 

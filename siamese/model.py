@@ -97,8 +97,7 @@ class ModelConfig:
 
 # Fields added after the first model format: left out of the fingerprint while at their defaults,
 # so indexes built by older models still recognise them.
-_NEW_FIELDS = {"loss": "triplet", "encoder_options": {}, "glove": None, "oov_buckets": 0, "char_ngrams": None,
-               "char_buckets": 1 << 17}
+_NEW_FIELDS = ("loss", "encoder_options", "glove", "oov_buckets", "char_ngrams", "char_buckets")
 
 
 class SiameseModel:
@@ -226,8 +225,9 @@ class SiameseModel:
     def fingerprint(self) -> str:
         """SHA-256 of the weights, vocabulary and architecture: what an index records to know its model."""
         h = hashlib.sha256()
-        config = {k: v for k, v in asdict(self.config).items() 
-                  if k != "threshold" and not (k in _NEW_FIELDS and _NEW_FIELDS[k] == v)}
+        defaults = asdict(ModelConfig())
+        config = {k: v for k, v in asdict(self.config).items()
+                  if k != "threshold" and not (k in _NEW_FIELDS and defaults[k] == v)}
         h.update(json.dumps(config, sort_keys=True).encode())
         h.update(self.vectorizer.tokenizer.to_str().encode())
         for name, tensor in sorted(self.state_dict().items()):
@@ -283,8 +283,8 @@ class SiameseModel:
             vectorizer = Vectorizer.load(path / "tokenizer.json", oov_buckets=config.oov_buckets,
                                          char_ngrams=config.char_ngrams, char_buckets=config.char_buckets)
             if vectorizer.vocab_size != int(raw["vocab_size"]):
-                words = vectorizer.vocab_size - vectorizer.oov_buckets - vectorizer.char_buckets
-                raise ModelError(f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json ({words} words + "
+                raise ModelError(f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
+                                 f"({vectorizer.word_count} words + "
                                  f"{vectorizer.oov_buckets} oov_buckets + {vectorizer.char_buckets} char_buckets)")
         try:
             state = load_file(str(path / "model.safetensors"))
@@ -304,6 +304,6 @@ def glove_embeddings(path: str, vectorizer: Vectorizer, seed: int) -> tuple[np.n
     vocabulary = vectorizer.vocabulary()
     matrix, coverage = embedding_matrix(vocabulary, load_glove(path, words=set(vocabulary) | {w.lower() for w in vocabulary}),
                                         seed=seed)
-    total = coverage.total - vectorizer.oov_buckets - vectorizer.char_buckets  # the buckets (random rows) are not words
+    total = vectorizer.word_count  # the buckets (random rows) are not words
     return matrix, {"path": str(path), "covered": coverage.covered, "total": total,
                     "fraction": round(coverage.covered / max(total, 1), 4), "missing_examples": coverage.missing[:10]}

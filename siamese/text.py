@@ -53,6 +53,11 @@ class Vectorizer:
         self._words = tokenizer.get_vocab_size()  # the first bucket's id
 
     @property
+    def word_count(self) -> int:
+        """Ids of vocabulary words (the special tokens included), before any bucket."""
+        return self._words
+
+    @property
     def char_start(self) -> int:
         """The first character n-gram id (= :attr:`vocab_size` without n-grams)."""
         return self._words + self.oov_buckets
@@ -194,9 +199,13 @@ class PretrainedVectorizer(Vectorizer):
         raise TypeError("a pretrained tokenizer is loaded, not fitted")
 
 
+def _whole(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def check_oov_buckets(value) -> int:
     """A count of out-of-vocabulary buckets: an integer >= 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+    if not _whole(value) or value < 0:
         raise ConfigError(f"oov_buckets must be a whole number >= 0 (0: unknown words are [UNK]), got {value!r}")
     return int(value)
 
@@ -205,11 +214,9 @@ def check_char_ngrams(value, buckets) -> tuple[int, int] | None:
     """``(lo, hi)`` n-gram lengths, 1 <= lo <= hi, with at least one bucket; None: no n-grams."""
     if value is None:
         return None
-    ok = (isinstance(value, (list, tuple)) and len(value) == 2
-          and all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in value) and 1 <= value[0] <= value[1])
-    if not ok:
+    if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(map(_whole, value)) and 1 <= value[0] <= value[1]):
         raise ConfigError(f"char_ngrams must be two lengths lo <= hi, both >= 1 (e.g. 3-5), got {value!r}")
-    if isinstance(buckets, bool) or not isinstance(buckets, (int, np.integer)) or buckets < 1:
+    if not _whole(buckets) or buckets < 1:
         raise ConfigError(f"char_buckets must be a whole number >= 1, got {buckets!r}")
     return int(value[0]), int(value[1])
 

@@ -58,8 +58,8 @@ class BagOfWordsEncoder(nn.Module):
                 self.embedding.weight[PAD_ID] = 0
         self.log_weight = nn.Embedding(vocab_size, 1, sparse=True)  # log of each word's weight in the mean
         # Words and n-grams weighed each against their own kind: n-grams outnumber words ~10 to 1.
-        self.char_start = vocab_size - char_buckets if char_buckets else None
         words = vocab_size - char_buckets
+        self.char_start = words if char_buckets else None
         log_w = np.concatenate([sif_log_weights(None if word_counts is None else word_counts[:words], words, smoothing),
                                 sif_log_weights(None if word_counts is None else word_counts[words:], char_buckets, smoothing,
                                                 unknown=False)])
@@ -92,7 +92,7 @@ class BagOfWordsEncoder(nn.Module):
             mask = mask & ~is_char
             words = int(mask.sum(1).max())  # the words' columns (shorter texts' n-grams start earlier: masked)
             ids, inverse, log_w, mask = ids[:, :words], inverse[:, :words], log_w[:, :words], mask[:, :words]
-            weights = log_w.exp() * mask
+            weights = weights[:, :words] * mask
         vectors = F.embedding_bag(inverse, table, per_sample_weights=weights, mode="sum")
         total = weights.sum(1, keepdim=True)
         pairs, pair_total = self._pairs(ids, log_w, mask) if self.bigrams is not None else (None, None)

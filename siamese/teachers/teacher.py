@@ -8,7 +8,6 @@ vectors of the training texts, each distinct text encoded once.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Sequence
@@ -65,7 +64,9 @@ def sentence_transformers_pooling(folder: Path) -> str:
     modules_file = folder / "modules.json"
     if not modules_file.is_file():
         return "mean"
-    modules = _json_list(modules_file)
+    modules = read_json_object(modules_file, ModelError, "a JSON list of modules", kind=list)
+    if not all(isinstance(m, dict) for m in modules):
+        raise ModelError(f"{modules_file}: expected a JSON list of modules")
     pooling = "mean"
     for module in modules:
         kind = str(module.get("type", "")).rsplit(".", 1)[-1]
@@ -82,16 +83,6 @@ def sentence_transformers_pooling(folder: Path) -> str:
             raise ModelError(f"teacher {folder}: sentence-transformers module {kind!r} is not supported "
                              "(Transformer, Pooling and Normalize are)")
     return pooling
-
-
-def _json_list(file: Path) -> list[dict]:
-    try:
-        value = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ModelError(f"{file}: invalid JSON ({e})") from None
-    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
-        raise ModelError(f"{file}: expected a JSON list of modules")
-    return value
 
 
 @dataclass
