@@ -63,6 +63,10 @@ class ModelConfig:
     # their own and pooled by the bag of words apart from the words (fastText's subwords). None: off.
     char_ngrams: list[int] | None = None
     char_buckets: int = 1 << 17
+    # "words": a word vocabulary learned from the training texts (tokenizer.json is a WordLevel
+    # model); "subwords": tokenizer.json is a pretrained subword tokenizer (a distilled static
+    # student keeps its teacher's WordPiece tokens plus whole corpus words; see siamese.distill).
+    tokenizer: str = "words"
     seed: int = 0
 
     def encoder_kwargs(self) -> dict:
@@ -84,6 +88,10 @@ class ModelConfig:
             raise ModelError(f"unknown head {self.head!r}; choose one of: {', '.join(HEADS)}")
         check_head_and_loss(self.head, self.loss)
         check_oov_buckets(self.oov_buckets)
+        if self.tokenizer not in ("words", "subwords"):
+            raise ConfigError(f"tokenizer must be 'words' or 'subwords', got {self.tokenizer!r}")
+        if self.tokenizer == "subwords" and (self.oov_buckets or self.char_ngrams):
+            raise ConfigError("oov_buckets and char_ngrams extend a word vocabulary: a subword tokenizer has no unknown words")
         check_char_ngrams(self.char_ngrams, self.char_buckets)
         if self.char_ngrams and "char_buckets" not in inspect.signature(encoder_class(self.encoder)).parameters:
             raise ConfigError(f"char_ngrams are pooled by the bag of words only (--encoder bow), not {self.encoder!r}")
@@ -97,7 +105,7 @@ class ModelConfig:
 
 # Fields added after the first model format: left out of the fingerprint while at their defaults,
 # so indexes built by older models still recognise them.
-_NEW_FIELDS = ("loss", "encoder_options", "glove", "oov_buckets", "char_ngrams", "char_buckets")
+_NEW_FIELDS = ("loss", "encoder_options", "glove", "oov_buckets", "char_ngrams", "char_buckets", "tokenizer")
 
 
 class SiameseModel:
@@ -277,8 +285,11 @@ class SiameseModel:
             head = build_head(config.head, encoder.dim)
         except (KeyError, TypeError, ValueError) as e:
             raise ModelError(f"{config_file}: missing or invalid field ({e!r})") from None
-        if own_tokenizer:
+        if own_tokenizer or config.tokenizer == "subwords":
             vectorizer = PretrainedVectorizer.load(path / "tokenizer.json", max_length=config.max_length)
+            if not own_tokenizer and vectorizer.vocab_size != int(raw["vocab_size"]):
+                raise ModelError(f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
+                                 f"({vectorizer.vocab_size} tokens)")
         else:
             vectorizer = Vectorizer.load(path / "tokenizer.json", oov_buckets=config.oov_buckets,
                                          char_ngrams=config.char_ngrams, char_buckets=config.char_buckets)

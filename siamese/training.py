@@ -173,14 +173,20 @@ def train(
     config: TrainConfig | None = None,
     checkpoint: str | os.PathLike | None = None,
     progress: bool = True,
+    initial: SiameseModel | None = None,
 ) -> SiameseModel:
     """Train a Siamese model. The loss (``model_config.loss``) says what it learns from: the
     duplicate pairs of ``train_pairs`` (triplet, hinge, mnr; the rest of the batch gives the
     negatives), all its labelled pairs (bce, contrastive), or (anchor, positive, negative)
     triplets (:class:`siamese.answers.Triplets`). ``val_pairs`` (both labels) give the
     validation loss and the decision threshold. Returns the model with the best validation
-    weights; the summary is in ``model.info["training"]``."""
+    weights; the summary is in ``model.info["training"]``.
+
+    ``initial``: start from this model (its vocabulary, architecture and weights; a copy is
+    trained), e.g. a distilled static student; ``model_config`` may then only change the loss."""
     config = config or TrainConfig()
+    if initial is not None:
+        model_config = replace(initial.config, loss=model_config.loss if model_config else initial.config.loss)
     model_config = model_config or ModelConfig(seed=config.seed)
     model_config.check()
     precision = resolve_precision(config.precision)
@@ -210,7 +216,11 @@ def train(
     # The vocabulary comes from every training text, not only those the loss trains on: a word
     # seen only in non-duplicates still keeps its own (untrained) vector, so texts sharing it
     # still look alike, which is much of the signal on long, rare-word texts (MSRP, forums).
-    model = SiameseModel.build([t for side in text_sides(train_pairs) for t in side], model_config)
+    if initial is not None:
+        model = SiameseModel(initial.vectorizer, copy.deepcopy(initial.encoder), model_config, dict(initial.info),
+                             copy.deepcopy(initial.head))
+    else:
+        model = SiameseModel.build([t for side in text_sides(train_pairs) for t in side], model_config)
     encoder, head = model.encoder, model.head
     graded = getattr(loss_fn, "uses_scores", False)
     train_data = PairTensors(model, data, graded, teacher)
