@@ -2,8 +2,8 @@
 
 Reading (:func:`read_layout`): what a sentence-transformers folder declares in ``modules.json`` —
 where its Hugging Face model lies (the Transformer module's path: ``""``, the folder itself, or a
-subfolder such as ``0_Transformer``), its pooling (mean or [CLS]), whether it normalises, and its
-``max_seq_length``. Modules we would not reproduce (Dense, max pooling, ...) are refused. A plain
+subfolder such as ``0_Transformer``), its pooling (mean or [CLS]), whether it normalises, and how
+many tokens it keeps (``max_seq_length``, or the tokenizer's ``model_max_length``). Modules we would not reproduce (Dense, max pooling, ...) are refused. A plain
 Hugging Face folder (no ``modules.json``) is mean-pooled.
 
 Writing (:func:`write_layout`): a Siamese model with a transformer encoder is also a
@@ -13,7 +13,8 @@ sentence-transformers folder, so ``SentenceTransformer(folder)`` gives the same 
     model.safetensors                  ours: the head's weights only (none for cosine)
     0_Transformer/                     a Hugging Face model folder: config.json (the model's own),
                                        model.safetensors (the encoder's weights, under Hugging
-                                       Face's names), tokenizer.json, sentence_bert_config.json
+                                       Face's names), tokenizer.json, tokenizer_config.json,
+                                       sentence_bert_config.json
     1_Pooling/config.json              mean or cls
     modules.json                       Transformer -> Pooling (-> Normalize, for unit vectors)
     config_sentence_transformers.json  the similarity function (cosine, manhattan)
@@ -66,7 +67,7 @@ def read_layout(folder: Path) -> Layout:
     folder = Path(folder)
     modules_file = folder / "modules.json"
     if not modules_file.is_file():
-        return Layout(folder)
+        return Layout(folder, max_seq_length=_max_length(folder, {}))
     modules = read_json_object(modules_file, ModelError, "a JSON list of modules", kind=list)
     if not all(isinstance(m, dict) for m in modules):
         raise ModelError(f"{modules_file}: expected a JSON list of modules")
@@ -85,10 +86,25 @@ def read_layout(folder: Path) -> Layout:
     if settings.get("do_lower_case"):
         raise ModelError(f"{transformer}: do_lower_case in its sentence-transformers config is not supported "
                          "(lowercasing belongs in the tokenizer)")
+    return Layout(transformer, pooling, "Normalize" in kinds, _max_length(transformer, settings), kinds)
+
+
+def _max_length(transformer: Path, settings: dict) -> int | None:
+    """Tokens kept per text, as sentence-transformers decides: ``max_seq_length``, else the
+    tokenizer's ``model_max_length`` (where sentence-transformers >= 6 keeps it) capped at the
+    model's ``max_position_embeddings``; None when neither says."""
     length = settings.get("max_seq_length")
+    if length is None:
+        tokenizer_config, config = transformer / "tokenizer_config.json", transformer / "config.json"
+        length = read_json_object(tokenizer_config, ModelError).get("model_max_length") if tokenizer_config.is_file() else None
+        cap = read_json_object(config, ModelError).get("max_position_embeddings") if config.is_file() else None
+        if isinstance(length, int) and isinstance(cap, int) and cap > 0:
+            length = min(length, cap)
+        if isinstance(length, int) and length > 1_000_000:  # transformers' "no limit" (int(1e30))
+            length = None
     if length is not None and (not isinstance(length, int) or isinstance(length, bool) or length < 1):
         raise ModelError(f"{transformer}: max_seq_length must be a whole number >= 1, got {length!r}")
-    return Layout(transformer, pooling, "Normalize" in kinds, length, kinds)
+    return length
 
 
 def _module_path(module: dict, modules_file: Path) -> str:
@@ -134,6 +150,9 @@ def write_layout(folder: Path, encoder, vectorizer, *, max_length: int | None, h
     state = {k: v.detach().contiguous() for k, v in encoder.model.state_dict().items()}
     save_file(state, str(sub / WEIGHTS), metadata={"format": "pt"})  # "pt": what transformers requires to load it
     vectorizer.save(sub / "tokenizer.json")
+    # The generic fast tokenizer reads tokenizer.json as it is: by model type transformers would
+    # pick a class (e.g. RoBERTa's) that may rebuild the tokenizer its own way.
+    _write_json(sub / "tokenizer_config.json", {"tokenizer_class": "PreTrainedTokenizerFast"})
     _write_json(sub / "sentence_bert_config.json", {"max_seq_length": max_length, "do_lower_case": False})
     if encoder.pooling not in ("mean", "cls"):
         return
