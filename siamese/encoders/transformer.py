@@ -9,6 +9,7 @@ Siamese model rebuilds without the original folder.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 
@@ -47,7 +48,9 @@ class TransformerEncoder(nn.Module):
             hf_config = json.loads(self.model.config.to_json_string())
             path = str(folder)
         else:  # rebuilt from a saved Siamese model: the weights follow from model.safetensors
-            self.model = AutoModel.from_config(CONFIG_MAPPING[hf_config["model_type"]].from_dict(hf_config))
+            # A copy: transformers' from_dict adds keys (attn_implementation) to the dict it is given,
+            # which is our config's, and the loaded model's fingerprint then differed from the saved one's.
+            self.model = AutoModel.from_config(CONFIG_MAPPING[hf_config["model_type"]].from_dict(copy.deepcopy(hf_config)))
         self.path, self.hf_config = path, hf_config
         self.pooling = check_pooling(pooling, ("mean", "cls", "pooler"))
         self.frozen_layers = frozen_layers
