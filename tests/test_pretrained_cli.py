@@ -154,9 +154,9 @@ def test_a_sentence_transformers_folder_with_cls_pooling(val_csv, tmp_path):
     assert_same_vectors(sentence_transformer(tmp_path / "ours").encode(TEXTS), expected)
 
 
-def test_a_plain_hugging_face_folder_whose_pad_id_is_1(val_csv, tmp_path, wordpiece):
-    """A RoBERTa-like folder without modules.json: mean pooling (as sentence-transformers does for
-    one), padding with its own id 1, and sentence-transformers reads the result."""
+@pytest.fixture
+def tiny_roberta(tmp_path, wordpiece) -> Path:
+    """A plain Hugging Face folder: a random 16-wide RoBERTa whose padding id is 1."""
     from transformers import RobertaConfig, RobertaModel
 
     folder = tmp_path / "tiny-roberta"
@@ -168,6 +168,13 @@ def test_a_plain_hugging_face_folder_whose_pad_id_is_1(val_csv, tmp_path, wordpi
     torch.manual_seed(0)
     RobertaModel(RobertaConfig(vocab_size=11, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
                                max_position_embeddings=40, pad_token_id=1, bos_token_id=0, eos_token_id=2)).save_pretrained(folder)
+    return folder
+
+
+def test_a_plain_hugging_face_folder_whose_pad_id_is_1(val_csv, tmp_path, tiny_roberta):
+    """A RoBERTa-like folder without modules.json: mean pooling (as sentence-transformers does for
+    one), padding with its own id 1, and sentence-transformers reads the result."""
+    folder = tiny_roberta
     # --max-length: its 40 positions (38 usable: RoBERTa counts from pad + 1) hold fewer than the default 128 tokens
     result = cli_json("pretrained", folder, "--out", tmp_path / "ours", "--val-data", val_csv, "--max-length", 32)
     assert (result["pooling"], result["max_length"], result["dim"]) == ("mean", 32, 16)
@@ -177,6 +184,29 @@ def test_a_plain_hugging_face_folder_whose_pad_id_is_1(val_csv, tmp_path, wordpi
     expected = sentence_transformer(folder).encode(texts)
     assert_same_vectors(ours.encode(texts), expected)
     assert_same_vectors(sentence_transformer(tmp_path / "ours").encode(texts), expected)
+
+
+def test_other_heads_and_poolings_in_the_layout(tiny_roberta, tmp_path):
+    """[CLS] with a classifier head: raw features (no Normalize), the head's weights at the root,
+    the same vectors from sentence-transformers. HF's pooler output has no sentence-transformers
+    Pooling: 0_Transformer/ holds the weights, but there is no modules.json."""
+    texts = ["hello world", "how are you worlds hello", "you"]
+    options = {"path": str(tiny_roberta), "pooling": "cls"}
+    concat = SiameseModel.build([], ModelConfig(encoder="transformer", head="concat", loss="bce", encoder_options=options))
+    path = concat.save(tmp_path / "concat")
+    assert set(load_file(str(path / "model.safetensors"))) == {"head.dense.weight", "head.dense.bias"}
+    assert [m["type"].rsplit(".", 1)[-1] for m in json.loads((path / "modules.json").read_text())] == ["Transformer", "Pooling"]
+    assert not (path / "config_sentence_transformers.json").exists()
+    st = sentence_transformer(path)
+    np.testing.assert_allclose(st.encode(texts), concat.encode(texts), atol=1e-5)  # raw [CLS] features, not unit vectors
+    loaded = SiameseModel.load(path)
+    assert loaded.fingerprint() == concat.fingerprint()
+    np.testing.assert_allclose(loaded.similarity(texts, texts[::-1]), concat.similarity(texts, texts[::-1]), atol=1e-6)
+
+    pooler = SiameseModel.build([], ModelConfig(encoder="transformer", encoder_options={**options, "pooling": "pooler"}))
+    path = pooler.save(tmp_path / "pooler")
+    assert (path / "0_Transformer/model.safetensors").is_file() and not (path / "modules.json").exists()
+    np.testing.assert_allclose(SiameseModel.load(path).encode(texts), pooler.encode(texts), atol=1e-6)
 
 
 def test_pretrained_mpnet_by_name(val_csv, tmp_path):
