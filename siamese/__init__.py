@@ -7,10 +7,12 @@ from .errors import ConfigError, DataError, ModelError, SiameseError  # noqa: E4
 from .evaluation import choose_threshold, evaluate  # noqa: E402
 from .losses import hinge_loss, triplet_loss  # noqa: E402
 from .model import ModelConfig, SiameseModel  # noqa: E402
+from .sentence_encoder import from_pretrained  # noqa: E402
 from .training import TrainConfig, train  # noqa: E402
+from .vectors import encode_to_file, write_vectors  # noqa: E402
 
 __all__ = [
     "FORMATS", "ConfigError", "DataError", "ModelConfig", "ModelError", "Pairs", "SiameseError", "SiameseModel",
-    "TrainConfig", "choose_threshold", "evaluate", "read_pairs", "read_texts", "split_pairs",
-    "train", "hinge_loss", "triplet_loss",
+    "TrainConfig", "choose_threshold", "encode_to_file", "evaluate", "from_pretrained", "read_pairs", "read_texts",
+    "split_pairs", "train", "hinge_loss", "triplet_loss", "write_vectors",
 ]

@@ -21,7 +21,7 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)
-        for f in tmp.iterdir():
+        for f in tmp.rglob("*"):  # subfolders too (a transformer model's 0_Transformer/)
             if f.is_file():
                 os.chmod(f, 0o666 & ~umask)
         if target.exists():

@@ -253,6 +253,66 @@ def predict(
     _emit(result, as_json, [f"similarity {similarity:.4f} → {'duplicate' if result['duplicate'] else 'not duplicate'} (threshold {t:.4f})"])
 
 
+@app.command("pretrained")
+@user_errors
+def pretrained_model(
+    source: Annotated[str, typer.Argument(help="minilm (all-MiniLM-L6-v2), mpnet (all-mpnet-base-v2; make mpnet), or a local sentence-transformers or Hugging Face model folder.")],
+    out: Annotated[Path, typer.Option("--out", help="Model folder to write.")],
+    val_data: Annotated[Optional[list[Path]], typer.Option("--val-data", help="Labelled pairs to choose the threshold on (repeat for several files). Default: the shared validation sets (msrp-val, sts-dev, sick-trial).")] = None,
+    max_length: Annotated[Optional[int], typer.Option(min=1, help="Tokens kept per text (default: the folder's max_seq_length, else 128).")] = None,
+    threshold_metric: Annotated[str, typer.Option(help="What the threshold maximises on the validation pairs: accuracy or f1.")] = "accuracy",
+    format: FormatOpt = "auto",
+    text1: Text1Opt = None,
+    text2: Text2Opt = None,
+    label: LabelOpt = None,
+    as_json: JsonOpt = False,
+):
+    """Save a pretrained sentence encoder, untrained, as a Siamese model (cosine head, threshold chosen on validation pairs)."""
+    from .datasets import validation_sets
+    from .sentence_encoder import from_pretrained
+
+    parts = [_read(p, format, text1, text2, label) for p in val_data] if val_data else validation_sets()
+    model = from_pretrained(source, parts, max_length=max_length, metric=threshold_metric)
+    model.save(out)
+    info = model.info["pretrained"]
+    choice = info["threshold_choice"]
+    result = {"out": str(out), "source": source, "folder": info["folder"], "pooling": info["pooling"],
+              "max_length": info["max_length"], "dim": info["dim"], "threshold": choice["threshold"],
+              "threshold_metric": choice["metric"], "threshold_value": choice["value"],
+              "val_pairs": choice["val_pairs"], "chosen_on": choice["chosen_on"]}
+    _emit(result, as_json, [
+        f"{source}: {info['pooling']} pooling, {info['dim']}-d, up to {info['max_length']} tokens per text",
+        f"threshold {choice['threshold']:.4f} ({choice['metric']} {choice['value']:.4f} on {choice['val_pairs']} "
+        f"validation pairs: {', '.join(choice['chosen_on'])})",
+        f"saved to {out}",
+    ])
+
+
+@app.command()
+@user_errors
+def encode(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
+    data: Annotated[Path, typer.Option("--data", help="Texts: a .txt file (one per line; an empty line is an error) or a CSV/TSV column.")],
+    out: Annotated[Path, typer.Option("--out", help="Vectors to write: a float32 .npy, one row per text in file order.")],
+    column: Annotated[Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(min=1, help="Texts per batch (default: the encoder's).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    as_json: JsonOpt = False,
+):
+    """Embed texts into a .npy file: unit vectors for cosine models, the encoder's raw features for the other heads."""
+    from .data import read_texts
+    from .model import SiameseModel
+    from .vectors import check_target, encode_to_file
+
+    check_target(out)
+    model = SiameseModel.load(model_dir)
+    texts = read_texts(data, column, skip_empty=False)  # row i of the output is text i: no silent skips
+    result = encode_to_file(model, texts, out, batch_size=batch_size, progress=not quiet and not as_json)
+    _emit(result, as_json, [f"encoded {result['n']} texts into {result['dim']}-d vectors in {result['seconds']:.2f}s "
+                            f"({result['texts_per_second']} texts/s); written to {out}"]
+          + ([] if model.config.head == "cosine" else [f"note: head {model.config.head!r}: raw encoder features, not unit vectors"]))
+
+
 @app.command()
 @user_errors
 def summary(

@@ -239,8 +239,10 @@ def read_pairs(
     )
 
 
-def read_texts(path: str | os.PathLike, column: str | None = None) -> list[str]:
-    """Read one text per line from a .txt file, or one column (default: the first) of a CSV/TSV."""
+def read_texts(path: str | os.PathLike, column: str | None = None, *, skip_empty: bool = True) -> list[str]:
+    """Read one text per line from a .txt file, or one column (default: the first) of a CSV/TSV.
+    Empty texts are skipped, or with ``skip_empty=False`` refused naming the file and line (so
+    that the n-th text is the n-th line or row)."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
@@ -257,12 +259,16 @@ def read_texts(path: str | os.PathLike, column: str | None = None) -> list[str]:
                 if len(row) > i and row[i].strip():
                     _check_utf8(row[i], path, reader.line_num, name)
                     texts.append(row[i])
+                elif not skip_empty:
+                    raise DataError(f"{path}:{reader.line_num}: column {name!r}: empty text")
         else:
             for n, line in enumerate(f, 1):
                 line = line.rstrip("\r\n")
                 if line.strip():
                     _check_utf8(line, path, n, "text")
                     texts.append(line)
+                elif not skip_empty:
+                    raise DataError(f"{path}:{n}: empty line (one text per line)")
     if not texts:
         raise DataError(f"{path}: no texts")
     return texts

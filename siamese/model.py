@@ -1,7 +1,9 @@
 """SiameseModel = vectorizer + shared encoder + head + decision threshold; save/load a model folder.
 
 A model folder holds ``config.json`` (everything needed to rebuild the model), ``tokenizer.json``
-and ``model.safetensors``. :meth:`SiameseModel.load` needs nothing else and never unpickles.
+and ``model.safetensors``. :meth:`SiameseModel.load` needs nothing else and never unpickles. A
+transformer encoder's weights sit in ``0_Transformer/`` under Hugging Face's names, with the files
+that make the folder a sentence-transformers model too (see :mod:`siamese.st_layout`).
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .atomic import atomic_dir
-from .encoders import ENCODERS, LSTMEncoder, build_encoder, encoder_class
+from .encoders import ENCODERS, LSTMEncoder, TransformerEncoder, build_encoder, encoder_class
 from .errors import ConfigError, ModelError
 from .heads import HEADS, build_head
 from .losses import check_head_and_loss
 from .glove import embedding_matrix, load_glove
 from .manifest import read_manifest
 from .parallel import ParallelEncoder, single_threaded_ops
+from .st_layout import encoder_weights, write_layout
 from .text import PretrainedVectorizer, Vectorizer, check_char_ngrams, check_oov_buckets, pad
 
 FORMAT = "siamese-model/1"
@@ -250,7 +253,12 @@ class SiameseModel:
             }
             (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
             self.vectorizer.save(tmp / "tokenizer.json")
-            save_file(self.state_dict(), str(tmp / "model.safetensors"), metadata={"format": FORMAT})
+            state = self.state_dict()
+            if isinstance(self.encoder, TransformerEncoder):
+                # Its weights go (once) into a Hugging Face folder that sentence-transformers also reads.
+                write_layout(tmp, self.encoder, self.vectorizer, max_length=self.config.max_length, head=self.config.head)
+                state = {k: v for k, v in state.items() if k.startswith(HEAD_PREFIX)}
+            save_file(state, str(tmp / "model.safetensors"), metadata={"format": FORMAT})
         self.path = path.resolve()
         return path
 
@@ -286,12 +294,21 @@ class SiameseModel:
                 raise ModelError(f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
                                  f"({vectorizer.word_count} words + "
                                  f"{vectorizer.oov_buckets} oov_buckets + {vectorizer.char_buckets} char_buckets)")
+        hf_weights = encoder_weights(path) if isinstance(encoder, TransformerEncoder) else None
+        weights = path / "model.safetensors"
         try:
-            state = load_file(str(path / "model.safetensors"))
+            state = load_file(str(weights))
             head.load_state_dict({k[len(HEAD_PREFIX):]: v for k, v in state.items() if k.startswith(HEAD_PREFIX)})
-            encoder.load_state_dict({k: v for k, v in state.items() if not k.startswith(HEAD_PREFIX)})
+            rest = {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIX)}
+            if hf_weights is None:  # every other encoder, and transformer folders written before the layout
+                encoder.load_state_dict(rest)
+            else:
+                if rest:
+                    raise RuntimeError(f"encoder weights here and in {hf_weights.relative_to(path)}")
+                weights = hf_weights
+                encoder.model.load_state_dict(load_file(str(hf_weights)))
         except (RuntimeError, OSError, SafetensorError) as e:
-            raise ModelError(f"{path / 'model.safetensors'}: weights do not fit the config ({str(e).splitlines()[0]})") from None
+            raise ModelError(f"{weights}: weights do not fit the config ({str(e).splitlines()[0]})") from None
         encoder.eval()
         head.eval()
         model = cls(vectorizer, encoder, config, raw.get("info"), head)

