@@ -1,0 +1,185 @@
+"""``siamese export``: a model folder whose encoder runs in ONNX Runtime.
+
+The folder holds ``config.json`` (encoder ``onnx``; the threshold and text settings of the model it
+came from), ``tokenizer.json`` and ``model.onnx`` — no pickles, no PyTorch weights — and
+:meth:`SiameseModel.load` opens it like any other, so every command works on it unchanged.
+
+How the graph is made, and why:
+
+- ``torch.onnx.export(dynamo=False)`` (the TorchScript exporter) with eager attention: ONNX
+  Runtime's BERT optimizer then fuses each layer's attention, skip + LayerNorm and bias + GELU
+  into single kernels. The dynamo exporter's graph (and SDPA's) got none of the attention fusions.
+- Dynamic batch and sequence axes; inputs ``input_ids`` and ``lengths`` (int64) as the PyTorch
+  encoder takes them, output the unit vectors: pooling and normalisation are inside the graph.
+- ``--quantize int8``: dynamic quantisation (int8 weights per output channel, activations
+  quantised per batch at run time): VNNI/AVX2 integer matmuls, 4x smaller file.
+
+The exported folder has its own fingerprint (its vectors differ slightly from the PyTorch
+model's, more so in int8): an index built with the PyTorch model is refused with it, and the
+message says to rebuild the index with the exported model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import logging
+import os
+import warnings
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import __version__
+from .atomic import atomic_dir
+from .encoders.onnx import FILE, file_sha256
+from .errors import ConfigError, ModelError
+from .model import FORMAT, SiameseModel
+
+EXPORT_FORMATS = ("onnx",)
+QUANTIZATIONS = ("int8",)
+OPSET = 17
+# Texts the finished export is checked on against the PyTorch model before the folder appears.
+CHECK_TEXTS = ("When will I see you?", "When can I see you again?",
+               "How do I learn Python quickly if I already know some C?", "Do they enjoy eating the dessert?")
+MIN_COSINE = {None: 0.999, "int8": 0.98}
+
+
+def check_export_options(format: str, quantize: str | None) -> None:
+    """Refuse an unknown format or quantisation with one line (before anything is loaded)."""
+    if format not in EXPORT_FORMATS:
+        raise ConfigError(f"unknown export format {format!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
+    if quantize is not None and quantize not in QUANTIZATIONS:
+        raise ConfigError(f"unknown quantization {quantize!r}; choose one of: {', '.join(QUANTIZATIONS)} (or leave it out for fp32)")
+
+
+def check_exportable(model: SiameseModel) -> None:
+    where = model.path or "this model"
+    if getattr(model.encoder, "exported", False):
+        raise ModelError(f"{where}: already an exported model; export the PyTorch model it came from")
+    if model.config.encoder != "transformer":
+        raise ConfigError(f"{where}: export supports the transformer encoder; a {model.config.encoder!r} model is "
+                          "small and already fast in PyTorch")
+    if model.config.head != "cosine":
+        raise ConfigError(f"{where}: export writes cosine-head models (the graph ends with the unit vectors); "
+                          f"this one has head {model.config.head!r}")
+
+
+def export_model(model: SiameseModel, out: str | os.PathLike, *, format: str = "onnx",
+                 quantize: str | None = None) -> dict:
+    """Write ``out`` (atomically: complete or not at all) and return what was done."""
+    check_export_options(format, quantize)
+    check_exportable(model)
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime
+    except ImportError:
+        raise ModelError("export needs the packages onnx and onnxruntime (pip install onnx onnxruntime)") from None
+    out = Path(out)
+    with atomic_dir(out) as tmp:
+        raw = tmp / "export.onnx"
+        export_graph(model.encoder, raw)
+        graph, fused = optimize_graph(raw, tmp / "optimized.onnx", model.encoder.hf_config)
+        if quantize == "int8":
+            quantize_int8(graph, tmp / FILE)
+        else:
+            graph.replace(tmp / FILE)
+        for leftover in (raw, tmp / "optimized.onnx"):
+            leftover.unlink(missing_ok=True)
+        source = {"encoder": model.config.encoder, "pooling": model.encoder.pooling,
+                  "fingerprint": model.fingerprint(), "path": str(model.path) if model.path else None,
+                  "model_type": model.encoder.hf_config.get("model_type")}
+        options = {"dim": model.dim, "sha256": file_sha256(tmp / FILE), "quantize": quantize, "source": source}
+        config = replace(model.config, encoder="onnx", dim=None, encoder_options=options)
+        info = {**model.info, "export": {"format": format, "quantize": quantize, "opset": OPSET, "fused": fused,
+                                         "torch": torch.__version__, "onnxruntime": onnxruntime.__version__}}
+        manifest = {"format": FORMAT, "siamese_version": __version__, "vocab_size": model.vectorizer.vocab_size,
+                    **asdict(config), "info": info}
+        (tmp / "config.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        model.vectorizer.save(tmp / "tokenizer.json")
+        # The folder must give the model's vectors before it replaces anything.
+        exported = SiameseModel.load(tmp)
+        reference = model.encode(list(CHECK_TEXTS), precision="fp32")
+        cosine = float((exported.encode(list(CHECK_TEXTS)) * reference).sum(1).min())
+        if not cosine >= MIN_COSINE[quantize]:
+            raise ModelError(f"the exported graph's vectors are off (cosine {cosine:.4f} to the PyTorch model's, "
+                             f"expected >= {MIN_COSINE[quantize]}); nothing was written")
+        del exported
+    return {"out": str(out), "format": format, "quantize": quantize, "fused": fused, "min_cosine": round(cosine, 6),
+            "bytes": (out / FILE).stat().st_size}
+
+
+@contextlib.contextmanager
+def _quiet():
+    """The exporters and ORT's optimizer warn a lot about things that do not matter here."""
+    logging.disable(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+class _Graph(torch.nn.Module):
+    """The encoder as traced: (input_ids, lengths) -> vectors, fp32, eval mode."""
+
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, input_ids, lengths):
+        return self.encoder(input_ids, lengths).float()
+
+
+def export_graph(encoder: torch.nn.Module, path: Path) -> None:
+    encoder = copy.deepcopy(encoder).float().eval()
+    try:  # eager attention: the graph ORT's optimizer recognises and fuses (see the module docstring)
+        encoder.model.set_attn_implementation("eager")
+    except (AttributeError, ValueError):
+        pass
+    vocab = int(encoder.model.config.vocab_size)
+    ids = torch.arange(16, dtype=torch.int64).repeat(2, 1) % vocab + min(5, vocab - 16 if vocab > 16 else 0)
+    lengths = torch.tensor([16, 9], dtype=torch.int64)  # unequal: the mask must stay a computation, not a constant
+    with _quiet(), torch.no_grad():
+        torch.onnx.export(_Graph(encoder), (ids, lengths), str(path), input_names=["input_ids", "lengths"],
+                          output_names=["vectors"], opset_version=OPSET, dynamo=False,
+                          dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "lengths": {0: "batch"},
+                                        "vectors": {0: "batch"}})
+
+
+def optimize_graph(src: Path, dst: Path, hf_config: dict) -> tuple[Path, dict]:
+    """ORT's transformer fusions (attention, skip + LayerNorm, bias + GELU) where they match; the
+    plain graph where the optimizer cannot handle the model (it still runs, only slower)."""
+    try:
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        with _quiet():
+            optimized = optimize_model(str(src), model_type="bert", num_heads=int(hf_config.get("num_attention_heads", 0)),
+                                       hidden_size=int(hf_config.get("hidden_size", 0)), opt_level=1)
+            fused = {k: v for k, v in optimized.get_fused_operator_statistics().items() if v}
+            optimized.save_model_to_file(str(dst))
+        return dst, fused
+    except Exception:  # noqa: BLE001 - any optimizer failure falls back to the unfused graph
+        return src, {}
+
+
+# int8 quantises the matmuls (the bulk of the work) and leaves the rest in fp32.
+QUANTIZED_OPS = ["MatMul", "Attention"]
+
+
+def quantize_int8(src: Path, dst: Path) -> None:
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with _quiet():
+        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True,
+                         op_types_to_quantize=QUANTIZED_OPS,
+                         # fused ops have no type in ONNX's shape inference: their outputs are fp32
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+
+
+__all__ = ["EXPORT_FORMATS", "QUANTIZATIONS", "check_export_options", "export_model"]
