@@ -291,7 +291,9 @@ class SiameseModel:
         return state
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> SiameseModel:
+    def load(cls, path: str | os.PathLike, *, precision: str | None = None) -> SiameseModel:
+        """Open a model folder (PyTorch or exported). ``precision``: what :meth:`encode` computes
+        in (auto, bf16, fp32; default $SIAMESE_PRECISION, else auto)."""
         path = Path(path)
         config_file = path / "config.json"
         raw = read_manifest(path, "config.json", FORMAT, ModelError, "model")
@@ -329,6 +331,7 @@ class SiameseModel:
         head.eval()
         model = cls(vectorizer, encoder, config, raw.get("info"), head)
         model.path = path.resolve()
+        model.precision = precision
         return model
 
 
