@@ -21,13 +21,27 @@ from ..errors import ModelError
 FILE = "model.onnx"
 
 
+def physical_cores() -> int:
+    """Physical cores among the CPUs this process may run on (SMT siblings share one core's
+    matmul units: a second thread per core only contends)."""
+    cpus = os.sched_getaffinity(0)
+    cores = set()
+    for cpu in cpus:
+        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            cores.add(((topology / "physical_package_id").read_text().strip(), (topology / "core_id").read_text().strip()))
+        except OSError:
+            return max(1, len(cpus))
+    return max(1, len(cores))
+
+
 def session_options(threads: int | None = None):
-    """ORT settings: every graph optimisation, one intra-op thread per core we may run on."""
+    """ORT settings: every graph optimisation, one intra-op thread per physical core."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.intra_op_num_threads = threads or max(1, len(os.sched_getaffinity(0)))
+    options.intra_op_num_threads = threads or physical_cores()
     options.inter_op_num_threads = 1  # one graph at a time: the threads go to the matmuls
     options.log_severity_level = 3  # errors only: ORT's warnings about unused initialisers are noise here
     return options
