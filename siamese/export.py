@@ -129,7 +129,7 @@ def export_model(model: SiameseModel, out: str | os.PathLike, *, format: str = "
 
 @contextlib.contextmanager
 def _quiet():
-    """The exporters and ORT's optimizer warn a lot about things that do not matter here."""
+    """The exporter and the quantiser warn a lot about things that do not matter here."""
     logging.disable(logging.WARNING)
     try:
         with warnings.catch_warnings():
