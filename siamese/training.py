@@ -24,12 +24,10 @@ from .encoders import default_lr, encoder_class
 from .losses import LOSSES, PairLoss
 from .optim import LazyAdam
 from .parallel import ParallelEncoder, single_threaded_ops
-from .model import ModelConfig, SiameseModel
+from .precision import PRECISIONS, autocast as precision_autocast, resolve_precision  # noqa: F401 (re-exported)
+from .model import ModelConfig, SiameseModel, check_trainable
 from .teachers import TeacherVectors, load_teacher
 from .text import pad
-
-
-PRECISIONS = ("auto", "bf16", "fp32")
 
 
 @dataclass
@@ -54,19 +52,6 @@ class TrainConfig:
     # loss "distill": the model whose cosines the student learns to reproduce: a Siamese or
     # Hugging Face model folder, a name ("mpnet", see siamese.pretrained), or a SiameseModel.
     teacher: str | os.PathLike | SiameseModel | None = None
-
-
-def resolve_precision(precision: str) -> str:
-    """"auto" → bf16 where the CPU computes it natively (AVX512-BF16 / AMX), else fp32."""
-    if precision not in PRECISIONS:
-        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    native = torch.ops.mkldnn._is_mkldnn_bf16_supported()
-    if precision == "bf16" and not native:
-        raise ConfigError("precision 'bf16' needs a CPU with native bfloat16 (AVX512-BF16 or AMX); "
-                          "this one has none: use 'fp32' or 'auto'")
-    if precision == "auto":
-        return "bf16" if native else "fp32"
-    return precision
 
 
 @contextlib.contextmanager
@@ -183,6 +168,7 @@ def train(
     config = config or TrainConfig()
     model_config = model_config or ModelConfig(seed=config.seed)
     model_config.check()
+    check_trainable(model_config)  # before a teacher encodes anything
     precision = resolve_precision(config.precision)
     if config.threshold_metric not in ("accuracy", "f1"):
         raise ConfigError(f"threshold_metric must be 'accuracy' or 'f1', got {config.threshold_metric!r}")
@@ -225,11 +211,7 @@ def train(
     optimizers = [torch.optim.Adam(dense, lr=lr, fused=True)] if dense else []  # fused: one kernel, ~3x faster steps
     if sparse:  # lazy Adam: only the embedding rows seen in the batch are updated
         optimizers.append(LazyAdam(sparse, lr=lr))
-    autocast = (
-        (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
-    )
-
-    runner = ParallelEncoder(encoder, config.workers, autocast)
+    runner = ParallelEncoder(encoder, config.workers, precision_autocast(precision))
 
     def batch_loss(data: PairTensors, rows: np.ndarray) -> torch.Tensor:
         sides = runner(*data.batch(rows)).float().split(len(rows))

@@ -24,6 +24,19 @@ from .common import check_pooling, finish, padding_mask
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the network
 
 
+def _refuse_siamese_folder(folder) -> None:
+    """A siamese model folder is not a Hugging Face one; an exported (ONNX) one cannot be trained at all."""
+    try:
+        raw = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # Hugging Face reports its own problem
+    if isinstance(raw, dict) and str(raw.get("format", "")).startswith("siamese-model"):
+        if raw.get("encoder") == "onnx":
+            raise ModelError(f"{folder}: an exported ONNX model runs inference only and cannot be trained; "
+                             "fine-tune the PyTorch model it was exported from, then export again")
+        raise ModelError(f"{folder}: a siamese model folder, not a Hugging Face one (--transformer takes a Hugging Face folder)")
+
+
 class TransformerEncoder(nn.Module):
     """A Hugging Face encoder model → mean / cls / pooler pooling → (L2 norm).
 
@@ -35,6 +48,7 @@ class TransformerEncoder(nn.Module):
     default_lr = 2e-6  # the recipe's fine-tuning rate: larger rates quickly undo the pretraining
     encode_batch_size = 64  # attention memory grows with batch x length²: smaller batches than the LSTM's
     length_groups = False  # big matmuls: torch's intra-op threads beat one worker thread per core (2x on 2 cores)
+    bf16_inference = True  # precision auto encodes under bf16 autocast on native-bf16 CPUs (~2.5x, cosine to fp32 > 0.9999)
 
     def __init__(self, vocab_size: int | None = None, path: str | None = None, pooling: str = "mean",
                  frozen_layers: int = 0, hf_config: dict | None = None, normalize: bool = True):
@@ -45,6 +59,7 @@ class TransformerEncoder(nn.Module):
             folder = model_folder(path)
             if not (folder / "config.json").is_file():
                 raise ModelError(f"{folder}: not a Hugging Face model folder (no config.json)")
+            _refuse_siamese_folder(folder)
             self.model = AutoModel.from_pretrained(str(folder), local_files_only=True)
             hf_config = json.loads(self.model.config.to_json_string())
             path = str(folder)
