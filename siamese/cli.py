@@ -19,6 +19,10 @@ FormatOpt = Annotated[str, typer.Option("--format", help="Data format: auto, quo
 Text1Opt = Annotated[Optional[str], typer.Option("--text1", help="Column holding the first text.")]
 Text2Opt = Annotated[Optional[str], typer.Option("--text2", help="Column holding the second text.")]
 LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Column holding the 0/1 label.")]
+TargetPrecisionOpt = Annotated[Optional[float], typer.Option(
+    "--target-precision", help="Set the threshold to the lowest one reaching this precision on the pairs (error if none does).")]
+TargetRecallOpt = Annotated[Optional[float], typer.Option(
+    "--target-recall", help="Set the threshold to the highest one reaching this recall on the pairs.")]
 
 
 def user_errors(fn):
@@ -131,6 +135,9 @@ def train(
     lowercase: Annotated[bool, typer.Option("--lowercase/--keep-case")] = True,
     precision: Annotated[str, typer.Option(help="auto (bf16 where the CPU has it natively, else fp32), bf16 (fast, fp32 weights) or fp32.")] = "auto",
     threshold_metric: Annotated[str, typer.Option(help="What the validation threshold maximises: accuracy or f1.")] = "accuracy",
+    target_precision: TargetPrecisionOpt = None,
+    target_recall: TargetRecallOpt = None,
+    calibrate: Annotated[bool, typer.Option("--calibrate/--no-calibrate", help="Fit the similarity -> probability calibration on the validation pairs (skipped, with a note, when they lack a label or are graded).")] = True,
     checkpoint: Annotated[Optional[Path], typer.Option(help="Also write the best weights here after each improving epoch.")] = None,
     workers: Annotated[Optional[int], typer.Option(min=1, help="Threads encoding parts of each batch in parallel (default: one per core).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
@@ -142,6 +149,9 @@ def train(
     from .training import TrainConfig
     from .training import train as run_training
 
+    from .calibration import check_targets
+
+    check_targets(target_precision, target_recall)  # before reading or training
     loss = loss or ("hinge" if answers else "triplet")
     test = None
     if answers:
@@ -161,7 +171,8 @@ def train(
             val, pairs = split_pairs(pairs, [val_fraction], seed=seed)
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, seed=seed, warmup_steps=warmup_steps,
                          keep_initial=keep_initial, teacher=teacher,
-                         precision=precision, threshold_metric=threshold_metric, workers=workers)
+                         precision=precision, threshold_metric=threshold_metric, workers=workers,
+                         calibrate=calibrate, target_precision=target_precision, target_recall=target_recall)
     options = _encoder_options(option, pooling=pooling, path=transformer,
                                frozen_layers=frozen_layers or None)
     model_config = ModelConfig(encoder=encoder, head=head, loss=loss, dim=dim, encoder_options=options,
@@ -184,8 +195,14 @@ def train(
         "pairs_per_second": info["pairs_per_second"],
         "seconds": info["seconds"],
         "recipe": {"encoder": encoder, "head": head, "loss": loss},
+        "threshold_choice": info["threshold_choice"],
+        "calibration": info["calibration"],
     }
     lines = []
+    if info["calibration"]["fitted"]:
+        lines.append(f"calibrated on the validation pairs: {info['calibration']['method']}")
+    elif calibrate:
+        lines.append(f"not calibrated ({info['calibration']['note']})")
     if answers:
         from .answers import ranking_report
 
@@ -228,7 +245,8 @@ def evaluate(
     model = SiameseModel.load(model_dir)
     report = run_evaluation(model, _read(data, format, text1, text2, label), threshold=threshold)
     (tn, fp), (fn, tp) = report["confusion_matrix"]
-    lines = [f"{k:>18}: {report[k]:.4f}" for k in ("accuracy", "precision", "recall", "f1", "roc_auc", "average_precision", "threshold") if report[k] is not None]
+    lines = [f"{k:>18}: {report[k]:.4f}" for k in ("accuracy", "precision", "recall", "f1", "roc_auc", "average_precision", "threshold",
+                                                   "brier", "ece", "log_loss") if report[k] is not None]
     lines += [f"{k:>18}: {report[k]:.2f}" for k in ("spearman", "pearson") if k in report]
     lines += [f"{'pairs':>18}: {report['n']}", f"{'confusion matrix':>18}: [[tn={tn}, fp={fp}], [fn={fn}, tp={tp}]]"]
     _emit(report, as_json, lines)
@@ -249,8 +267,48 @@ def predict(
     model = SiameseModel.load(model_dir)
     t = model.threshold if threshold is None else threshold
     similarity = float(model.similarity([text1], [text2])[0])
-    result = {"similarity": similarity, "duplicate": similarity > t, "threshold": t}
-    _emit(result, as_json, [f"similarity {similarity:.4f} → {'duplicate' if result['duplicate'] else 'not duplicate'} (threshold {t:.4f})"])
+    # probability: null when the model is not calibrated (the key is always there)
+    probability = float(model.calibrator([similarity])[0]) if model.calibrator is not None else None
+    result = {"similarity": similarity, "probability": probability, "duplicate": similarity > t, "threshold": t}
+    odds = f", probability {probability:.3f}" if probability is not None else ""
+    _emit(result, as_json, [f"similarity {similarity:.4f}{odds} → {'duplicate' if result['duplicate'] else 'not duplicate'} (threshold {t:.4f})"])
+
+
+@app.command()
+@user_errors
+def calibrate(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder (its config.json is rewritten atomically; weights untouched).")],
+    data: Annotated[Path, typer.Option("--data", help="Labelled pairs (both labels, 0/1) from the domain the model will score.")],
+    method: Annotated[str, typer.Option(help="auto (the lower cross-validated log-loss), platt or isotonic.")] = "auto",
+    target_precision: TargetPrecisionOpt = None,
+    target_recall: TargetRecallOpt = None,
+    format: FormatOpt = "auto",
+    text1: Text1Opt = None,
+    text2: Text2Opt = None,
+    label: LabelOpt = None,
+    as_json: JsonOpt = False,
+):
+    """Fit similarity -> duplicate probability (Platt or isotonic) on labelled pairs; optionally set the threshold for a target precision or recall."""
+    from .calibration import calibrate as run_calibration
+    from .calibration import check_targets
+    from .model import SiameseModel
+
+    check_targets(target_precision, target_recall)
+    model = SiameseModel.load(model_dir)
+    summary = run_calibration(model, _read(data, format, text1, text2, label), method=method,
+                              target_precision=target_precision, target_recall=target_recall)
+    model.save_fitted(model_dir)
+    cv = summary["cv_log_loss"]
+    lines = [f"calibrated on {summary['pairs']} pairs of {data}: {summary['method']} "
+             f"(cross-validated log-loss: platt {cv['platt']:.4f}, isotonic {cv['isotonic']:.4f})",
+             f"ECE on these pairs: {summary['ece_before']:.4f} before, {summary['ece_after']:.4f} after"]
+    choice = summary.get("threshold_choice")
+    if choice:
+        lines.append(f"threshold {summary['threshold']:.4f}: precision {choice['precision']:.4f}, recall {choice['recall']:.4f} "
+                     f"(target {choice['metric']} {choice['target']})")
+    else:
+        lines.append(f"threshold unchanged: {summary['threshold']:.4f}")
+    _emit({"model": str(model_dir), **summary}, as_json, lines + [f"saved to {model_dir / 'config.json'}"])
 
 
 @app.command()
