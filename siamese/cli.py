@@ -313,6 +313,47 @@ def calibrate(
 
 @app.command()
 @user_errors
+def score(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
+    data: Annotated[Path, typer.Option("--data", help="Pairs to score (CSV or TSV; labels optional, every column kept).")],
+    out: Annotated[Path, typer.Option("--out", help="Scored copy to write (.csv or .tsv; written whole or not at all).")],
+    batch_size: Annotated[int, typer.Option(min=1, help="Pairs read, scored and written at a time.")] = 1024,
+    threshold: Annotated[Optional[float], typer.Option(help="Decision threshold (default: the model's).")] = None,
+    format: FormatOpt = "auto",
+    text1: Text1Opt = None,
+    text2: Text2Opt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
+    as_json: JsonOpt = False,
+):
+    """Add similarity, probability (calibrated models) and duplicate columns to a file of pairs, streamed."""
+    from tqdm.auto import tqdm
+
+    from .model import SiameseModel
+    from .scoring import score_file
+
+    model = SiameseModel.load(model_dir)
+    bar = None
+    if not quiet and sys.stderr.isatty():
+        bar = tqdm(desc="score", unit="pair", file=sys.stderr)
+
+    def progress(pairs: int, line: int) -> None:
+        if bar is not None:
+            bar.update(pairs - bar.n)
+        elif not quiet:  # not a terminal (a log file, CI): one plain line per chunk
+            typer.echo(f"scored {pairs} pairs (to line {line})", err=True)
+
+    try:
+        summary = score_file(model, data, out, format=format, text1=text1, text2=text2, chunk_size=batch_size,
+                             threshold=threshold, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    _emit(summary, as_json, [f"scored {summary['pairs']} pairs into {out} (threshold {summary['threshold']:.4f}"
+                             f"{'' if summary['calibrated'] else '; not calibrated: no probability column'})"])
+
+
+@app.command()
+@user_errors
 def summary(
     model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
     png: Annotated[Optional[Path], typer.Option("--png", help="Also draw the architecture into this PNG file.")] = None,
