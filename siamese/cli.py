@@ -232,24 +232,42 @@ def evaluate(
     model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
     data: Annotated[Path, typer.Option("--data", help="Labelled pairs to evaluate on.")],
     threshold: Annotated[Optional[float], typer.Option(help="Decision threshold (default: the model's, chosen on validation data).")] = None,
+    report: Annotated[Optional[Path], typer.Option("--report", help="Also write a self-contained HTML report: curves, histograms, reliability diagram, confusion matrix, most confident errors.")] = None,
+    errors: Annotated[Optional[Path], typer.Option("--errors", help="Also write every misclassified pair to this CSV.")] = None,
     format: FormatOpt = "auto",
     text1: Text1Opt = None,
     text2: Text2Opt = None,
     label: LabelOpt = None,
     as_json: JsonOpt = False,
 ):
-    """Accuracy, precision, recall, F1, ROC-AUC, AP and the confusion matrix on labelled pairs."""
-    from .evaluation import evaluate as run_evaluation
+    """Accuracy, precision, recall, F1, ROC-AUC, AP, calibration (Brier, ECE, log-loss) and the confusion matrix on labelled pairs."""
+    from .evaluation import evaluate_pairs
     from .model import SiameseModel
 
     model = SiameseModel.load(model_dir)
-    report = run_evaluation(model, _read(data, format, text1, text2, label), threshold=threshold)
-    (tn, fp), (fn, tp) = report["confusion_matrix"]
-    lines = [f"{k:>18}: {report[k]:.4f}" for k in ("accuracy", "precision", "recall", "f1", "roc_auc", "average_precision", "threshold",
-                                                   "brier", "ece", "log_loss") if report[k] is not None]
-    lines += [f"{k:>18}: {report[k]:.2f}" for k in ("spearman", "pearson") if k in report]
-    lines += [f"{'pairs':>18}: {report['n']}", f"{'confusion matrix':>18}: [[tn={tn}, fp={fp}], [fn={fn}, tp={tp}]]"]
-    _emit(report, as_json, lines)
+    ev = evaluate_pairs(model, _read(data, format, text1, text2, label), threshold=threshold)
+    result = dict(ev.metrics)
+    if report is not None:
+        from .report import write_report
+
+        write_report(report, ev, title=f"{model_dir.name} on {data.name}", model=str(model_dir), data=str(data))
+        result["report"] = str(report)
+    if errors is not None:
+        from .report import write_errors
+
+        result["errors"] = {"path": str(errors), "pairs": write_errors(errors, ev)}
+    (tn, fp), (fn, tp) = result["confusion_matrix"]
+    lines = [f"{k:>18}: {result[k]:.4f}" for k in ("accuracy", "precision", "recall", "f1", "roc_auc", "average_precision", "threshold",
+                                                   "brier", "ece", "log_loss") if result[k] is not None]
+    lines += [f"{k:>18}: {result[k]:.2f}" for k in ("spearman", "pearson") if k in result]
+    lines += [f"{'pairs':>18}: {result['n']}", f"{'confusion matrix':>18}: [[tn={tn}, fp={fp}], [fn={fn}, tp={tp}]]"]
+    if not result["calibrated"]:
+        lines.append("(not calibrated: brier, ece and log_loss are of the similarity clipped to [0, 1])")
+    if report is not None:
+        lines.append(f"report written to {report}")
+    if errors is not None:
+        lines.append(f"{result['errors']['pairs']} misclassified pairs written to {errors}")
+    _emit(result, as_json, lines)
 
 
 @app.command()

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .atomic import atomic_file
+from .atomic import as_umask_allows, atomic_file
 from .data import open_pairs, resolve_format
 from .errors import ConfigError, DataError
 
@@ -79,12 +79,7 @@ def score_file(model: SiameseModel, data: str | os.PathLike, out: str | os.PathL
                     progress(pairs, row.line)
         if not pairs:
             raise DataError(f"{data}: no pairs after the header")
-        os.chmod(tmp, 0o666 & ~_umask())  # the temporary file is private (0600); the result need not be
+        as_umask_allows(tmp)
     return {"data": str(data), "out": str(out), "pairs": pairs, "columns": header + added, "threshold": t,
             "calibrated": calibrated}
 
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
