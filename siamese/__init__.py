@@ -2,6 +2,7 @@
 
 __version__ = "0.1.0"
 
+from .calibration import Calibrator, fit_calibrator  # noqa: E402
 from .data import FORMATS, Pairs, read_pairs, read_texts, split_pairs  # noqa: E402
 from .errors import ConfigError, DataError, ModelError, SiameseError  # noqa: E402
 from .evaluation import choose_threshold, evaluate  # noqa: E402
@@ -10,7 +11,7 @@ from .model import ModelConfig, SiameseModel  # noqa: E402
 from .training import TrainConfig, train  # noqa: E402
 
 __all__ = [
-    "FORMATS", "ConfigError", "DataError", "ModelConfig", "ModelError", "Pairs", "SiameseError", "SiameseModel",
-    "TrainConfig", "choose_threshold", "evaluate", "read_pairs", "read_texts", "split_pairs",
+    "FORMATS", "Calibrator", "ConfigError", "DataError", "ModelConfig", "ModelError", "Pairs", "SiameseError", "SiameseModel",
+    "TrainConfig", "choose_threshold", "evaluate", "fit_calibrator", "read_pairs", "read_texts", "split_pairs",
     "train", "hinge_loss", "triplet_loss",
 ]
