@@ -198,6 +198,8 @@ def calibrate(model: SiameseModel, pairs: Pairs, *, method: str = "auto", target
     from .evaluation import threshold_for_target
 
     check_targets(target_precision, target_recall)  # before the (slow) scoring
+    if method not in ("auto", *METHODS):
+        raise ConfigError(f"calibration method must be auto, platt or isotonic, got {method!r}")
     if pairs.scores is not None:
         raise DataError(f"{pairs.source}: graded pairs (similarity scores, not 0/1 labels) cannot calibrate a "
                         "duplicate probability; use a file of 0/1 labelled pairs")

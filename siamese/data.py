@@ -133,7 +133,9 @@ def detect_format(path: str | os.PathLike, *, labelled: bool = True) -> PairForm
     for fmt in FORMATS.values():
         if fmt.columns is not None:
             continue
-        header = first.split(fmt.delimiter)
+        # the generic format is read tab-separated from a .tsv (see resolve_format)
+        delimiter = "\t" if fmt.name == "generic" and path.suffix.lower() == ".tsv" else fmt.delimiter
+        header = first.split(delimiter)
         needed = {fmt.text1, fmt.text2} | ({fmt.label or fmt.score or fmt.text1} if labelled else set())
         if needed <= set(h.strip() for h in header):
             return fmt

@@ -195,6 +195,10 @@ def train(
     if config.threshold_metric not in ("accuracy", "f1"):
         raise ConfigError(f"threshold_metric must be 'accuracy' or 'f1', got {config.threshold_metric!r}")
     check_targets(config.target_precision, config.target_recall)
+    targeted = config.target_precision is not None or config.target_recall is not None
+    if targeted and not (val_pairs is not None and hasattr(val_pairs, "text1") and len(set(val_pairs.labels.tolist())) == 2):
+        raise DataError("a target precision or recall is chosen on validation pairs with both labels (0 and 1); "
+                        "these have not (give --val-data with both)")
     if not 0.0 <= config.keep_initial < 1.0:
         raise ConfigError(f"keep_initial must be in [0, 1), got {config.keep_initial}")
     if config.keep_initial and not getattr(encoder_class(model_config.encoder), "pretrained", False):
@@ -260,19 +264,18 @@ def train(
     both_labels = val_pairs is not None and hasattr(val_pairs, "text1") and len(set(val_pairs.labels.tolist())) == 2
     if both_labels:
         sims = model.similarity(val_pairs.text1, val_pairs.text2)
-        if config.target_precision is not None or config.target_recall is not None:
+        if targeted:
             model.config.threshold, threshold_info = threshold_for_target(
                 sims, val_pairs.labels, precision=config.target_precision, recall=config.target_recall)
         else:
             model.config.threshold, threshold_info = choose_threshold(sims, val_pairs.labels, metric=config.threshold_metric)
-    elif config.target_precision is not None or config.target_recall is not None:
-        raise DataError("a target precision or recall is chosen on validation pairs with both labels (0 and 1); "
-                        "give --val-data with both")
     elif progress:
         tqdm.write(f"no validation pairs with both labels: keeping threshold {model.config.threshold}")
     calibration = {"fitted": False}
     if not config.calibrate:
         calibration["note"] = "not asked for"
+    elif val_pairs is not None and not hasattr(val_pairs, "text1"):
+        calibration["note"] = "skipped: the validation data are triplets, not labelled pairs"
     elif not both_labels:
         calibration["note"] = "skipped: the validation pairs do not have both labels"
     elif getattr(val_pairs, "scores", None) is not None:

@@ -329,3 +329,23 @@ def test_bad_calibration_in_a_folder_is_one_line(folder):
         SiameseModel.load(folder)
     result = runner.invoke(app, ["predict", str(folder), "a", "b"])
     assert result.exit_code == 2 and "invalid calibration" in result.output
+
+
+def test_save_fitted_refuses_another_models_folder(folder, small_calibrated, tmp_path, monkeypatch):
+    other = SiameseModel.build(["some other words entirely"], small_calibrated.model.config)  # another vocabulary
+    config = (folder / "config.json").read_bytes()
+    with pytest.raises(ModelError, match="different model"):
+        other.save_fitted(folder)
+    assert (folder / "config.json").read_bytes() == config
+    # a target needs labelled validation pairs: refused before any training
+    import siamese.training
+
+    monkeypatch.setattr(siamese.training, "batches", lambda *a, **k: pytest.fail("training started"))
+    with pytest.raises(DataError, match="validation pairs with both labels"):
+        train(small_calibrated.train_pairs, None, config=TrainConfig(target_recall=0.9), progress=False)
+
+
+def test_single_class_pairs_still_evaluate(small_calibrated):
+    positives = small_calibrated.val_pairs.positives()
+    report = evaluate(small_calibrated.model, positives)
+    assert report["roc_auc"] is None and 0 <= report["ece"] <= 1 and report["log_loss"] > 0

@@ -123,3 +123,12 @@ def test_named_columns_and_uncalibrated_model(small_calibrated, tmp_path):
     rows = read_rows(out)
     assert rows[0] == ["q_a", "q_b", "similarity", "duplicate"]  # no probability column when uncalibrated
     assert float(rows[1][2]) == pytest.approx(float(model.similarity(["first question"], ["second question"])[0]), abs=1e-6)
+
+
+def test_generic_tsv_columns_are_detected(model, tmp_path):
+    data = tmp_path / "pairs.tsv"
+    data.write_text("id\ttext1\ttext2\nq1\tHow do I learn Python?\tWhat is the best way to learn Python?\n")
+    out = tmp_path / "scored.tsv"
+    assert score_file(model, data, out)["pairs"] == 1
+    rows = read_rows(out, "\t")
+    assert rows[0] == ["id", "text1", "text2", "similarity", "probability", "duplicate"] and rows[1][0] == "q1"

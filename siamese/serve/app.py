@@ -81,6 +81,7 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
     @app.get("/health")
     def health():
         return {"status": "ok", "version": __version__, "model": model_name, "threshold": model.threshold,
+                "calibrated": model.calibrator is not None,
                 "index_size": len(index) if index is not None else None}
 
     @app.post("/similarity")
