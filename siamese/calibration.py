@@ -179,6 +179,16 @@ def probabilities_or_clipped(scores, calibrator: Calibrator | None) -> np.ndarra
     return np.clip(np.asarray(scores, dtype=np.float64), 0.0, 1.0)
 
 
+def data_record(pairs: Pairs) -> dict:
+    """Which pairs something was fitted on: the file (absolute path and SHA-256, when the pairs
+    came from one; else the set's name) and how many pairs of it."""
+    record = {"path": pairs.source, "pairs": len(pairs)}
+    if pairs.source and Path(pairs.source).is_file():
+        record["path"] = str(Path(pairs.source).resolve())
+        record["sha256"] = file_sha256(pairs.source)
+    return record
+
+
 def file_sha256(path: str | Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -206,10 +216,7 @@ def calibrate(model: SiameseModel, pairs: Pairs, *, method: str = "auto", target
     if scores is None:
         scores = model.similarity(pairs.text1, pairs.text2)
     calibrator = fit_calibrator(scores, pairs.labels, method=method, seed=seed)
-    fitted_on = {"path": pairs.source, "pairs": len(pairs)}
-    if pairs.source and Path(pairs.source).is_file():
-        fitted_on["path"] = str(Path(pairs.source).resolve())
-        fitted_on["sha256"] = file_sha256(pairs.source)
+    fitted_on = data_record(pairs)
     calibrator = replace(calibrator, fitted_on=fitted_on)
     summary = {"method": calibrator.method, "cv_log_loss": calibrator.cv_log_loss, "folds": calibrator.folds,
                "pairs": len(pairs), "positives": calibrator.positives, **{k: v for k, v in fitted_on.items() if k != "pairs"},

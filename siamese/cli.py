@@ -144,12 +144,11 @@ def train(
     as_json: JsonOpt = False,
 ):
     """Train a Siamese model: by default the LSTM with the hard-negative triplet loss on duplicate pairs."""
+    from .calibration import check_targets
     from .data import Pairs, split_pairs
     from .model import ModelConfig
     from .training import TrainConfig
     from .training import train as run_training
-
-    from .calibration import check_targets
 
     check_targets(target_precision, target_recall)  # before reading or training
     loss = loss or ("hinge" if answers else "triplet")

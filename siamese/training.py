@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from .atomic import atomic_file
 from .data import Pairs
 from .errors import ConfigError, DataError
-from .calibration import check_targets, fit_calibrator
+from .calibration import check_targets, data_record, fit_calibrator
 from .evaluation import choose_threshold, threshold_for_target
 from .encoders import default_lr, encoder_class
 from .losses import LOSSES, PairLoss
@@ -283,7 +283,8 @@ def train(
     else:
         try:
             model.calibrator = fit_calibrator(sims, val_pairs.labels, seed=config.seed)
-            model.calibrator = replace(model.calibrator, fitted_on={"path": val_pairs.source, "pairs": len(val_pairs)})
+            # the validation pairs may be a split of the file: "pairs" says how many of it
+            model.calibrator = replace(model.calibrator, fitted_on={**data_record(val_pairs), "split": "validation"})
             calibration = {"fitted": True, "method": model.calibrator.method}
         except DataError as e:  # e.g. a single duplicate among the validation pairs
             calibration["note"] = f"skipped: {e}"
