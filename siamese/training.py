@@ -279,7 +279,7 @@ def train(
     elif not both_labels:
         calibration["note"] = "skipped: the validation pairs do not have both labels"
     elif getattr(val_pairs, "scores", None) is not None:
-        calibration["note"] = "skipped: the validation pairs are graded (scores, not 0/1 labels)"
+        calibration["note"] = "skipped: the validation pairs are graded, with scores rather than 0/1 labels"
     else:
         try:
             model.calibrator = fit_calibrator(sims, val_pairs.labels, seed=config.seed)

@@ -227,7 +227,7 @@ def test_train_skips_calibration_with_a_note(small_calibrated, data_dir):
     sts = datasets.load("sts-dev", data_dir)
     graded = train(pairs, sts, config=TrainConfig(epochs=1, batch_size=64), progress=False)
     assert graded.calibrator is None
-    assert graded.info["training"]["calibration"] == {"fitted": False, "note": "skipped: the validation pairs are graded (scores, not 0/1 labels)"}
+    assert graded.info["training"]["calibration"] == {"fitted": False, "note": "skipped: the validation pairs are graded, with scores rather than 0/1 labels"}
     off = train(pairs, small_calibrated.val_pairs, config=TrainConfig(epochs=1, batch_size=64, calibrate=False), progress=False)
     assert off.calibrator is None and off.info["training"]["calibration"]["fitted"] is False
     target = train(pairs, small_calibrated.val_pairs, config=TrainConfig(epochs=1, batch_size=64, target_precision=0.8),
