@@ -1,7 +1,7 @@
 """``siamese export``: a model folder whose encoder runs in ONNX Runtime.
 
-The folder holds ``config.json`` (encoder ``onnx``; the threshold and text settings of the model it
-came from), ``tokenizer.json`` and ``model.onnx`` — no pickles, no PyTorch weights — and
+The folder holds ``config.json`` (encoder ``onnx``; the threshold, text settings and calibration of
+the model it came from), ``tokenizer.json`` and ``model.onnx`` — no pickles, no PyTorch weights — and
 :meth:`SiameseModel.load` opens it like any other, so every command works on it unchanged.
 
 How the graph is made, and why:
@@ -26,21 +26,19 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import logging
 import os
 import warnings
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from . import __version__
 from .atomic import atomic_dir
 from .encoders.onnx import FILE, file_sha256
 from .errors import ConfigError, ModelError
-from .model import FORMAT, SiameseModel
+from .model import SiameseModel
 from .text import pad
 
 EXPORT_FORMATS = ("onnx",)
@@ -111,9 +109,9 @@ def export_model(model: SiameseModel, out: str | os.PathLike, *, format: str = "
         config = replace(model.config, encoder="onnx", dim=None, encoder_options=options)
         info = {**model.info, "export": {"format": format, "quantize": quantize, "opset": OPSET, "int8": quantization,
                                          "torch": torch.__version__, "onnxruntime": onnxruntime.__version__}}
-        manifest = {"format": FORMAT, "siamese_version": __version__, "vocab_size": model.vectorizer.vocab_size,
-                    **asdict(config), "info": info}
-        (tmp / "config.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        # The calibration comes along: it maps similarities to probabilities, and the exported
+        # vectors are the model's to within the cosine checked below.
+        (tmp / "config.json").write_text(model._config_json(config, info))
         model.vectorizer.save(tmp / "tokenizer.json")
         # The folder must give the model's vectors before it replaces anything.
         exported = SiameseModel.load(tmp)

@@ -1,9 +1,11 @@
 """SiameseModel = vectorizer + shared encoder + head + decision threshold; save/load a model folder.
 
-A model folder holds ``config.json`` (everything needed to rebuild the model), ``tokenizer.json``
-and ``model.safetensors``. :meth:`SiameseModel.load` needs nothing else and never unpickles. A
-transformer encoder's weights sit in ``0_Transformer/`` under Hugging Face's names, with the files
-that make the folder a sentence-transformers model too (see :mod:`siamese.st_layout`).
+A model folder holds ``config.json`` (everything needed to rebuild the model, plus what was fitted
+after training: the threshold and the calibration), ``tokenizer.json`` and ``model.safetensors``.
+:meth:`SiameseModel.load` needs nothing else and never unpickles. A transformer encoder's weights
+sit in ``0_Transformer/`` under Hugging Face's names, with the files that make the folder a
+sentence-transformers model too (see :mod:`siamese.st_layout`); an exported folder has
+``model.onnx`` instead (see :mod:`siamese.export`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from . import __version__
-from .atomic import atomic_dir
+from .atomic import atomic_dir, atomic_file
+from .calibration import Calibrator
 from .encoders import ENCODERS, LSTMEncoder, TransformerEncoder, build_encoder, encoder_class
 from .errors import ConfigError, ModelError
 from .heads import HEADS, build_head
@@ -123,6 +126,9 @@ class SiameseModel:
         self.head = head if head is not None else build_head(config.head, encoder.dim)
         self.config = config
         self.info = dict(info or {})  # training summary etc., saved beside the config
+        # similarity -> duplicate probability (siamese.calibration); saved beside the config as
+        # "calibration", outside the architecture, so calibrating keeps the fingerprint.
+        self.calibrator: Calibrator | None = None
         self.path: Path | None = None  # the folder it was loaded from or saved to
         # What encode() computes in: "auto", "bf16" or "fp32"; None: $SIAMESE_PRECISION, else auto.
         self.precision: str | None = None
@@ -241,6 +247,13 @@ class SiameseModel:
         self.head.eval()
         return self.head(a, b).float().numpy()
 
+    def probability(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
+        """Calibrated duplicate probability per pair (see :mod:`siamese.calibration`)."""
+        if self.calibrator is None:
+            raise ModelError(f"{self.path or 'this model'}: not calibrated; run `siamese calibrate` "
+                             "(siamese.calibration.calibrate) on labelled pairs first")
+        return self.calibrator(self.similarity(texts_a, texts_b, batch_size=batch_size))
+
     def predict(self, texts_a: Sequence[str], texts_b: Sequence[str], *, threshold: float | None = None) -> np.ndarray:
         """True where a pair is a duplicate: similarity above the threshold."""
         t = self.threshold if threshold is None else threshold
@@ -271,14 +284,7 @@ class SiameseModel:
         """Write the model folder atomically (a temporary folder renamed into place)."""
         path = Path(path)
         with atomic_dir(path) as tmp:
-            config = {
-                "format": FORMAT,
-                "siamese_version": __version__,
-                "vocab_size": self.vectorizer.vocab_size,
-                **asdict(self.config),
-                "info": self.info,
-            }
-            (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+            (tmp / "config.json").write_text(self._config_json())
             self.vectorizer.save(tmp / "tokenizer.json")
             if getattr(self.encoder, "exported", False):
                 self.encoder.save_to(tmp)  # the graph file, as exported
@@ -290,6 +296,44 @@ class SiameseModel:
                     state = {k: v for k, v in state.items() if k.startswith(HEAD_PREFIX)}
                 save_file(state, str(tmp / "model.safetensors"), metadata={"format": FORMAT})
         self.path = path.resolve()
+        return path
+
+    def _config_json(self, config: ModelConfig | None = None, info: dict | None = None) -> str:
+        """config.json's text: this model's, or (``siamese export``) another config and info with
+        this model's vocabulary and calibration."""
+        manifest = {
+            "format": FORMAT,
+            "siamese_version": __version__,
+            "vocab_size": self.vectorizer.vocab_size,
+            **asdict(config or self.config),
+            "info": self.info if info is None else info,
+        }
+        if self.calibrator is not None:
+            manifest["calibration"] = self.calibrator.to_dict()
+        return json.dumps(manifest, indent=2) + "\n"
+
+    def save_fitted(self, path: str | os.PathLike | None = None) -> Path:
+        """Rewrite only ``config.json`` of the model's folder (default: the one it was loaded from):
+        the threshold, the calibration and the info change, the weights do not. One atomic file
+        replace, so a crash leaves the old config or the new one, and any other file the user
+        keeps in the folder stays. Refuses a folder holding a different architecture."""
+        path = Path(path) if path is not None else self.path
+        if path is None:
+            raise ModelError("this model has no folder yet: save it with model.save(path)")
+        file = path / "config.json"
+        on_disk = read_manifest(path, "config.json", FORMAT, ModelError, "model")
+        known = {f.name for f in fields(ModelConfig)}
+        theirs = asdict(ModelConfig(**{k: v for k, v in on_disk.items() if k in known}))
+        theirs["vocab_size"] = on_disk.get("vocab_size")
+        ours = json.loads(json.dumps({**asdict(self.config), "vocab_size": self.vectorizer.vocab_size}))  # as JSON has it
+        changed = sorted(k for k in ours if k != "threshold" and theirs.get(k) != ours[k])
+        if changed:
+            raise ModelError(f"{file}: the folder holds a different model (differs in {', '.join(changed)}); "
+                             "save this one elsewhere with model.save(path)")
+        mode = file.stat().st_mode & 0o777
+        with atomic_file(file) as tmp:
+            tmp.write_text(self._config_json())
+            os.chmod(tmp, mode)  # the temporary file is private (0600); keep the config's own permissions
         return path
 
     def state_dict(self) -> dict[str, torch.Tensor]:
@@ -347,6 +391,11 @@ class SiameseModel:
         encoder.eval()
         head.eval()
         model = cls(vectorizer, encoder, config, raw.get("info"), head)
+        if raw.get("calibration") is not None:
+            try:
+                model.calibrator = Calibrator.from_dict(raw["calibration"])
+            except (ValueError, TypeError) as e:
+                raise ModelError(f"{config_file}: invalid calibration ({e})") from None
         model.path = path.resolve()
         model.precision = precision
         return model

@@ -19,7 +19,8 @@ from tqdm.auto import tqdm
 from .atomic import atomic_file
 from .data import Pairs
 from .errors import ConfigError, DataError
-from .evaluation import choose_threshold
+from .calibration import check_targets, data_record, fit_calibrator
+from .evaluation import choose_threshold, threshold_for_target
 from .encoders import default_lr, encoder_class
 from .losses import LOSSES, PairLoss
 from .optim import LazyAdam
@@ -52,6 +53,13 @@ class TrainConfig:
     # loss "distill": the model whose cosines the student learns to reproduce: a Siamese or
     # Hugging Face model folder, a name ("mpnet", see siamese.pretrained), or a SiameseModel.
     teacher: str | os.PathLike | SiameseModel | None = None
+    # Fit a similarity -> probability calibrator on the validation pairs (siamese.calibration);
+    # skipped, with a note in the summary, when they lack a label or are graded.
+    calibrate: bool = True
+    # Choose the threshold for a target on the validation pairs instead of threshold_metric:
+    # the lowest reaching this precision, or the highest reaching this recall.
+    target_precision: float | None = None
+    target_recall: float | None = None
 
 
 @contextlib.contextmanager
@@ -172,6 +180,11 @@ def train(
     precision = resolve_precision(config.precision)
     if config.threshold_metric not in ("accuracy", "f1"):
         raise ConfigError(f"threshold_metric must be 'accuracy' or 'f1', got {config.threshold_metric!r}")
+    check_targets(config.target_precision, config.target_recall)
+    targeted = config.target_precision is not None or config.target_recall is not None
+    if targeted and not (val_pairs is not None and hasattr(val_pairs, "text1") and len(set(val_pairs.labels.tolist())) == 2):
+        raise DataError("a target precision or recall is chosen on validation pairs with both labels (0 and 1); "
+                        "these have not (give --val-data with both)")
     if not 0.0 <= config.keep_initial < 1.0:
         raise ConfigError(f"keep_initial must be in [0, 1), got {config.keep_initial}")
     if config.keep_initial and not getattr(encoder_class(model_config.encoder), "pretrained", False):
@@ -230,11 +243,35 @@ def train(
     modules.eval()
     runner.close()
     threshold_info = {}
-    if val_pairs is not None and hasattr(val_pairs, "text1") and len(set(val_pairs.labels.tolist())) == 2:
+    both_labels = val_pairs is not None and hasattr(val_pairs, "text1") and len(set(val_pairs.labels.tolist())) == 2
+    if both_labels:
         sims = model.similarity(val_pairs.text1, val_pairs.text2)
-        model.config.threshold, threshold_info = choose_threshold(sims, val_pairs.labels, metric=config.threshold_metric)
+        if targeted:
+            model.config.threshold, threshold_info = threshold_for_target(
+                sims, val_pairs.labels, precision=config.target_precision, recall=config.target_recall)
+        else:
+            model.config.threshold, threshold_info = choose_threshold(sims, val_pairs.labels, metric=config.threshold_metric)
     elif progress:
         tqdm.write(f"no validation pairs with both labels: keeping threshold {model.config.threshold}")
+    calibration = {"fitted": False}
+    if not config.calibrate:
+        calibration["note"] = "not asked for"
+    elif val_pairs is not None and not hasattr(val_pairs, "text1"):
+        calibration["note"] = "skipped: the validation data are triplets, not labelled pairs"
+    elif not both_labels:
+        calibration["note"] = "skipped: the validation pairs do not have both labels"
+    elif getattr(val_pairs, "scores", None) is not None:
+        calibration["note"] = "skipped: the validation pairs are graded, with scores rather than 0/1 labels"
+    else:
+        try:
+            model.calibrator = fit_calibrator(sims, val_pairs.labels, seed=config.seed)
+            # the validation pairs may be a split of the file: "pairs" says how many of it
+            model.calibrator = replace(model.calibrator, fitted_on={**data_record(val_pairs), "split": "validation"})
+            calibration = {"fitted": True, "method": model.calibrator.method}
+        except DataError as e:  # e.g. a single duplicate among the validation pairs
+            calibration["note"] = f"skipped: {e}"
+    if progress and config.calibrate and not calibration["fitted"]:
+        tqdm.write(f"not calibrated ({calibration['note']})")
     model.info["training"] = {
         "config": {**asdict(replace(config, teacher=None)), "teacher": teacher_info and teacher_info["source"], "lr": lr,
                    "margin": loss_fn.margin},
@@ -250,6 +287,7 @@ def train(
         "pairs_per_second": round(trained_pairs / train_seconds, 1) if train_seconds else None,
         "threshold": model.config.threshold,
         "threshold_choice": threshold_info,
+        "calibration": calibration,
         "sources": [train_pairs.source] + ([val_pairs.source] if val_pairs is not None else []),
     }
     return model

@@ -67,6 +67,21 @@ def model_path(trained) -> Path:
     return trained.path
 
 
+@pytest.fixture(scope="session")
+def small_calibrated(data_dir, tmp_path_factory) -> Trained:
+    """A quick model for the calibration, scoring and report tests: a 32-wide LSTM, 1 epoch on
+    800 MSRP train duplicates, validated (threshold and calibration) on MSRP val. Saved once:
+    tests that change its folder work on a copy."""
+    from siamese import ModelConfig
+
+    train_pairs = datasets.load("msrp-train", data_dir).positives().subset(range(800))
+    val_pairs = datasets.load("msrp-val", data_dir)
+    model = train(train_pairs, val_pairs, model_config=ModelConfig(dim=32, seed=0),
+                  config=TrainConfig(epochs=1, batch_size=64, seed=0), progress=False)
+    path = model.save(tmp_path_factory.mktemp("calibrated") / "model")
+    return Trained(model, path, train_pairs, val_pairs)
+
+
 # -- a pretrained-style tokenizer whose padding id is not 0 -------------------------------------
 
 def make_wordpiece(folder: Path, *, pad: str | None = "<pad>", padding: bool = True) -> Path:
