@@ -8,7 +8,6 @@ model's fingerprint does not change when it is calibrated.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -21,6 +20,7 @@ from sklearn.metrics import brier_score_loss, log_loss
 from sklearn.model_selection import StratifiedKFold
 
 from .errors import ConfigError, DataError
+from .pretrained import file_sha256
 
 if TYPE_CHECKING:
     from .data import Pairs
@@ -187,14 +187,6 @@ def data_record(pairs: Pairs) -> dict:
         record["path"] = str(Path(pairs.source).resolve())
         record["sha256"] = file_sha256(pairs.source)
     return record
-
-
-def file_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def calibrate(model: SiameseModel, pairs: Pairs, *, method: str = "auto", target_precision: float | None = None,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import atomic_file
+from .atomic import as_umask_allows, atomic_file
 from .errors import DataError
 
 
@@ -37,8 +37,10 @@ def write_vectors(path: str | os.PathLike, vectors: np.ndarray) -> Path:
     """Save ``vectors`` as float32 ``.npy`` at exactly ``path`` (a temporary file renamed into place)."""
     path = check_target(path)
     try:
-        with atomic_file(path) as tmp, open(tmp, "wb") as f:  # a file object: np.save(name) would add ".npy"
-            np.save(f, np.asarray(vectors, dtype=np.float32))
+        with atomic_file(path) as tmp:
+            with open(tmp, "wb") as f:  # a file object: np.save(name) would add ".npy"
+                np.save(f, np.asarray(vectors, dtype=np.float32))
+            as_umask_allows(tmp)  # the temporary file is private (0600); the vectors are a plain output
     except OSError as e:
         raise DataError(f"{path}: cannot write ({e.strerror or e})") from None
     return path

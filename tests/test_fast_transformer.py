@@ -252,3 +252,48 @@ def test_int8_keeps_the_matmuls_with_outliers_in_fp32_when_accuracy_needs_it(min
     assert strict.info["export"]["int8"]["kept_fp32"] == kept
     reference = minilm.encode(texts, precision="fp32")
     assert cosines(strict.encode(texts), reference).mean() >= 0.99
+
+
+# -- the three feature branches together: ST layout, calibration, ONNX export, encode ---------------
+
+def test_a_calibrated_transformer_keeps_its_layout_and_calibration_through_export(minilm, data_dir, tmp_path):
+    quora = data_dir / "quora/quora_question_pairs_sample300.csv"
+    source = tmp_path / "minilm"
+    shutil.copytree(minilm.path, source)
+    # calibrate rewrites config.json alone (save_fitted) in a sentence-transformers layout folder
+    summary = ok_json("calibrate", source, "--data", quora)
+    assert (source / "0_Transformer" / "model.safetensors").is_file() and (source / "modules.json").is_file()
+    calibrated = SiameseModel.load(source)
+    assert calibrated.calibrator is not None and calibrated.calibrator.method == summary["method"]
+    assert calibrated.fingerprint() == minilm.fingerprint()  # calibrating is not part of the architecture
+    # save writes the layout and keeps the calibration
+    again = SiameseModel.load(calibrated.save(tmp_path / "again"))
+    assert (tmp_path / "again" / "0_Transformer" / "model.safetensors").is_file()
+    assert again.calibrator.to_dict() == calibrated.calibrator.to_dict()
+
+    onnx = tmp_path / "onnx"
+    ok_json("export", source, "--format", "onnx", "--out", onnx)
+    exported = SiameseModel.load(onnx)
+    assert exported.calibrator is not None and exported.calibrator.to_dict() == calibrated.calibrator.to_dict()
+    pair = ["When will I see you?", "When can I see you again?"]
+    result = ok_json("predict", onnx, *pair)
+    assert result["probability"] == pytest.approx(float(calibrated.calibrator([result["similarity"]])[0]))
+    with serving(onnx) as base:
+        request = urllib.request.Request(base + "/similarity", data=json.dumps({"pairs": [pair]}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as r:
+            assert json.loads(r.read())["results"][0]["probability"] == pytest.approx(result["probability"], abs=1e-5)
+
+    # calibrate (save_fitted) on the exported folder: config.json rewritten, the graph untouched and still accepted
+    graph = (onnx / "model.onnx").read_bytes()
+    ok_json("calibrate", onnx, "--data", quora, "--method", "platt")
+    assert (onnx / "model.onnx").read_bytes() == graph
+    recalibrated = SiameseModel.load(onnx)
+    assert recalibrated.calibrator.method == "platt" and recalibrated.fingerprint() == exported.fingerprint()
+
+    # encode (pretrained branch) on an exported folder: the graph's vectors
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(pair) + "\n", encoding="utf-8")
+    out = ok_json("encode", onnx, "--data", texts, "--out", tmp_path / "v.npy", "-q")
+    assert out["n"] == 2 and out["dim"] == 384
+    np.testing.assert_allclose(np.load(tmp_path / "v.npy"), exported.encode(pair), atol=1e-5)

@@ -8,7 +8,6 @@ imported only when such a folder is opened, so ``import siamese`` stays light.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -17,6 +16,7 @@ import torch
 from torch import nn
 
 from ..errors import ModelError
+from ..pretrained import file_sha256
 
 FILE = "model.onnx"
 
@@ -54,14 +54,6 @@ def import_onnxruntime():
         raise ModelError("this model folder was exported to ONNX and needs the package onnxruntime "
                          "(pip install onnxruntime)") from None
     return onnxruntime
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class OnnxEncoder(nn.Module):
