@@ -21,7 +21,7 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)
-        for f in tmp.iterdir():
+        for f in tmp.rglob("*"):  # subfolders too (a transformer model's 0_Transformer/)
             if f.is_file():
                 os.chmod(f, 0o666 & ~umask)
         if target.exists():
@@ -50,3 +50,11 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def as_umask_allows(path: str | os.PathLike) -> None:
+    """Give a file the permissions a plain ``open()`` would (0666 less the umask): temporary files
+    are created private (0600), which the finished output need not be."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)

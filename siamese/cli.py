@@ -19,6 +19,10 @@ FormatOpt = Annotated[str, typer.Option("--format", help="Data format: auto, quo
 Text1Opt = Annotated[Optional[str], typer.Option("--text1", help="Column holding the first text.")]
 Text2Opt = Annotated[Optional[str], typer.Option("--text2", help="Column holding the second text.")]
 LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Column holding the 0/1 label.")]
+TargetPrecisionOpt = Annotated[Optional[float], typer.Option(
+    "--target-precision", help="Set the threshold to the lowest one reaching this precision on the pairs (error if none does).")]
+TargetRecallOpt = Annotated[Optional[float], typer.Option(
+    "--target-recall", help="Set the threshold to the highest one reaching this recall on the pairs.")]
 
 
 def user_errors(fn):
@@ -131,17 +135,22 @@ def train(
     lowercase: Annotated[bool, typer.Option("--lowercase/--keep-case")] = True,
     precision: Annotated[str, typer.Option(help="auto (bf16 where the CPU has it natively, else fp32), bf16 (fast, fp32 weights) or fp32.")] = "auto",
     threshold_metric: Annotated[str, typer.Option(help="What the validation threshold maximises: accuracy or f1.")] = "accuracy",
+    target_precision: TargetPrecisionOpt = None,
+    target_recall: TargetRecallOpt = None,
+    calibrate: Annotated[bool, typer.Option("--calibrate/--no-calibrate", help="Fit the similarity -> probability calibration on the validation pairs (skipped, with a note, when they lack a label or are graded).")] = True,
     checkpoint: Annotated[Optional[Path], typer.Option(help="Also write the best weights here after each improving epoch.")] = None,
     workers: Annotated[Optional[int], typer.Option(min=1, help="Threads encoding parts of each batch in parallel (default: one per core).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     as_json: JsonOpt = False,
 ):
     """Train a Siamese model: by default the LSTM with the hard-negative triplet loss on duplicate pairs."""
+    from .calibration import check_targets
     from .data import Pairs, split_pairs
     from .model import ModelConfig
     from .training import TrainConfig
     from .training import train as run_training
 
+    check_targets(target_precision, target_recall)  # before reading or training
     loss = loss or ("hinge" if answers else "triplet")
     test = None
     if answers:
@@ -161,7 +170,8 @@ def train(
             val, pairs = split_pairs(pairs, [val_fraction], seed=seed)
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, seed=seed, warmup_steps=warmup_steps,
                          keep_initial=keep_initial, teacher=teacher,
-                         precision=precision, threshold_metric=threshold_metric, workers=workers)
+                         precision=precision, threshold_metric=threshold_metric, workers=workers,
+                         calibrate=calibrate, target_precision=target_precision, target_recall=target_recall)
     options = _encoder_options(option, pooling=pooling, path=transformer,
                                frozen_layers=frozen_layers or None)
     model_config = ModelConfig(encoder=encoder, head=head, loss=loss, dim=dim, encoder_options=options,
@@ -184,8 +194,14 @@ def train(
         "pairs_per_second": info["pairs_per_second"],
         "seconds": info["seconds"],
         "recipe": {"encoder": encoder, "head": head, "loss": loss},
+        "threshold_choice": info["threshold_choice"],
+        "calibration": info["calibration"],
     }
     lines = []
+    if info["calibration"]["fitted"]:
+        lines.append(f"calibrated on the validation pairs: {info['calibration']['method']}")
+    elif calibrate:
+        lines.append(f"not calibrated ({info['calibration']['note']})")
     if answers:
         from .answers import ranking_report
 
@@ -215,23 +231,42 @@ def evaluate(
     model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
     data: Annotated[Path, typer.Option("--data", help="Labelled pairs to evaluate on.")],
     threshold: Annotated[Optional[float], typer.Option(help="Decision threshold (default: the model's, chosen on validation data).")] = None,
+    report: Annotated[Optional[Path], typer.Option("--report", help="Also write a self-contained HTML report: curves, histograms, reliability diagram, confusion matrix, most confident errors.")] = None,
+    errors: Annotated[Optional[Path], typer.Option("--errors", help="Also write every misclassified pair to this CSV.")] = None,
     format: FormatOpt = "auto",
     text1: Text1Opt = None,
     text2: Text2Opt = None,
     label: LabelOpt = None,
     as_json: JsonOpt = False,
 ):
-    """Accuracy, precision, recall, F1, ROC-AUC, AP and the confusion matrix on labelled pairs."""
-    from .evaluation import evaluate as run_evaluation
+    """Accuracy, precision, recall, F1, ROC-AUC, AP, calibration (Brier, ECE, log-loss) and the confusion matrix on labelled pairs."""
+    from .evaluation import evaluate_pairs
     from .model import SiameseModel
 
     model = SiameseModel.load(model_dir)
-    report = run_evaluation(model, _read(data, format, text1, text2, label), threshold=threshold)
-    (tn, fp), (fn, tp) = report["confusion_matrix"]
-    lines = [f"{k:>18}: {report[k]:.4f}" for k in ("accuracy", "precision", "recall", "f1", "roc_auc", "average_precision", "threshold") if report[k] is not None]
-    lines += [f"{k:>18}: {report[k]:.2f}" for k in ("spearman", "pearson") if k in report]
-    lines += [f"{'pairs':>18}: {report['n']}", f"{'confusion matrix':>18}: [[tn={tn}, fp={fp}], [fn={fn}, tp={tp}]]"]
-    _emit(report, as_json, lines)
+    ev = evaluate_pairs(model, _read(data, format, text1, text2, label), threshold=threshold)
+    result = dict(ev.metrics)
+    if report is not None:
+        from .report import write_report
+
+        write_report(report, ev, title=f"{model_dir.name} on {data.name}", model=str(model_dir), data=str(data))
+        result["report"] = str(report)
+    if errors is not None:
+        from .report import write_errors
+
+        result["errors"] = {"path": str(errors), "pairs": write_errors(errors, ev)}
+    (tn, fp), (fn, tp) = result["confusion_matrix"]
+    lines = [f"{k:>18}: {result[k]:.4f}" for k in ("accuracy", "precision", "recall", "f1", "roc_auc", "average_precision", "threshold",
+                                                   "brier", "ece", "log_loss") if result[k] is not None]
+    lines += [f"{k:>18}: {result[k]:.2f}" for k in ("spearman", "pearson") if k in result]
+    lines += [f"{'pairs':>18}: {result['n']}", f"{'confusion matrix':>18}: [[tn={tn}, fp={fp}], [fn={fn}, tp={tp}]]"]
+    if not result["calibrated"]:
+        lines.append("(not calibrated: brier, ece and log_loss are of the similarity clipped to [0, 1])")
+    if report is not None:
+        lines.append(f"report written to {report}")
+    if errors is not None:
+        lines.append(f"{result['errors']['pairs']} misclassified pairs written to {errors}")
+    _emit(result, as_json, lines)
 
 
 @app.command()
@@ -249,8 +284,149 @@ def predict(
     model = SiameseModel.load(model_dir)
     t = model.threshold if threshold is None else threshold
     similarity = float(model.similarity([text1], [text2])[0])
-    result = {"similarity": similarity, "duplicate": similarity > t, "threshold": t}
-    _emit(result, as_json, [f"similarity {similarity:.4f} → {'duplicate' if result['duplicate'] else 'not duplicate'} (threshold {t:.4f})"])
+    # probability: null when the model is not calibrated (the key is always there)
+    probability = float(model.calibrator([similarity])[0]) if model.calibrator is not None else None
+    result = {"similarity": similarity, "probability": probability, "duplicate": similarity > t, "threshold": t}
+    odds = f", probability {probability:.3f}" if probability is not None else ""
+    _emit(result, as_json, [f"similarity {similarity:.4f}{odds} → {'duplicate' if result['duplicate'] else 'not duplicate'} (threshold {t:.4f})"])
+
+
+@app.command()
+@user_errors
+def calibrate(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder (its config.json is rewritten atomically; weights untouched).")],
+    data: Annotated[Path, typer.Option("--data", help="Labelled pairs (both labels, 0/1) from the domain the model will score.")],
+    method: Annotated[str, typer.Option(help="auto (the lower cross-validated log-loss), platt or isotonic.")] = "auto",
+    target_precision: TargetPrecisionOpt = None,
+    target_recall: TargetRecallOpt = None,
+    format: FormatOpt = "auto",
+    text1: Text1Opt = None,
+    text2: Text2Opt = None,
+    label: LabelOpt = None,
+    as_json: JsonOpt = False,
+):
+    """Fit similarity -> duplicate probability (Platt or isotonic) on labelled pairs; optionally set the threshold for a target precision or recall."""
+    from .calibration import calibrate as run_calibration
+    from .calibration import check_targets
+    from .model import SiameseModel
+
+    check_targets(target_precision, target_recall)
+    model = SiameseModel.load(model_dir)
+    summary = run_calibration(model, _read(data, format, text1, text2, label), method=method,
+                              target_precision=target_precision, target_recall=target_recall)
+    model.save_fitted(model_dir)
+    cv = summary["cv_log_loss"]
+    lines = [f"calibrated on {summary['pairs']} pairs of {data}: {summary['method']} "
+             f"(cross-validated log-loss: platt {cv['platt']:.4f}, isotonic {cv['isotonic']:.4f})",
+             f"ECE on these pairs: {summary['ece_before']:.4f} before, {summary['ece_after']:.4f} after"]
+    choice = summary.get("threshold_choice")
+    if choice:
+        lines.append(f"threshold {summary['threshold']:.4f}: precision {choice['precision']:.4f}, recall {choice['recall']:.4f} "
+                     f"(target {choice['metric']} {choice['target']})")
+    else:
+        lines.append(f"threshold unchanged: {summary['threshold']:.4f}")
+    _emit({"model": str(model_dir), **summary}, as_json, lines + [f"saved to {model_dir / 'config.json'}"])
+
+
+@app.command()
+@user_errors
+def score(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
+    data: Annotated[Path, typer.Option("--data", help="Pairs to score (CSV or TSV; labels optional, every column kept).")],
+    out: Annotated[Path, typer.Option("--out", help="Scored copy to write (.csv or .tsv; written whole or not at all).")],
+    batch_size: Annotated[int, typer.Option(min=1, help="Pairs read, scored and written at a time.")] = 1024,
+    threshold: Annotated[Optional[float], typer.Option(help="Decision threshold (default: the model's).")] = None,
+    format: FormatOpt = "auto",
+    text1: Text1Opt = None,
+    text2: Text2Opt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
+    as_json: JsonOpt = False,
+):
+    """Add similarity, probability (calibrated models) and duplicate columns to a file of pairs, streamed."""
+    from tqdm.auto import tqdm
+
+    from .model import SiameseModel
+    from .scoring import score_file
+
+    model = SiameseModel.load(model_dir)
+    bar = None
+    if not quiet and sys.stderr.isatty():
+        bar = tqdm(desc="score", unit="pair", file=sys.stderr)
+
+    def progress(pairs: int, line: int) -> None:
+        if bar is not None:
+            bar.update(pairs - bar.n)
+        elif not quiet:  # not a terminal (a log file, CI): one plain line per chunk
+            typer.echo(f"scored {pairs} pairs (to line {line})", err=True)
+
+    try:
+        summary = score_file(model, data, out, format=format, text1=text1, text2=text2, chunk_size=batch_size,
+                             threshold=threshold, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    _emit(summary, as_json, [f"scored {summary['pairs']} pairs into {out} (threshold {summary['threshold']:.4f}"
+                             f"{'' if summary['calibrated'] else '; not calibrated: no probability column'})"])
+
+
+@app.command("pretrained")
+@user_errors
+def pretrained_model(
+    source: Annotated[str, typer.Argument(help="minilm (all-MiniLM-L6-v2), mpnet (all-mpnet-base-v2; make mpnet), or a local sentence-transformers or Hugging Face model folder.")],
+    out: Annotated[Path, typer.Option("--out", help="Model folder to write.")],
+    val_data: Annotated[Optional[list[Path]], typer.Option("--val-data", help="Labelled pairs to choose the threshold on (repeat for several files). Default: the shared validation sets (msrp-val, sts-dev, sick-trial).")] = None,
+    max_length: Annotated[Optional[int], typer.Option(min=1, help="Tokens kept per text (default: the folder's max_seq_length, else 128).")] = None,
+    threshold_metric: Annotated[str, typer.Option(help="What the threshold maximises on the validation pairs: accuracy or f1.")] = "accuracy",
+    format: FormatOpt = "auto",
+    text1: Text1Opt = None,
+    text2: Text2Opt = None,
+    label: LabelOpt = None,
+    as_json: JsonOpt = False,
+):
+    """Save a pretrained sentence encoder, untrained, as a Siamese model (cosine head, threshold chosen on validation pairs)."""
+    from .datasets import validation_sets
+    from .sentence_encoder import from_pretrained
+
+    parts = [_read(p, format, text1, text2, label) for p in val_data] if val_data else validation_sets()
+    model = from_pretrained(source, parts, max_length=max_length, metric=threshold_metric)
+    model.save(out)
+    info = model.info["pretrained"]
+    choice = info["threshold_choice"]
+    result = {"out": str(out), "source": source, "folder": info["folder"], "pooling": info["pooling"],
+              "max_length": info["max_length"], "dim": info["dim"], "threshold": choice["threshold"],
+              "threshold_metric": choice["metric"], "threshold_value": choice["value"],
+              "val_pairs": choice["val_pairs"], "chosen_on": choice["chosen_on"]}
+    _emit(result, as_json, [
+        f"{source}: {info['pooling']} pooling, {info['dim']}-d, up to {info['max_length']} tokens per text",
+        f"threshold {choice['threshold']:.4f} ({choice['metric']} {choice['value']:.4f} on {choice['val_pairs']} "
+        f"validation pairs: {', '.join(choice['chosen_on'])})",
+        f"saved to {out}",
+    ])
+
+
+@app.command()
+@user_errors
+def encode(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
+    data: Annotated[Path, typer.Option("--data", help="Texts: a .txt file (one per line; an empty line is an error) or a CSV/TSV column.")],
+    out: Annotated[Path, typer.Option("--out", help="Vectors to write: a float32 .npy, one row per text in file order.")],
+    column: Annotated[Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(min=1, help="Texts per batch (default: the encoder's).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    as_json: JsonOpt = False,
+):
+    """Embed texts into a .npy file: unit vectors for cosine models, the encoder's raw features for the other heads."""
+    from .data import read_texts
+    from .model import SiameseModel
+    from .vectors import check_target, encode_to_file
+
+    check_target(out)
+    model = SiameseModel.load(model_dir)
+    texts = read_texts(data, column, skip_empty=False)  # row i of the output is text i: no silent skips
+    result = encode_to_file(model, texts, out, batch_size=batch_size, progress=not quiet and not as_json)
+    _emit(result, as_json, [f"encoded {result['n']} texts into {result['dim']}-d vectors in {result['seconds']:.2f}s "
+                            f"({result['texts_per_second']} texts/s); written to {out}"]
+          + ([] if model.config.head == "cosine" else [f"note: head {model.config.head!r}: raw encoder features, not unit vectors"]))
 
 
 @app.command()
@@ -438,6 +614,25 @@ def serve(
     model = SiameseModel.load(model_dir)
     index = DuplicateIndex.load(index_dir, model) if index_dir else None
     uvicorn.run(create_app(model, index), host=host, port=port, log_level="warning")
+
+
+@app.command()
+@user_errors
+def export(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder (a transformer with the cosine head).")],
+    out: Annotated[Path, typer.Option("--out", help="Folder to write: config.json, tokenizer.json, model.onnx (only if the export succeeds).")],
+    format: Annotated[str, typer.Option("--format", help="onnx: the encoder runs in ONNX Runtime.")] = "onnx",
+    quantize: Annotated[Optional[str], typer.Option(help="int8: dynamic int8 quantisation of the matmuls (faster, 4x smaller, vectors slightly off).")] = None,
+    as_json: JsonOpt = False,
+):
+    """Export a model for fast CPU inference; every command opens the exported folder like any model folder."""
+    from .export import check_export_options, export_model
+    from .model import SiameseModel
+
+    check_export_options(format, quantize)  # before the model is loaded
+    result = export_model(SiameseModel.load(model_dir), out, format=format, quantize=quantize)
+    _emit(result, as_json, [f"exported {model_dir} to {out} ({format}{', ' + quantize if quantize else ''}, "
+                            f"{result['bytes'] / 1e6:.1f} MB; cosine to the PyTorch model >= {result['min_cosine']:.4f})"])
 
 
 @app.command()

@@ -6,6 +6,7 @@ so a bad row is reported as ``file:line: column 'x': what is wrong`` before anyt
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import sys
@@ -124,29 +125,58 @@ class Pairs:
         )
 
 
-def detect_format(path: str | os.PathLike) -> PairFormat:
-    """Pick the format whose header columns are all present in the file's first line."""
+def detect_format(path: str | os.PathLike, *, labelled: bool = True) -> PairFormat:
+    """Pick the format whose header columns are all present in the file's first line (with
+    ``labelled=False``, only its two text columns need be)."""
     path = Path(path)
     first = _first_line(path)
     for fmt in FORMATS.values():
         if fmt.columns is not None:
             continue
-        header = first.split(fmt.delimiter)
-        if {fmt.text1, fmt.text2, fmt.label or fmt.score or fmt.text1} <= set(h.strip() for h in header):
+        # the generic format is read tab-separated from a .tsv (see resolve_format)
+        delimiter = "\t" if fmt.name == "generic" and path.suffix.lower() == ".tsv" else fmt.delimiter
+        header = first.split(delimiter)
+        needed = {fmt.text1, fmt.text2} | ({fmt.label or fmt.score or fmt.text1} if labelled else set())
+        if needed <= set(h.strip() for h in header):
             return fmt
     fields = first.split("\t")
     if len(fields) >= 7 and _is_float(fields[4]):
         return FORMATS["sts"]
     raise DataError(
         f"{path}: cannot tell the format from the first line {first[:80]!r}; "
-        f"pass --format ({', '.join(FORMATS)}) or name the columns with --text1/--text2/--label"
+        f"pass --format ({', '.join(FORMATS)}) or name the columns with --text1/--text2" + ("/--label" if labelled else "")
     )
 
 
-def iter_pairs(
-    path: str | os.PathLike, fmt: PairFormat
-) -> Iterator[tuple[int, str, str, int, float | None]]:
-    """Yield ``(line, text1, text2, label, score)`` for each row, checking every value."""
+@dataclass
+class PairRow:
+    """One row of a pair file: its line, every field as read, the two (checked) texts, and the
+    label and score when they are read."""
+
+    line: int
+    fields: list[str]
+    text1: str
+    text2: str
+    label: int | None
+    score: float | None
+
+
+@dataclass
+class PairStream:
+    """An open pair file: its format, its header (the format's columns for files without one),
+    and its rows, read one at a time."""
+
+    path: Path
+    format: PairFormat
+    header: list[str]
+    rows: Iterator[PairRow]
+
+
+@contextlib.contextmanager
+def open_pairs(path: str | os.PathLike, fmt: PairFormat, *, labelled: bool = True) -> Iterator[PairStream]:
+    """Open a pair file and stream its rows, checking every value as it goes. With
+    ``labelled=False`` the label and score columns are neither required nor read (the file may
+    have none): each row still carries all its fields."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
@@ -162,29 +192,33 @@ def iter_pairs(
             header = [h.strip() for h in header]
         else:
             header = list(fmt.columns)
-        wanted = [c for c in (fmt.text1, fmt.text2, fmt.label, fmt.score) if c]
+        wanted = [c for c in (fmt.text1, fmt.text2) + ((fmt.label, fmt.score) if labelled else ()) if c]
         missing = [c for c in wanted if c not in header]
         if missing:
             raise DataError(
                 f"{path}: missing column(s) {', '.join(repr(c) for c in missing)} for format "
                 f"'{fmt.name}' (found: {', '.join(repr(h) for h in header[:12])})"
             )
-        col = {c: header.index(c) for c in wanted}
-        width = max(col.values()) + 1
-        for row in reader:
-            line = reader.line_num
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue  # blank line
-            if len(row) < width:
-                raise DataError(f"{path}:{line}: expected at least {width} fields, found {len(row)}")
-            texts = []
-            for name in (fmt.text1, fmt.text2):
-                text = row[col[name]]
-                _check_utf8(text, path, line, name)
-                if not text.strip():
-                    raise DataError(f"{path}:{line}: column '{name}' is empty")
-                texts.append(text)
-            score = None
+        yield PairStream(path, fmt, header, _rows(reader, path, fmt, {c: header.index(c) for c in wanted}, labelled))
+
+
+def _rows(reader, path: Path, fmt: PairFormat, col: dict[str, int], labelled: bool) -> Iterator[PairRow]:
+    width = max(col.values()) + 1
+    for row in reader:
+        line = reader.line_num
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue  # blank line
+        if len(row) < width:
+            raise DataError(f"{path}:{line}: expected at least {width} fields, found {len(row)}")
+        texts = []
+        for name in (fmt.text1, fmt.text2):
+            text = row[col[name]]
+            _check_utf8(text, path, line, name)
+            if not text.strip():
+                raise DataError(f"{path}:{line}: column '{name}' is empty")
+            texts.append(text)
+        label = score = None
+        if labelled:
             if fmt.score:
                 raw = row[col[fmt.score]].strip()
                 if not _is_float(raw):
@@ -199,7 +233,16 @@ def iter_pairs(
                 label = int(score >= fmt.positive_score)
             else:
                 label = 1  # positives-only corpus
-            yield line, texts[0], texts[1], label, score
+        yield PairRow(line, row, texts[0], texts[1], label, score)
+
+
+def iter_pairs(
+    path: str | os.PathLike, fmt: PairFormat
+) -> Iterator[tuple[int, str, str, int, float | None]]:
+    """Yield ``(line, text1, text2, label, score)`` for each row, checking every value."""
+    with open_pairs(path, fmt) as stream:
+        for r in stream.rows:
+            yield r.line, r.text1, r.text2, r.label, r.score
 
 
 def read_pairs(
@@ -219,7 +262,7 @@ def read_pairs(
     detection fails), for files with their own column names.
     """
     path = Path(path)
-    fmt = _resolve_format(path, format, text1, text2, label, delimiter)
+    fmt = resolve_format(path, format, text1, text2, label, delimiter)
     lines, t1, t2, labels, scores = [], [], [], [], []
     for line, a, b, y, s in iter_pairs(path, fmt):
         lines.append(line)
@@ -239,8 +282,10 @@ def read_pairs(
     )
 
 
-def read_texts(path: str | os.PathLike, column: str | None = None) -> list[str]:
-    """Read one text per line from a .txt file, or one column (default: the first) of a CSV/TSV."""
+def read_texts(path: str | os.PathLike, column: str | None = None, *, skip_empty: bool = True) -> list[str]:
+    """Read one text per line from a .txt file, or one column (default: the first) of a CSV/TSV.
+    Empty texts are skipped, or with ``skip_empty=False`` refused naming the file and line (so
+    that the n-th text is the n-th line or row)."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
@@ -257,12 +302,16 @@ def read_texts(path: str | os.PathLike, column: str | None = None) -> list[str]:
                 if len(row) > i and row[i].strip():
                     _check_utf8(row[i], path, reader.line_num, name)
                     texts.append(row[i])
+                elif not skip_empty:
+                    raise DataError(f"{path}:{reader.line_num}: column {name!r}: empty text")
         else:
             for n, line in enumerate(f, 1):
                 line = line.rstrip("\r\n")
                 if line.strip():
                     _check_utf8(line, path, n, "text")
                     texts.append(line)
+                elif not skip_empty:
+                    raise DataError(f"{path}:{n}: empty line (one text per line)")
     if not texts:
         raise DataError(f"{path}: no texts")
     return texts
@@ -286,12 +335,16 @@ def split_pairs(
     return [pairs.subset(rng.permutation(np.concatenate(p))) for p in parts]
 
 
-def _resolve_format(path, format, text1, text2, label, delimiter) -> PairFormat:
+def resolve_format(path: str | os.PathLike, format: str | PairFormat = "auto", text1: str | None = None,
+                   text2: str | None = None, label: str | None = None, delimiter: str | None = None, *,
+                   labelled: bool = True) -> PairFormat:
+    """The format to read ``path`` with: named, given, or detected from its header (``"auto"``),
+    with the named columns (and delimiter) overriding the format's."""
     if isinstance(format, PairFormat):
         fmt = format
     elif format == "auto":
         try:
-            fmt = detect_format(path)
+            fmt = detect_format(path, labelled=labelled)
         except DataError:
             if not (text1 or text2 or label):
                 raise

@@ -68,13 +68,21 @@ def load_many(names: list[str], root: str | os.PathLike | None = None) -> Pairs:
     return Pairs.concat([load(n, root) for n in names])
 
 
+def validation_sets(root: str | os.PathLike | None = None) -> list[Pairs]:
+    """The shared validation sets (:data:`VALIDATION`), one Pairs each."""
+    if not data_root(root).is_dir():
+        raise DataError(f"no validation pairs given and no shared data folder at {data_root(root)} "
+                        "(pass --val-data FILE, or set SIAMESE_DATA to the folder holding the shared data sets)")
+    return [load(name, root) for name in VALIDATION]
+
+
 def _split_lines(path: Path, splits: tuple[str, ...]) -> np.ndarray:
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.DictReader(f)
         return np.array([reader.line_num for row in reader if row["split"] in splits])
 
 
-__all__ = ["CATALOGUE", "FORMATS", "available", "data_root", "load", "load_many"]
+__all__ = ["CATALOGUE", "FORMATS", "available", "data_root", "load", "load_many", "validation_sets"]
 
 
 # The duplicate-detection recipe used by `make demo` and bench/quality.py: train on the

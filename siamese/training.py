@@ -19,17 +19,16 @@ from tqdm.auto import tqdm
 from .atomic import atomic_file
 from .data import Pairs
 from .errors import ConfigError, DataError
-from .evaluation import choose_threshold
+from .calibration import check_targets, data_record, fit_calibrator
+from .evaluation import choose_threshold, threshold_for_target
 from .encoders import default_lr, encoder_class
 from .losses import LOSSES, PairLoss
 from .optim import LazyAdam
 from .parallel import ParallelEncoder, single_threaded_ops
-from .model import ModelConfig, SiameseModel
+from .precision import PRECISIONS, autocast as precision_autocast, resolve_precision  # noqa: F401 (re-exported)
+from .model import ModelConfig, SiameseModel, check_trainable
 from .teachers import TeacherVectors, load_teacher
 from .text import pad
-
-
-PRECISIONS = ("auto", "bf16", "fp32")
 
 
 @dataclass
@@ -54,19 +53,13 @@ class TrainConfig:
     # loss "distill": the model whose cosines the student learns to reproduce: a Siamese or
     # Hugging Face model folder, a name ("mpnet", see siamese.pretrained), or a SiameseModel.
     teacher: str | os.PathLike | SiameseModel | None = None
-
-
-def resolve_precision(precision: str) -> str:
-    """"auto" → bf16 where the CPU computes it natively (AVX512-BF16 / AMX), else fp32."""
-    if precision not in PRECISIONS:
-        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    native = torch.ops.mkldnn._is_mkldnn_bf16_supported()
-    if precision == "bf16" and not native:
-        raise ConfigError("precision 'bf16' needs a CPU with native bfloat16 (AVX512-BF16 or AMX); "
-                          "this one has none: use 'fp32' or 'auto'")
-    if precision == "auto":
-        return "bf16" if native else "fp32"
-    return precision
+    # Fit a similarity -> probability calibrator on the validation pairs (siamese.calibration);
+    # skipped, with a note in the summary, when they lack a label or are graded.
+    calibrate: bool = True
+    # Choose the threshold for a target on the validation pairs instead of threshold_metric:
+    # the lowest reaching this precision, or the highest reaching this recall.
+    target_precision: float | None = None
+    target_recall: float | None = None
 
 
 @contextlib.contextmanager
@@ -189,9 +182,15 @@ def train(
         model_config = replace(initial.config, loss=model_config.loss if model_config else initial.config.loss)
     model_config = model_config or ModelConfig(seed=config.seed)
     model_config.check()
+    check_trainable(model_config)  # before a teacher encodes anything
     precision = resolve_precision(config.precision)
     if config.threshold_metric not in ("accuracy", "f1"):
         raise ConfigError(f"threshold_metric must be 'accuracy' or 'f1', got {config.threshold_metric!r}")
+    check_targets(config.target_precision, config.target_recall)
+    targeted = config.target_precision is not None or config.target_recall is not None
+    if targeted and not (val_pairs is not None and hasattr(val_pairs, "text1") and len(set(val_pairs.labels.tolist())) == 2):
+        raise DataError("a target precision or recall is chosen on validation pairs with both labels (0 and 1); "
+                        "these have not (give --val-data with both)")
     if not 0.0 <= config.keep_initial < 1.0:
         raise ConfigError(f"keep_initial must be in [0, 1), got {config.keep_initial}")
     if config.keep_initial and not getattr(encoder_class(model_config.encoder), "pretrained", False):
@@ -235,11 +234,7 @@ def train(
     optimizers = [torch.optim.Adam(dense, lr=lr, fused=True)] if dense else []  # fused: one kernel, ~3x faster steps
     if sparse:  # lazy Adam: only the embedding rows seen in the batch are updated
         optimizers.append(LazyAdam(sparse, lr=lr))
-    autocast = (
-        (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
-    )
-
-    runner = ParallelEncoder(encoder, config.workers, autocast)
+    runner = ParallelEncoder(encoder, config.workers, precision_autocast(precision))
 
     def batch_loss(data: PairTensors, rows: np.ndarray) -> torch.Tensor:
         sides = runner(*data.batch(rows)).float().split(len(rows))
@@ -258,11 +253,35 @@ def train(
     modules.eval()
     runner.close()
     threshold_info = {}
-    if val_pairs is not None and hasattr(val_pairs, "text1") and len(set(val_pairs.labels.tolist())) == 2:
+    both_labels = val_pairs is not None and hasattr(val_pairs, "text1") and len(set(val_pairs.labels.tolist())) == 2
+    if both_labels:
         sims = model.similarity(val_pairs.text1, val_pairs.text2)
-        model.config.threshold, threshold_info = choose_threshold(sims, val_pairs.labels, metric=config.threshold_metric)
+        if targeted:
+            model.config.threshold, threshold_info = threshold_for_target(
+                sims, val_pairs.labels, precision=config.target_precision, recall=config.target_recall)
+        else:
+            model.config.threshold, threshold_info = choose_threshold(sims, val_pairs.labels, metric=config.threshold_metric)
     elif progress:
         tqdm.write(f"no validation pairs with both labels: keeping threshold {model.config.threshold}")
+    calibration = {"fitted": False}
+    if not config.calibrate:
+        calibration["note"] = "not asked for"
+    elif val_pairs is not None and not hasattr(val_pairs, "text1"):
+        calibration["note"] = "skipped: the validation data are triplets, not labelled pairs"
+    elif not both_labels:
+        calibration["note"] = "skipped: the validation pairs do not have both labels"
+    elif getattr(val_pairs, "scores", None) is not None:
+        calibration["note"] = "skipped: the validation pairs are graded, with scores rather than 0/1 labels"
+    else:
+        try:
+            model.calibrator = fit_calibrator(sims, val_pairs.labels, seed=config.seed)
+            # the validation pairs may be a split of the file: "pairs" says how many of it
+            model.calibrator = replace(model.calibrator, fitted_on={**data_record(val_pairs), "split": "validation"})
+            calibration = {"fitted": True, "method": model.calibrator.method}
+        except DataError as e:  # e.g. a single duplicate among the validation pairs
+            calibration["note"] = f"skipped: {e}"
+    if progress and config.calibrate and not calibration["fitted"]:
+        tqdm.write(f"not calibrated ({calibration['note']})")
     model.info["training"] = {
         "config": {**asdict(replace(config, teacher=None)), "teacher": teacher_info and teacher_info["source"], "lr": lr,
                    "margin": loss_fn.margin},
@@ -278,6 +297,7 @@ def train(
         "pairs_per_second": round(trained_pairs / train_seconds, 1) if train_seconds else None,
         "threshold": model.config.threshold,
         "threshold_choice": threshold_info,
+        "calibration": calibration,
         "sources": [train_pairs.source] + ([val_pairs.source] if val_pairs is not None else []),
     }
     return model

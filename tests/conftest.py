@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -24,6 +25,10 @@ REPO = Path(__file__).resolve().parents[1]
 # One intra-op thread: the models here are tiny, and on a 2-core machine OpenMP threads that
 # compete with any other busy process make the LSTM 50-100x slower. Results do not depend on it.
 torch.set_num_threads(1)
+# Encodings in fp32 (also in the CLI subprocesses, which inherit it): many tests compare
+# transformer vectors with Hugging Face's own fp32 forward pass at 1e-5, which bf16 (the default
+# on CPUs with native bf16) does not meet. tests/test_fast_transformer.py tests auto and bf16.
+os.environ.setdefault("SIAMESE_PRECISION", "fp32")
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +65,21 @@ def trained(data_dir, tmp_path_factory) -> Trained:
 @pytest.fixture(scope="session")
 def model_path(trained) -> Path:
     return trained.path
+
+
+@pytest.fixture(scope="session")
+def small_calibrated(data_dir, tmp_path_factory) -> Trained:
+    """A quick model for the calibration, scoring and report tests: a 32-wide LSTM, 1 epoch on
+    800 MSRP train duplicates, validated (threshold and calibration) on MSRP val. Saved once:
+    tests that change its folder work on a copy."""
+    from siamese import ModelConfig
+
+    train_pairs = datasets.load("msrp-train", data_dir).positives().subset(range(800))
+    val_pairs = datasets.load("msrp-val", data_dir)
+    model = train(train_pairs, val_pairs, model_config=ModelConfig(dim=32, seed=0),
+                  config=TrainConfig(epochs=1, batch_size=64, seed=0), progress=False)
+    path = model.save(tmp_path_factory.mktemp("calibrated") / "model")
+    return Trained(model, path, train_pairs, val_pairs)
 
 
 # -- a pretrained-style tokenizer whose padding id is not 0 -------------------------------------
@@ -99,30 +119,40 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def serving(model_path, index_path=None):
+    """``siamese serve`` in a subprocess on a free 127.0.0.1 port; yields its base URL."""
+    port = free_port()
+    extra = ["--index", str(index_path)] if index_path else []
+    proc = subprocess.Popen([str(SCRIPT), "serve", str(model_path), *extra, "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    try:
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(base + "/health", timeout=1)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if proc.poll() is not None:
+                    pytest.fail(f"server exited: {proc.stderr.read()}")
+                time.sleep(0.2)
+        else:
+            pytest.fail("server did not start within 60 s")
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 @pytest.fixture(scope="session")
 def server(model_path, data_dir, tmp_path_factory):
     model = SiameseModel.load(model_path)
     index = DuplicateIndex(model)
     index.add(read_texts(data_dir / "insuranceqa/questions.csv", "question")[:3000])
     idx = index.save(tmp_path_factory.mktemp("serve") / "idx")
-    port = free_port()
-    proc = subprocess.Popen([str(SCRIPT), "serve", str(model_path), "--index", str(idx), "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(base + "/health", timeout=1)
-            break
-        except (urllib.error.URLError, ConnectionError):
-            if proc.poll() is not None:
-                pytest.fail(f"server exited: {proc.stderr.read()}")
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("server did not start within 60 s")
-    yield base, model, index
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
+    with serving(model_path, idx) as base:
+        yield base, model, index

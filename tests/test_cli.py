@@ -15,7 +15,8 @@ from siamese import SiameseModel, datasets
 from siamese.evaluation import evaluate
 
 SCRIPT = Path(sys.executable).parent / "siamese"
-EVAL_KEYS = {"accuracy", "precision", "recall", "f1", "roc_auc", "average_precision", "threshold", "confusion_matrix", "n"}
+EVAL_KEYS = {"accuracy", "precision", "recall", "f1", "roc_auc", "average_precision", "threshold", "confusion_matrix", "n",
+             "brier", "ece", "log_loss", "calibrated"}
 
 
 def run(*args, check_ok: bool = True) -> subprocess.CompletedProcess:
@@ -60,6 +61,7 @@ def test_train_writes_model_and_reports_json(cli_model):
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
     assert {"pairs_per_second", "seconds", "epochs", "val_loss", "threshold"} <= set(result)
     assert result["epochs"] == 1
+    assert result["calibration"]["fitted"] is True
     assert result["pairs_per_second"] > 0 and result["seconds"] > 0
     assert isinstance(result["val_loss"], float) and result["val_loss"] > 0
     assert result["train_pairs"] == 2407 and result["val_pairs"] == 500  # MSRP train duplicates / val pairs
@@ -109,7 +111,9 @@ def test_predict_json(cli_model):
     out, trained = cli_model
     a, b = "When will I see you?", "When can I see you again?"
     result = run_json("predict", out, a, b)
-    assert set(result) == {"similarity", "duplicate", "threshold"}
+    assert set(result) == {"similarity", "probability", "duplicate", "threshold"}
+    # train calibrates on its validation pairs by default: the probability is the stored calibrator's
+    assert result["probability"] == pytest.approx(float(SiameseModel.load(out).probability([a], [b])[0]), abs=1e-6)
     assert result["threshold"] == trained["threshold"]
     assert result["duplicate"] == (result["similarity"] > result["threshold"])
     assert result["similarity"] == pytest.approx(float(SiameseModel.load(out).similarity([a], [b])[0]), abs=1e-6)

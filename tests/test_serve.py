@@ -38,6 +38,8 @@ def test_similarity_matches_the_model(server):
     expected = model.similarity([a for a, _ in pairs], [b for _, b in pairs])
     assert [r["similarity"] for r in body["results"]] == pytest.approx(expected.tolist(), abs=1e-5)
     assert [r["duplicate"] for r in body["results"]] == [bool(s > model.threshold) for s in expected]
+    # the fixture's model is calibrated (on its validation pairs, when trained)
+    assert [r["probability"] for r in body["results"]] == pytest.approx(model.calibrator(expected).tolist(), abs=1e-5)
     status, body = call(base, "/similarity", {"pairs": pairs, "threshold": -1.0})
     assert all(r["duplicate"] for r in body["results"])
 

@@ -81,7 +81,7 @@ def test_fine_tune_with_frozen_layers_saves_and_loads_offline(data_dir, tmp_path
     assert not torch.equal(before[layer.format(5)], after[layer.format(5)])  # fine-tuned
 
     path = model.save(tmp_path / "minilm-mqp")
-    assert {p.name for p in path.iterdir()} == {"config.json", "tokenizer.json", "model.safetensors"}
+    assert {"config.json", "tokenizer.json", "model.safetensors", "modules.json", "0_Transformer"} <= {p.name for p in path.iterdir()}
     config_json = json.loads((path / "config.json").read_text())
     assert config_json["encoder_options"]["hf_config"]["model_type"] == "bert"
     config_json["encoder_options"]["path"] = "/nonexistent"  # the original folder is not needed
@@ -89,6 +89,9 @@ def test_fine_tune_with_frozen_layers_saves_and_loads_offline(data_dir, tmp_path
     loaded = SiameseModel.load(path)
     texts = pairs.text1[:6]
     np.testing.assert_allclose(loaded.encode(texts), model.encode(texts), atol=1e-5)
+    from sentence_transformers import SentenceTransformer  # a fine-tuned folder is a sentence-transformers model too
+
+    np.testing.assert_allclose(SentenceTransformer(str(path), device="cpu").encode(texts), model.encode(texts), atol=1e-5)
     r = subprocess.run([str(SCRIPT), "predict", str(path), *[t[0] for t in SEED_PAIRS], "--json"],
                        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert r.returncode == 0, r.stderr

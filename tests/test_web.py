@@ -34,6 +34,7 @@ def test_compare_two_questions(server, browser):
     result.locator(".verdict").wait_for()
     sim = float(model.similarity(["When will I see you?"], ["When can I see you again?"])[0])
     assert f"similarity {sim:.3f}" in result.inner_text()
+    assert f"probability {100 * float(model.calibrator([sim])[0]):.0f}%" in result.inner_text()  # a calibrated model
     assert result.locator(".verdict").inner_text() == ("Duplicate" if sim > model.threshold else "Not a duplicate")
     page.close()
 

@@ -5,7 +5,9 @@ attribute, and keyword-only hyper-parameters; it is built from the model config 
 :func:`build_encoder`. A new encoder is a new small module registered here. Class attributes
 an encoder may set: ``default_lr`` (Adam rate when none is given), ``own_tokenizer`` (it brings
 its own tokenizer.json instead of a learned word vocabulary), ``saved_options()`` (extra
-keywords config.json must keep to rebuild it).
+keywords config.json must keep to rebuild it), ``exported`` with ``weights_file`` (an exported
+model opened from its folder, inference only), ``bf16_inference`` (precision auto encodes in bf16
+on CPUs with native bf16).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from .bilstm_max import BiLSTMMaxEncoder
 from .bow import BagOfWordsEncoder
 from .cnn import CNNEncoder
 from .lstm import LSTMEncoder
+from .onnx import OnnxEncoder
 from ..pretrained import default_model_path
 from .transformer import TransformerEncoder
 
@@ -28,6 +31,7 @@ ENCODERS: dict[str, type[nn.Module]] = {
     "cnn": CNNEncoder,
     "bow": BagOfWordsEncoder,
     "transformer": TransformerEncoder,
+    "onnx": OnnxEncoder,  # an exported model (siamese export): inference only
 }
 DEFAULT_LR = 1e-3  # Keras's Adam default, the recipes' choice
 
@@ -51,5 +55,5 @@ def default_lr(name: str) -> float:
     return getattr(encoder_class(name), "default_lr", DEFAULT_LR)
 
 
-__all__ = ["ENCODERS", "BagOfWordsEncoder", "BiLSTMEncoder", "BiLSTMMaxEncoder", "CNNEncoder", "LSTMEncoder", "TransformerEncoder",
+__all__ = ["ENCODERS", "BagOfWordsEncoder", "BiLSTMEncoder", "BiLSTMMaxEncoder", "CNNEncoder", "LSTMEncoder", "OnnxEncoder", "TransformerEncoder",
            "build_encoder", "default_lr", "default_model_path", "encoder_class"]

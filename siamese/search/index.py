@@ -159,6 +159,12 @@ class DuplicateIndex:
             if not meta.get("model_path"):
                 raise SearchIndexError(f"{path}: the index does not record its model folder; pass the model explicitly")
             model = SiameseModel.load(meta["model_path"])
+        source = (model.config.encoder_options.get("source") or {}) if getattr(model.encoder, "exported", False) else {}
+        if source.get("fingerprint") and meta.get("model_fingerprint") == source["fingerprint"]:
+            # Deliberate: an exported model's vectors differ slightly (int8 more), so mixing them
+            # with the PyTorch model's in one index would skew every similarity a little.
+            raise SearchIndexError(f"{path}: built by the PyTorch model this exported model came from; its vectors "
+                                   "differ slightly from the exported model's: rebuild the index with the exported model")
         if meta.get("model_fingerprint") != model.fingerprint():
             raise SearchIndexError(f"{path}: built by a different model (fingerprint {str(meta.get('model_fingerprint'))[:12]}…, "
                               f"this model is {model.fingerprint()[:12]}…); rebuild the index with this model")

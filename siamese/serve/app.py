@@ -81,6 +81,7 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
     @app.get("/health")
     def health():
         return {"status": "ok", "version": __version__, "model": model_name, "threshold": model.threshold,
+                "calibrated": model.calibrator is not None,
                 "index_size": len(index) if index is not None else None}
 
     @app.post("/similarity")
@@ -88,7 +89,10 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
         check_texts([t for pair in req.pairs for t in pair], "pairs")
         t = model.threshold if req.threshold is None else req.threshold
         scores = model.similarity([a for a, _ in req.pairs], [b for _, b in req.pairs])
-        return {"threshold": t, "results": [{"similarity": float(s), "duplicate": bool(s > t)} for s in scores]}
+        # probability: calibrated duplicate probability, null when the model is not calibrated
+        probabilities = model.calibrator(scores).tolist() if model.calibrator is not None else [None] * len(scores)
+        return {"threshold": t, "results": [{"similarity": float(s), "probability": p, "duplicate": bool(s > t)}
+                                            for s, p in zip(scores, probabilities)]}
 
     @app.post("/search")
     def search(req: SearchRequest):

@@ -2,6 +2,7 @@
 loading one (:func:`load_teacher`) and its vectors of the training texts (:class:`TeacherVectors`).
 Named teachers ("mpnet") come from :mod:`siamese.pretrained`."""
 
-from .teacher import TeacherVectors, load_teacher, sentence_transformers_pooling
+from ..st_layout import sentence_transformers_pooling
+from .teacher import TeacherVectors, load_teacher
 
 __all__ = ["TeacherVectors", "load_teacher", "sentence_transformers_pooling"]

@@ -1,7 +1,8 @@
 """A teacher for distillation: any cosine model whose vectors a student should reproduce.
 
-``load_teacher`` takes a Siamese model folder, a Hugging Face model folder (mean or [CLS]
-pooling, as its sentence-transformers config says), a name from :data:`siamese.pretrained.NAMED` ("mpnet", "minilm"), or
+``load_teacher`` takes a Siamese model folder, a sentence-transformers or Hugging Face model
+folder (mean or [CLS] pooling, as its sentence-transformers config says; see
+:func:`siamese.sentence_encoder.sentence_encoder`), a name from :data:`siamese.pretrained.NAMED` ("mpnet", "minilm"), or
 a :class:`~siamese.model.SiameseModel` already in memory. :class:`TeacherVectors` holds its
 vectors of the training texts, each distinct text encoded once.
 """
@@ -20,8 +21,9 @@ from tqdm.auto import tqdm
 
 from ..errors import ConfigError, ModelError
 from ..manifest import read_json_object
-from ..model import FORMAT, ModelConfig, SiameseModel
+from ..model import FORMAT, SiameseModel
 from ..pretrained import NAMED, model_folder
+from ..sentence_encoder import sentence_encoder
 
 
 def load_teacher(teacher, *, max_length: int | None = 128) -> tuple[SiameseModel, dict]:
@@ -40,49 +42,13 @@ def load_teacher(teacher, *, max_length: int | None = 128) -> tuple[SiameseModel
 
 
 def _load_folder(folder: Path, max_length: int | None) -> SiameseModel:
-    if not folder.is_dir():
-        raise ModelError(f"teacher {folder}: no such folder (give a Siamese model folder, a Hugging Face model folder, "
-                         f"or one of: {', '.join(NAMED)})")
     config_file = folder / "config.json"
-    if not config_file.is_file():
-        raise ModelError(f"teacher {folder}: no config.json (not a Siamese or Hugging Face model folder)")
-    raw = read_json_object(config_file, ModelError)
-    if raw.get("format") == FORMAT:
+    if config_file.is_file() and read_json_object(config_file, ModelError).get("format") == FORMAT:
         return SiameseModel.load(folder)
-    if "model_type" not in raw:
-        raise ModelError(f"teacher {config_file}: neither a Siamese model (format {FORMAT}) nor a Hugging Face config (model_type)")
-    options = {"path": str(folder), "pooling": sentence_transformers_pooling(folder)}
-    try:
-        return SiameseModel.build([], ModelConfig(encoder="transformer", max_length=max_length, encoder_options=options))
-    except (OSError, ValueError, KeyError) as e:  # transformers' own errors on a broken folder
-        raise ModelError(f"teacher {folder}: cannot load the model ({str(e).splitlines()[0]})") from None
-
-
-def sentence_transformers_pooling(folder: Path) -> str:
-    """The pooling a sentence-transformers folder declares (``modules.json``; mean without one).
-    Modules we would not reproduce (a Dense projection, max pooling, ...) are refused."""
-    modules_file = folder / "modules.json"
-    if not modules_file.is_file():
-        return "mean"
-    modules = read_json_object(modules_file, ModelError, "a JSON list of modules", kind=list)
-    if not all(isinstance(m, dict) for m in modules):
-        raise ModelError(f"{modules_file}: expected a JSON list of modules")
-    pooling = "mean"
-    for module in modules:
-        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
-        if kind == "Pooling":
-            settings = read_json_object(folder / module.get("path", "") / "config.json", ModelError)
-            modes = {k.removeprefix("pooling_mode_") for k, v in settings.items() if k.startswith("pooling_mode_") and v}
-            if modes == {"mean_tokens"}:
-                pooling = "mean"
-            elif modes == {"cls_token"}:
-                pooling = "cls"
-            else:
-                raise ModelError(f"teacher {folder}: pooling {', '.join(sorted(modes)) or 'none'} is not supported (mean or cls)")
-        elif kind not in ("Transformer", "Normalize"):
-            raise ModelError(f"teacher {folder}: sentence-transformers module {kind!r} is not supported "
-                             "(Transformer, Pooling and Normalize are)")
-    return pooling
+    try:  # a sentence-transformers or Hugging Face folder, as `siamese pretrained` reads it
+        return sentence_encoder(folder, max_length=max_length)[0]
+    except ModelError as e:
+        raise ModelError(f"teacher {e}") from None
 
 
 @dataclass

@@ -1,0 +1,233 @@
+"""From a similarity score to a duplicate probability: Platt scaling or isotonic regression,
+chosen by cross-validated log-loss; calibration metrics (Brier, ECE, log-loss).
+
+A fitted :class:`Calibrator` is plain JSON (Platt: two numbers; isotonic: its breakpoints), kept
+in the model folder's ``config.json`` under ``"calibration"``, outside the architecture: the
+model's fingerprint does not change when it is calibrated.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import brier_score_loss, log_loss
+from sklearn.model_selection import StratifiedKFold
+
+from .errors import ConfigError, DataError
+from .pretrained import file_sha256
+
+if TYPE_CHECKING:
+    from .data import Pairs
+    from .model import SiameseModel
+
+METHODS = ("platt", "isotonic")
+# Platt scaling is unregularised logistic regression; a tiny L2 term only keeps the slope finite
+# when the scores separate the labels perfectly (it changes nothing measurable otherwise).
+PLATT_C = 1e4
+
+
+@dataclass(frozen=True)
+class Calibrator:
+    """``probability = calibrator(similarity)``, monotone in the similarity.
+
+    ``params``: Platt ``{"a", "b"}`` with p = 1 / (1 + exp(-(a·s + b))); isotonic ``{"x", "y",
+    "clip"}``: linear interpolation between the breakpoints (flat beyond them, as sklearn's
+    ``out_of_bounds="clip"``), then clipped to ``clip``.
+    """
+
+    method: str
+    params: dict
+    pairs: int  # how many pairs it was fitted on
+    positives: int
+    cv_log_loss: dict = field(default_factory=dict)  # method -> out-of-fold log-loss
+    folds: int = 0
+    fitted_on: dict | None = None  # {"path", "pairs", "sha256"} when fitted on a file
+
+    def __call__(self, scores) -> np.ndarray:
+        s = np.asarray(scores, dtype=np.float64)
+        if self.method == "platt":
+            # expit written out with a clipped exponent: no overflow warning for extreme scores
+            z = np.clip(self.params["a"] * s + self.params["b"], -500, 500)
+            return 1.0 / (1.0 + np.exp(-z))
+        lo, hi = self.params["clip"]
+        return np.clip(np.interp(s, self.params["x"], self.params["y"]), lo, hi)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw) -> Calibrator:
+        """Rebuild from :meth:`to_dict`'s JSON, checking every field (ValueError names the bad one)."""
+        if not isinstance(raw, dict):
+            raise ValueError("calibration must be a JSON object")
+        method, params = raw.get("method"), raw.get("params")
+        if method not in METHODS:
+            raise ValueError(f"calibration method must be one of {', '.join(METHODS)}, got {method!r}")
+        if not isinstance(params, dict):
+            raise ValueError("calibration 'params' must be a JSON object")
+
+        def number(v, name):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"calibration parameter {name!r} must be a finite number, got {v!r}")
+            return float(v)
+
+        if method == "platt":
+            params = {"a": number(params.get("a"), "a"), "b": number(params.get("b"), "b")}
+        else:
+            x, y, clip = params.get("x"), params.get("y"), params.get("clip")
+            if not (isinstance(x, list) and isinstance(y, list) and len(x) == len(y) >= 1):
+                raise ValueError("isotonic calibration needs lists 'x' and 'y' of the same non-zero length")
+            if not (isinstance(clip, list) and len(clip) == 2):
+                raise ValueError("isotonic calibration needs 'clip': [low, high]")
+            x = [number(v, "x") for v in x]
+            y = [number(v, "y") for v in y]
+            clip = [number(v, "clip") for v in clip]
+            if any(b < a for a, b in zip(x, x[1:])) or any(b < a for a, b in zip(y, y[1:])):
+                raise ValueError("isotonic calibration 'x' and 'y' must be non-decreasing")
+            if not 0 <= clip[0] <= clip[1] <= 1 or not all(0 <= v <= 1 for v in y):
+                raise ValueError("isotonic calibration values must lie in [0, 1]")
+            params = {"x": x, "y": y, "clip": clip}
+        return cls(method=method, params=params, pairs=int(raw.get("pairs", 0)), positives=int(raw.get("positives", 0)),
+                   cv_log_loss=dict(raw.get("cv_log_loss") or {}), folds=int(raw.get("folds", 0)),
+                   fitted_on=raw.get("fitted_on"))
+
+
+def _fit_platt(scores: np.ndarray, labels: np.ndarray) -> dict:
+    lr = LogisticRegression(C=PLATT_C, max_iter=1000).fit(scores.reshape(-1, 1), labels)
+    return {"a": float(lr.coef_[0, 0]), "b": float(lr.intercept_[0])}
+
+
+def _fit_isotonic(scores: np.ndarray, labels: np.ndarray) -> dict:
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip").fit(scores, labels)
+    # Isotonic regression puts exactly 0 or 1 on its end blocks; n pairs cannot justify more
+    # certainty than Laplace's rule of succession, 1/(n+2), and a hard 0/1 makes log-loss infinite.
+    n = len(scores)
+    return {"x": iso.X_thresholds_.astype(float).tolist(), "y": iso.y_thresholds_.astype(float).tolist(),
+            "clip": [1.0 / (n + 2), (n + 1.0) / (n + 2)]}
+
+
+_FITTERS = {"platt": _fit_platt, "isotonic": _fit_isotonic}
+
+
+def _check(scores, labels) -> tuple[np.ndarray, np.ndarray]:
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    labels = np.asarray(labels).ravel()
+    if len(scores) != len(labels):
+        raise ConfigError(f"{len(scores)} scores but {len(labels)} labels")
+    if not np.all(np.isfinite(scores)):
+        raise DataError("calibration scores must be finite numbers")
+    if not np.isin(labels, (0, 1)).all():
+        raise DataError("calibration labels must be 0 or 1")
+    return scores, labels.astype(np.int64)
+
+
+def fit_calibrator(scores, labels, *, method: str = "auto", folds: int = 5, seed: int = 0) -> Calibrator:
+    """Fit Platt scaling and isotonic regression from similarity scores to 0/1 labels; keep the one
+    (``method="auto"``) with the lower out-of-fold log-loss over ``folds`` stratified folds, refitted
+    on all the pairs. Both losses are recorded. Needs at least 2 pairs of each label."""
+    if method not in ("auto", *METHODS):
+        raise ConfigError(f"calibration method must be auto, platt or isotonic, got {method!r}")
+    scores, labels = _check(scores, labels)
+    positives = int(labels.sum())
+    fewest = min(positives, len(labels) - positives)
+    if fewest < 2:
+        raise DataError(f"calibration needs at least 2 pairs of each label (0 and 1); got {positives} duplicates "
+                        f"and {len(labels) - positives} non-duplicates")
+    folds = min(folds, fewest)
+    out_of_fold = {m: np.empty(len(scores)) for m in METHODS}
+    for train, test in StratifiedKFold(folds, shuffle=True, random_state=seed).split(scores.reshape(-1, 1), labels):
+        for m in METHODS:
+            fold = Calibrator(m, _FITTERS[m](scores[train], labels[train]), len(train), int(labels[train].sum()))
+            out_of_fold[m][test] = fold(scores[test])
+    cv = {m: float(log_loss(labels, out_of_fold[m], labels=[0, 1])) for m in METHODS}
+    chosen = min(METHODS, key=lambda m: cv[m]) if method == "auto" else method  # ties: platt, the simpler
+    return Calibrator(chosen, _FITTERS[chosen](scores, labels), len(labels), positives, cv, folds)
+
+
+def expected_calibration_error(probabilities, labels, bins: int = 10) -> float:
+    """ECE: over ``bins`` equal-width bins of [0, 1] (the last one closed), the share of pairs in
+    each bin times |mean probability − share of duplicates| in it, summed."""
+    p = np.clip(np.asarray(probabilities, dtype=np.float64), 0.0, 1.0)
+    y = np.asarray(labels, dtype=np.float64)
+    which = np.minimum((p * bins).astype(np.int64), bins - 1)
+    count = np.bincount(which, minlength=bins)
+    gap = np.abs(np.bincount(which, p, bins) - np.bincount(which, y, bins))  # per bin: n·|confidence − accuracy|
+    return float(gap.sum() / max(len(p), 1)) if count.any() else 0.0
+
+
+def calibration_metrics(probabilities, labels) -> dict:
+    """Brier score, ECE (10 bins) and log-loss of duplicate probabilities against 0/1 labels."""
+    p = np.clip(np.asarray(probabilities, dtype=np.float64), 0.0, 1.0)
+    y = np.asarray(labels).astype(int)
+    return {
+        "brier": float(brier_score_loss(y, p, pos_label=1)),
+        "ece": expected_calibration_error(p, y),
+        "log_loss": float(log_loss(y, p, labels=[0, 1])),
+    }
+
+
+def probabilities_or_clipped(scores, calibrator: Calibrator | None) -> np.ndarray:
+    """The calibrated probabilities, or (uncalibrated) the raw score clipped to [0, 1]."""
+    if calibrator is not None:
+        return calibrator(scores)
+    return np.clip(np.asarray(scores, dtype=np.float64), 0.0, 1.0)
+
+
+def data_record(pairs: Pairs) -> dict:
+    """Which pairs something was fitted on: the file (absolute path and SHA-256, when the pairs
+    came from one; else the set's name) and how many pairs of it."""
+    record = {"path": pairs.source, "pairs": len(pairs)}
+    if pairs.source and Path(pairs.source).is_file():
+        record["path"] = str(Path(pairs.source).resolve())
+        record["sha256"] = file_sha256(pairs.source)
+    return record
+
+
+def calibrate(model: SiameseModel, pairs: Pairs, *, method: str = "auto", target_precision: float | None = None,
+              target_recall: float | None = None, seed: int = 0, scores: np.ndarray | None = None) -> dict:
+    """Fit ``model``'s calibrator on labelled ``pairs`` (and, with a target, set its threshold on
+    them); the model is changed in memory only: save it (or :meth:`SiameseModel.save_fitted`).
+
+    Graded pairs (STS-B, SICK) are refused: their 0/1 labels are a cut of the grade, not what a
+    duplicate probability should predict. Returns a summary (method, CV log-loss of both
+    methods, ECE before and after on these pairs, the threshold and how it was chosen)."""
+    from .evaluation import threshold_for_target
+
+    check_targets(target_precision, target_recall)  # before the (slow) scoring
+    if method not in ("auto", *METHODS):
+        raise ConfigError(f"calibration method must be auto, platt or isotonic, got {method!r}")
+    if pairs.scores is not None:
+        raise DataError(f"{pairs.source}: graded pairs (similarity scores, not 0/1 labels) cannot calibrate a "
+                        "duplicate probability; use a file of 0/1 labelled pairs")
+    if scores is None:
+        scores = model.similarity(pairs.text1, pairs.text2)
+    calibrator = fit_calibrator(scores, pairs.labels, method=method, seed=seed)
+    fitted_on = data_record(pairs)
+    calibrator = replace(calibrator, fitted_on=fitted_on)
+    summary = {"method": calibrator.method, "cv_log_loss": calibrator.cv_log_loss, "folds": calibrator.folds,
+               "pairs": len(pairs), "positives": calibrator.positives, **{k: v for k, v in fitted_on.items() if k != "pairs"},
+               "ece_before": calibration_metrics(probabilities_or_clipped(scores, model.calibrator), pairs.labels)["ece"]}
+    model.calibrator = calibrator
+    summary["ece_after"] = calibration_metrics(calibrator(scores), pairs.labels)["ece"]
+    if target_precision is not None or target_recall is not None:
+        threshold, choice = threshold_for_target(scores, pairs.labels, precision=target_precision, recall=target_recall)
+        model.config.threshold = threshold
+        model.info["threshold_choice"] = {**choice, "by": "calibrate", "data": fitted_on}
+        summary["threshold_choice"] = choice
+    summary["threshold"] = model.threshold
+    return summary
+
+
+def check_targets(precision: float | None, recall: float | None) -> None:
+    """At most one target, in (0, 1]: checked before anything slow runs."""
+    if precision is not None and recall is not None:
+        raise ConfigError("give a target precision or a target recall, not both")
+    for name, value in (("precision", precision), ("recall", recall)):
+        if value is not None and not 0.0 < value <= 1.0:
+            raise ConfigError(f"target {name} must be in (0, 1], got {value}")
