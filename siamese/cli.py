@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from .distill.static import StaticConfig
 from .errors import ConfigError, SiameseError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Siamese neural networks for semantic similarity.")
@@ -614,6 +615,56 @@ def serve(
     model = SiameseModel.load(model_dir)
     index = DuplicateIndex.load(index_dir, model) if index_dir else None
     uvicorn.run(create_app(model, index), host=host, port=port, log_level="warning")
+
+
+@app.command("distill")
+@user_errors
+def distill_command(
+    out: Annotated[Path, typer.Option("--out", help="Model folder to write (a bag-of-words model: every command takes it).")],
+    teacher: Annotated[str, typer.Option(help="The model to imitate: minilm (all-MiniLM-L6-v2), mpnet (make mpnet), or a Siamese, sentence-transformers or Hugging Face folder.")] = "minilm",
+    data: Annotated[Optional[list[Path]], typer.Option("--data", help="Corpus files (repeat): .txt one text per line, a CSV/TSV column (--column), or a pair file (both texts). Default: every text of the shared pair sets outside their test splits.")] = None,
+    column: Annotated[Optional[str], typer.Option(help="The CSV/TSV column holding the corpus texts.")] = None,
+    dim: Annotated[int, typer.Option(min=2, help="Student width (at most the teacher's).")] = StaticConfig.dim,
+    vocabulary: Annotated[str, typer.Option(help="subwords (the teacher's WordPiece tokens + frequent corpus words) or words.")] = StaticConfig.vocabulary,
+    extra_words: Annotated[int, typer.Option(min=0, help="subwords: corpus words added as tokens of their own.")] = StaticConfig.extra_words,
+    epochs: Annotated[int, typer.Option(min=0, help="Passes over the corpus matching the teacher's vectors (0: the teacher's token vectors only, as model2vec).")] = StaticConfig.epochs,
+    lr: Annotated[float, typer.Option(min=0.0, help="Adam learning rate for the token vectors and weights.")] = StaticConfig.lr,
+    fine_tune: Annotated[Optional[list[Path]], typer.Option("--fine-tune", help="Labelled pairs to fine-tune the student on afterwards (repeat for several files).")] = None,
+    fine_tune_loss: Annotated[str, typer.Option(help="Loss of the fine-tuning: mnr, cosent, contrastive, triplet, ...")] = "mnr",
+    fine_tune_epochs: Annotated[int, typer.Option(min=1)] = 1,
+    fine_tune_lr: Annotated[float, typer.Option(min=0.0)] = 1e-3,
+    val_data: Annotated[Optional[list[Path]], typer.Option("--val-data", help="Labelled pairs to choose the threshold on (repeat). Default: the shared validation sets.")] = None,
+    seed: Annotated[int, typer.Option()] = StaticConfig.seed,
+    as_json: JsonOpt = False,
+):
+    """Distil a teacher into a static student: token vectors pooled like the bag of words, ~100x faster than MiniLM."""
+    from .data import Pairs
+    from .datasets import validation_sets
+    from .distill import distill, read_corpus
+
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: a file is there, not a folder")
+    config = StaticConfig(dim=dim, vocabulary=vocabulary, extra_words=extra_words, epochs=epochs, lr=lr, seed=seed)
+    config.check()
+    texts = read_corpus(data, column=column) if data else None
+    val = [_read(p, "auto", None, None, None) for p in val_data] if val_data else validation_sets()
+    tune = Pairs.concat([_read(p, "auto", None, None, None) for p in fine_tune]) if fine_tune else None
+    student = distill(teacher, texts, config=config, val_pairs=val, fine_tune=tune, fine_tune_loss=fine_tune_loss,
+                      fine_tune_epochs=fine_tune_epochs, fine_tune_lr=fine_tune_lr, progress=not as_json)
+    student.save(out)
+    info = student.info["distillation"]
+    choice = info["threshold_choice"]
+    result = {"out": str(out), "teacher": info["teacher"].get("source"), "corpus_texts": info["corpus_texts"],
+              "tokens": info["tokens"], "dim": student.dim, "val_cosine": info["history"][-1]["val_cosine"],
+              "best_val_cosine": max((h["val_cosine"] or 0) for h in info["history"]),
+              "threshold": choice["threshold"], "seconds": info["seconds"],
+              "fine_tuned": "fine_tune" in info}
+    _emit(result, as_json, [
+        f"student of {result['teacher']}: {info['tokens']:,} tokens x {student.dim}, learned on {info['corpus_texts']:,} texts "
+        f"in {info['seconds']:.0f} s (held-out cosine to the teacher {result['best_val_cosine']:.3f})",
+        f"threshold {choice['threshold']:.4f} (chosen on {choice['val_pairs']} validation pairs)",
+        f"saved to {out}",
+    ])
 
 
 @app.command()

@@ -152,6 +152,9 @@ class SiameseModel:
         config.check()
         check_trainable(config)
         texts = texts if isinstance(texts, (list, tuple)) else list(texts)  # read twice: vocabulary, then counts
+        if config.tokenizer == "subwords":
+            raise ConfigError("a subword vocabulary is taken from a teacher, not learned here: build the model with "
+                              "siamese distill (siamese.distill.distill), then fine-tune it with train(..., initial=model)")
         torch.manual_seed(config.seed)
         options, info = config.encoder_kwargs(), {}
         if getattr(encoder_class(config.encoder), "own_tokenizer", False):

@@ -1,0 +1,66 @@
+"""Distillation into a static student: a teacher's sentence vectors learned by a bag of token
+vectors that encodes at bag-of-words speed (``siamese distill``).
+
+- :mod:`.corpus`: the texts the student learns from (default: the shared pair sets, no test split)
+- :mod:`.static`: the student itself (:func:`distill_static`, :class:`StaticConfig`)
+- :func:`distill`: teacher by name or folder → student → optional fine-tune on labelled pairs →
+  threshold chosen on validation pairs, ready to save.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from ..data import Pairs
+from ..errors import ConfigError, DataError
+from ..evaluation import choose_threshold
+from ..model import SiameseModel
+from .corpus import default_corpus, read_corpus
+from .static import StaticConfig, distill_static
+
+
+def distill(teacher: str | os.PathLike | SiameseModel = "minilm", texts: Sequence[str] | None = None, *,
+            config: StaticConfig | None = None, val_pairs: Pairs | Sequence[Pairs] | None = None,
+            fine_tune: Pairs | None = None, fine_tune_loss: str = "mnr", fine_tune_epochs: int = 1,
+            fine_tune_lr: float = 1e-3, progress: bool = True) -> SiameseModel:
+    """A static student of ``teacher`` (``minilm``, ``mpnet``, a Siamese, sentence-transformers or
+    Hugging Face folder, or a model in memory) learned on ``texts`` (default:
+    :func:`default_corpus`), optionally fine-tuned on labelled pairs, with its decision threshold
+    chosen on ``val_pairs`` (one set or several, both labels)."""
+    from ..model import ModelConfig
+    from ..teachers import load_teacher
+    from ..training import TrainConfig, train
+
+    config = config or StaticConfig()
+    config.check()
+    parts = [val_pairs] if isinstance(val_pairs, Pairs) else list(val_pairs or [])
+    val = Pairs.concat(parts) if parts else None
+    if val is not None and len(set(val.labels.tolist())) != 2:
+        raise ConfigError(f"validation pairs {val.source or ''}: need both duplicates and non-duplicates to choose a threshold")
+    corpus = default_corpus() if texts is None else list(texts)
+    distinct = len(set(t for t in corpus if t.strip()))
+    if distinct < 10:  # before the teacher is loaded: a mistake should not cost its start-up
+        raise DataError(f"the distillation corpus has {distinct} distinct texts; at least 10 are needed")
+    teacher_model, info = load_teacher(teacher, max_length=config.max_length)
+    student = distill_static(teacher_model, corpus, config, teacher_info=info, progress=progress)
+    del teacher_model  # hundreds of MB for a large teacher
+    if fine_tune is not None:
+        tuned = train(fine_tune, val, model_config=ModelConfig(loss=fine_tune_loss),
+                      config=TrainConfig(epochs=fine_tune_epochs, lr=fine_tune_lr, seed=config.seed),
+                      initial=student, progress=progress)
+        tuned.info["distillation"] = student.info["distillation"]
+        student = tuned
+    choice = {"threshold": student.config.threshold, "chosen_on": None, "val_pairs": 0}
+    if val is not None:
+        student.config.threshold, found = choose_threshold(student.similarity(val.text1, val.text2), val.labels)
+        choice = {"threshold": student.config.threshold, "chosen_on": [p.source for p in parts], "val_pairs": len(val),
+                  **found}
+    student.info["distillation"]["threshold_choice"] = choice
+    if fine_tune is not None:
+        student.info["distillation"]["fine_tune"] = {"source": fine_tune.source, "pairs": len(fine_tune),
+                                                    "loss": fine_tune_loss, "epochs": fine_tune_epochs, "lr": fine_tune_lr}
+    return student
+
+
+__all__ = ["StaticConfig", "default_corpus", "distill", "distill_static", "read_corpus"]

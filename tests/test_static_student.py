@@ -1,0 +1,178 @@
+"""The static student (siamese distill): token vectors that start at the teacher's own and learn
+its sentence vectors; a subword tokenizer extended with corpus words; saved, loaded and used by
+every command like any bag-of-words model; clear refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import spearmanr
+from typer.testing import CliRunner
+
+from siamese import ModelConfig, SiameseModel, datasets, train
+from siamese.cli import app
+from siamese.distill import StaticConfig, default_corpus, distill, distill_static, read_corpus
+from siamese.distill.corpus import CORPUS_SETS
+from siamese.errors import ConfigError, DataError
+from siamese.training import TrainConfig
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def corpus(data_dir):
+    """3,000 distinct STS-B / SICK training sentences."""
+    pairs = datasets.load_many(["sts-train", "sick-train"], data_dir)
+    return list(dict.fromkeys(pairs.text1 + pairs.text2))[:3000]
+
+
+@pytest.fixture(scope="module")
+def teacher():
+    return SiameseModel.build([], ModelConfig(encoder="transformer", max_length=64))
+
+
+@pytest.fixture(scope="module")
+def student(teacher, corpus):
+    return distill_static(teacher, corpus, StaticConfig(dim=64, epochs=3, extra_words=1500, val_fraction=0.1),
+                          teacher_info={"source": "minilm"}, progress=False)
+
+
+def test_training_brings_the_student_closer_to_the_teacher_on_held_out_texts(student):
+    history = student.info["distillation"]["history"]
+    assert history[0]["epoch"] == 0 and len(history) == 4
+    start, best = history[0]["val_cosine"], max(h["val_cosine"] for h in history)
+    assert best > start + 0.05, history
+
+
+def test_the_student_ranks_unseen_pairs_like_a_similarity_model(student, data_dir):
+    dev = datasets.load("sts-dev", data_dir).subset(range(400))  # not in the corpus
+    rho = spearmanr(student.similarity(dev.text1, dev.text2), dev.scores).statistic
+    assert rho > 0.6, rho
+
+
+def test_the_tokenizer_is_the_teachers_wordpiece_plus_corpus_words_without_special_tokens(student, teacher, corpus):
+    tok = student.vectorizer.tokenizer
+    teacher_size = teacher.vectorizer.tokenizer.get_vocab_size()
+    assert teacher_size < tok.get_vocab_size() <= teacher_size + 1500
+    # A frequent corpus word the teacher cuts into pieces is one token now.
+    added = [w for w, i in tok.get_vocab().items() if i >= teacher_size]
+    assert added and all(len(tok.encode(w).ids) == 1 for w in added[:50])
+    assert len(teacher.vectorizer.tokenizer.encode(added[0], add_special_tokens=False).ids) > 1
+    # No [CLS]/[SEP]; a word never seen still gets its pieces (no unknown token).
+    ids = student.vectorizer.encode(["zyxwvutsrq glorbification"])[0]
+    assert "[CLS]" not in tok.decode(list(ids), skip_special_tokens=False)
+    assert tok.token_to_id("[UNK]") not in ids.tolist() and len(ids) > 2
+    assert np.linalg.norm(student.encode(["zyxwvutsrq glorbification"])[0]) > 0.99
+
+
+def test_the_start_is_the_teachers_token_vector_projected(teacher, corpus):
+    untrained = distill_static(teacher, corpus[:500], StaticConfig(dim=384, epochs=0, extra_words=0), progress=False)
+    tok = untrained.vectorizer.tokenizer
+    word = "guitar"
+    row = untrained.encoder.embedding.weight[tok.token_to_id(word)].detach().numpy()
+    reference = teacher.encode([word])[0]  # [CLS] guitar [SEP], mean-pooled, unit length
+    # Full width: the projection is a rotation, so the row's cosine to the rotated teacher vector is 1;
+    # compare through the Gram structure, which a rotation keeps.
+    other = untrained.encoder.embedding.weight[tok.token_to_id("piano")].detach().numpy()
+    cos = lambda a, b: float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+    assert cos(row, other) == pytest.approx(cos(reference, teacher.encode(["piano"])[0]), abs=2e-3)
+
+
+def test_saved_and_loaded_the_student_gives_the_same_vectors(student, tmp_path):
+    student.save(tmp_path / "s")
+    again = SiameseModel.load(tmp_path / "s")
+    texts = ["How do I learn Python?", "A man is playing a guitar.", "unseenwordhere"]
+    np.testing.assert_allclose(again.encode(texts), student.encode(texts), atol=1e-6)
+    assert again.config.tokenizer == "subwords" and again.fingerprint() == student.fingerprint()
+    raw = json.loads((tmp_path / "s" / "config.json").read_text())
+    raw["vocab_size"] += 1
+    (tmp_path / "s" / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(Exception, match="vocab_size"):
+        SiameseModel.load(tmp_path / "s")
+
+
+def test_fine_tuning_starts_from_the_student_and_leaves_it_untouched(student, data_dir):
+    pairs = datasets.load("msrp-train", data_dir).subset(range(400))
+    before = student.encoder.embedding.weight.detach().clone()
+    tuned = train(pairs, None, model_config=ModelConfig(loss="mnr"), config=TrainConfig(epochs=1, lr=1e-3),
+                  initial=student, progress=False)
+    assert torch.equal(student.encoder.embedding.weight, before)  # a copy was trained
+    assert tuned.vectorizer is student.vectorizer and tuned.config.loss == "mnr" and tuned.config.tokenizer == "subwords"
+    moved = (tuned.encoder.embedding.weight.detach() - before).abs().sum(1) > 0
+    assert 0 < int(moved.sum()) < len(before)  # only the rows the pairs touch (lazy Adam)
+
+
+def test_a_words_vocabulary_works_for_any_teacher(teacher, corpus):
+    words = distill_static(teacher, corpus[:800], StaticConfig(dim=32, epochs=1, vocabulary="words"), progress=False)
+    assert words.config.tokenizer == "words" and words.encode(["a guitar"]).shape == (1, 32)
+
+
+def test_refusals(teacher, corpus):
+    with pytest.raises(ConfigError, match="wider than the teacher"):
+        distill_static(teacher, corpus[:50], StaticConfig(dim=1000), progress=False)
+    with pytest.raises(DataError, match="at least 10"):
+        distill_static(teacher, ["one", "two", " "], progress=False)
+    with pytest.raises(ConfigError, match="vocabulary"):
+        StaticConfig(vocabulary="letters").check()
+    with pytest.raises(ConfigError, match="tokenizer"):
+        ModelConfig(tokenizer="bytes").check()
+    with pytest.raises(ConfigError, match="siamese distill"):
+        SiameseModel.build(corpus[:20], ModelConfig(encoder="bow", tokenizer="subwords"))
+
+
+def test_the_default_corpus_leaves_every_test_and_selection_split_out(data_dir):
+    texts = set(default_corpus(data_dir))
+    assert len(texts) > 100_000
+    assert not {"sts-test", "msrp-test", "quora-sample", "sts-dev", "msrp-val", "semeval-dev"} & set(CORPUS_SETS)
+    for name in ("quora-sample", "sts-test", "msrp-test", "paws-wiki-test", "mqp", "sts-dev"):
+        held = datasets.load(name, data_dir)
+        assert not texts & set(held.text1 + held.text2), name
+
+
+def test_read_corpus_takes_text_files_columns_and_pair_files(tmp_path, data_dir):
+    (tmp_path / "a.txt").write_text("first text\nsecond text\n\nfirst text\n")
+    (tmp_path / "b.csv").write_text("id,question\n1,third text\n2,second text\n")
+    assert read_corpus([tmp_path / "a.txt"]) == ["first text", "second text"]
+    assert read_corpus([tmp_path / "b.csv"], column="question") == ["third text", "second text"]
+    msrp = read_corpus([data_dir / "msrp" / "msr-para-val.tsv"])
+    assert len(msrp) > 900
+
+
+def test_cli_distill_then_every_command_uses_the_student(corpus, tmp_path, data_dir):
+    (tmp_path / "corpus.txt").write_text("\n".join(corpus))
+    out = tmp_path / "student"
+    result = runner.invoke(app, ["distill", "--out", str(out), "--data", str(tmp_path / "corpus.txt"), "--dim", "48",
+                                 "--epochs", "2", "--extra-words", "500",
+                                 "--val-data", str(data_dir / "msrp" / "msr-para-val.tsv"), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["dim"] == 48 and report["corpus_texts"] == len(corpus) and 0 < report["threshold"] < 1
+    assert json.loads((out / "config.json").read_text())["info"]["distillation"]["threshold_choice"]["val_pairs"] == 500
+    result = runner.invoke(app, ["predict", str(out), "A man plays a guitar.", "A man is playing a guitar.", "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["similarity"] > 0.8
+    result = runner.invoke(app, ["index", "build", str(out), "--data", str(tmp_path / "corpus.txt"), "--out", str(tmp_path / "idx")])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["search", str(tmp_path / "idx"), corpus[7], "-k", "1", "--json"])
+    assert result.exit_code == 0 and corpus[7] in result.stdout
+
+
+def test_cli_refusals_write_nothing(tmp_path, data_dir):
+    (tmp_path / "tiny.txt").write_text("one\ntwo\n")
+    (tmp_path / "enough.txt").write_text("\n".join(f"text number {i}" for i in range(20)))
+    cases = [
+        (["--data", str(tmp_path / "tiny.txt")], "at least 10"),
+        (["--data", str(tmp_path / "missing.txt")], "no such file"),
+        (["--data", str(tmp_path / "tiny.txt"), "--vocabulary", "letters"], "vocabulary"),
+        (["--data", str(tmp_path / "enough.txt"), "--teacher", str(tmp_path / "nowhere")], "nowhere"),
+    ]
+    for extra, message in cases:
+        result = runner.invoke(app, ["distill", "--out", str(tmp_path / "out"), "--val-data", str(data_dir / "msrp" / "msr-para-val.tsv"),
+                                     *extra])
+        assert result.exit_code == 2, (extra, result.output)
+        assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
+        assert not (tmp_path / "out").exists()
