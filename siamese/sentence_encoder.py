@@ -60,15 +60,27 @@ def from_pretrained(name_or_folder: str | os.PathLike, val_pairs: Pairs | Sequen
     ``val_pairs`` (one set or several; both labels needed) to maximise ``metric``. Without
     validation pairs the threshold stays at the default. ``info["pretrained"]`` records what it
     was built from and what the threshold was chosen on."""
+    parts = validation_parts(val_pairs)
+    model, info = sentence_encoder(name_or_folder, max_length=max_length)
+    model.info["pretrained"] = {**info, "threshold_choice": set_threshold(model, parts, metric)}
+    return model
+
+
+def validation_parts(val_pairs: Pairs | Sequence[Pairs] | None) -> list[Pairs]:
+    """Validation pairs as a list of sets, refused (before any model is built) unless together they
+    hold both labels."""
     parts = [val_pairs] if isinstance(val_pairs, Pairs) else list(val_pairs or [])
     val = Pairs.concat(parts) if parts else None
     if val is not None and len(set(val.labels.tolist())) != 2:
         raise ConfigError(f"validation pairs {val.source or ''}: need both duplicates and non-duplicates to choose a threshold")
-    model, info = sentence_encoder(name_or_folder, max_length=max_length)
-    choice = {"threshold": model.config.threshold, "chosen_on": None, "val_pairs": 0}
-    if val is not None:
-        model.config.threshold, found = choose_threshold(model.similarity(val.text1, val.text2), val.labels, metric)
-        choice = {"threshold": model.config.threshold, "chosen_on": [p.source for p in parts], "val_pairs": len(val),
-                  **found}
-    model.info["pretrained"] = {**info, "threshold_choice": choice}
-    return model
+    return parts
+
+
+def set_threshold(model: SiameseModel, parts: Sequence[Pairs], metric: str = "accuracy") -> dict:
+    """Choose ``model``'s threshold on the validation sets ``parts`` (kept when there are none);
+    returns what was chosen, on what, and the metric's value there."""
+    if not parts:
+        return {"threshold": model.config.threshold, "chosen_on": None, "val_pairs": 0}
+    val = Pairs.concat(list(parts))
+    model.config.threshold, found = choose_threshold(model.similarity(val.text1, val.text2), val.labels, metric)
+    return {"threshold": model.config.threshold, "chosen_on": [p.source for p in parts], "val_pairs": len(val), **found}

@@ -13,8 +13,7 @@ import os
 from collections.abc import Sequence
 
 from ..data import Pairs
-from ..errors import ConfigError, DataError
-from ..evaluation import choose_threshold
+from ..errors import DataError
 from ..model import SiameseModel
 from .corpus import default_corpus, read_corpus
 from .static import StaticConfig, distill_static
@@ -29,15 +28,14 @@ def distill(teacher: str | os.PathLike | SiameseModel = "minilm", texts: Sequenc
     :func:`default_corpus`), optionally fine-tuned on labelled pairs, with its decision threshold
     chosen on ``val_pairs`` (one set or several, both labels)."""
     from ..model import ModelConfig
+    from ..sentence_encoder import set_threshold, validation_parts
     from ..teachers import load_teacher
     from ..training import TrainConfig, train
 
     config = config or StaticConfig()
     config.check()
-    parts = [val_pairs] if isinstance(val_pairs, Pairs) else list(val_pairs or [])
+    parts = validation_parts(val_pairs)
     val = Pairs.concat(parts) if parts else None
-    if val is not None and len(set(val.labels.tolist())) != 2:
-        raise ConfigError(f"validation pairs {val.source or ''}: need both duplicates and non-duplicates to choose a threshold")
     corpus = default_corpus() if texts is None else list(texts)
     distinct = len(set(t for t in corpus if t.strip()))
     if distinct < 10:  # before the teacher is loaded: a mistake should not cost its start-up
@@ -51,12 +49,7 @@ def distill(teacher: str | os.PathLike | SiameseModel = "minilm", texts: Sequenc
                       initial=student, progress=progress)
         tuned.info["distillation"] = student.info["distillation"]
         student = tuned
-    choice = {"threshold": student.config.threshold, "chosen_on": None, "val_pairs": 0}
-    if val is not None:
-        student.config.threshold, found = choose_threshold(student.similarity(val.text1, val.text2), val.labels)
-        choice = {"threshold": student.config.threshold, "chosen_on": [p.source for p in parts], "val_pairs": len(val),
-                  **found}
-    student.info["distillation"]["threshold_choice"] = choice
+    student.info["distillation"]["threshold_choice"] = set_threshold(student, parts)
     if fine_tune is not None:
         student.info["distillation"]["fine_tune"] = {"source": fine_tune.source, "pairs": len(fine_tune),
                                                     "loss": fine_tune_loss, "epochs": fine_tune_epochs, "lr": fine_tune_lr}

@@ -108,7 +108,9 @@ def distill_static(teacher: SiameseModel, texts: Sequence[str], config: StaticCo
     model_config = ModelConfig(encoder="bow", dim=config.dim, head="cosine", loss="cosent", max_vocab=config.max_vocab,
                                max_length=config.max_length, seed=config.seed, tokenizer=config.vocabulary,
                                encoder_options={"embedding_dim": config.dim})
-    encoder = BagOfWordsEncoder(vectorizer.vocab_size, embedding_dim=config.dim, word_counts=vectorizer.counts(texts),
+    ids = vectorizer.encode(texts)  # once: the SIF counts and every training batch come from these
+    counts = np.bincount(np.concatenate(ids), minlength=vectorizer.vocab_size)
+    encoder = BagOfWordsEncoder(vectorizer.vocab_size, embedding_dim=config.dim, word_counts=counts,
                                 embeddings=token_table @ projection)
     with torch.no_grad():
         encoder.embedding.weight[PAD_ID] = 0
@@ -116,7 +118,7 @@ def distill_static(teacher: SiameseModel, texts: Sequence[str], config: StaticCo
             encoder.embedding.weight[UNK_ID] = 0  # an unknown word is no evidence either way
     model = SiameseModel(vectorizer, encoder, model_config)
     goal = torch.nn.functional.normalize(torch.from_numpy(targets @ projection), dim=-1)
-    history = fit_to_teacher(model, texts, goal, config, progress)
+    history = fit_to_teacher(model, ids, goal, config, progress)
     model.info = {"distillation": {"kind": "static", **asdict(config), "teacher": teacher_info or {},
                                    "corpus_texts": len(texts), "tokens": vectorizer.vocab_size,
                                    "teacher_seconds": round(teacher_seconds, 1), "history": history,
@@ -124,15 +126,14 @@ def distill_static(teacher: SiameseModel, texts: Sequence[str], config: StaticCo
     return model
 
 
-def fit_to_teacher(model: SiameseModel, texts: list[str], goal: torch.Tensor, config: StaticConfig,
+def fit_to_teacher(model: SiameseModel, ids: list[np.ndarray], goal: torch.Tensor, config: StaticConfig,
                    progress: bool) -> list[dict]:
-    """Lazy Adam on the token vectors and weights; keeps the weights of the epoch whose held-out
-    texts are closest to the teacher (mean cosine). Returns one row per epoch (epoch 0: the start)."""
+    """Lazy Adam on the token vectors and weights, on the corpus texts' token ``ids``; keeps the
+    weights of the epoch whose held-out texts are closest to the teacher (mean cosine). Returns one row per epoch (epoch 0: the start)."""
     rng = np.random.default_rng(config.seed)
-    order = rng.permutation(len(texts))
-    cut = int(round(config.val_fraction * len(texts)))
+    order = rng.permutation(len(ids))
+    cut = int(round(config.val_fraction * len(ids)))
     val_rows, train_rows = order[:cut], order[cut:]
-    ids = model.vectorizer.encode(texts)
     encoder = model.encoder
     optimizer = LazyAdam([p for p in encoder.parameters() if p.requires_grad], lr=config.lr)
 
