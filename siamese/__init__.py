@@ -1,19 +1,22 @@
-"""siamese: train, evaluate and serve Siamese neural networks for semantic similarity."""
+"""siamese: train, evaluate and serve Siamese neural networks for semantic similarity.
 
-__version__ = "0.1.0"
+The public API below is imported lazily: ``import siamese`` has no side effects and imports no
+torch until one of these names is used."""
 
-from .calibration import Calibrator, fit_calibrator  # noqa: E402
-from .data import FORMATS, Pairs, read_pairs, read_texts, split_pairs  # noqa: E402
-from .errors import ConfigError, DataError, ModelError, SiameseError  # noqa: E402
-from .evaluation import choose_threshold, evaluate  # noqa: E402
-from .losses import hinge_loss, triplet_loss  # noqa: E402
-from .model import ModelConfig, SiameseModel  # noqa: E402
-from .sentence_encoder import from_pretrained  # noqa: E402
-from .training import TrainConfig, train  # noqa: E402
-from .vectors import encode_to_file, write_vectors  # noqa: E402
+from __future__ import annotations
 
-__all__ = [
-    "FORMATS", "Calibrator", "ConfigError", "DataError", "ModelConfig", "ModelError", "Pairs", "SiameseError", "SiameseModel",
-    "TrainConfig", "choose_threshold", "encode_to_file", "evaluate", "fit_calibrator", "from_pretrained", "read_pairs",
-    "read_texts", "split_pairs", "train", "hinge_loss", "triplet_loss", "write_vectors",
-]
+from ._lazy import lazy_exports
+from .version import __version__
+
+__getattr__, __dir__, __all__ = lazy_exports(globals(), {
+    "Calibrator": ".calibration", "fit_calibrator": ".calibration",
+    "FORMATS": ".data", "Pairs": ".data", "read_pairs": ".data", "read_texts": ".data", "split_pairs": ".data",
+    "ConfigError": ".errors", "DataError": ".errors", "ModelError": ".errors", "SiameseError": ".errors",
+    "choose_threshold": ".evaluation", "evaluate": ".evaluation",
+    "hinge_loss": ".losses", "triplet_loss": ".losses",
+    "ModelConfig": ".model", "SiameseModel": ".model",
+    "from_pretrained": ".sentence_encoder",
+    "TrainConfig": ".training", "train": ".training",
+    "encode_to_file": ".vectors", "write_vectors": ".vectors",
+})
+__all__ = [*__all__, "__version__"]

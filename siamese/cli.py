@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .distill.static import StaticConfig
+from .distill.config import StaticConfig
 from .errors import ConfigError, SiameseError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Siamese neural networks for semantic similarity.")
@@ -344,7 +344,7 @@ def score(
     as_json: JsonOpt = False,
 ):
     """Add similarity, probability (calibrated models) and duplicate columns to a file of pairs, streamed."""
-    from tqdm.auto import tqdm
+    from .progress import tqdm
 
     from .model import SiameseModel
     from .scoring import score_file
@@ -352,7 +352,7 @@ def score(
     model = SiameseModel.load(model_dir)
     bar = None
     if not quiet and sys.stderr.isatty():
-        bar = tqdm(desc="score", unit="pair", file=sys.stderr)
+        bar = tqdm(desc="score", unit="pair")
 
     def progress(pairs: int, line: int) -> None:
         if bar is not None:

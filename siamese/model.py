@@ -22,21 +22,21 @@ import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
-from tqdm.auto import tqdm
 
-from . import __version__
 from .atomic import atomic_dir, atomic_file
 from .calibration import Calibrator
 from .encoders import ENCODERS, LSTMEncoder, TransformerEncoder, build_encoder, encoder_class
 from .errors import ConfigError, ModelError
+from .glove import embedding_matrix, load_glove
 from .heads import HEADS, build_head
 from .losses import check_head_and_loss
-from .glove import embedding_matrix, load_glove
 from .manifest import read_manifest
 from .parallel import ParallelEncoder, single_threaded_ops
 from .precision import autocast, default_precision, resolve_precision
+from .progress import tqdm
 from .st_layout import encoder_weights, write_layout
 from .text import PretrainedVectorizer, Vectorizer, check_char_ngrams, check_oov_buckets, pad
+from .version import __version__
 
 FORMAT = "siamese-model/1"
 HEAD_PREFIX = "head."

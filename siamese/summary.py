@@ -119,21 +119,23 @@ def summary(model, width: int = 98) -> str:
 
 def draw(model, path: str | os.PathLike) -> Path:
     """Draw the architecture: two inputs → the shared encoder's layers → head → score (PNG)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    # A bare Figure on the Agg canvas: no pyplot, so the caller's backend and figures are untouched.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
 
     rows = summary_rows(model)
     encoder_rows, head_rows = rows[:-1], rows[-1:]  # the pooled encoding is the last encoder row
     n = len(encoder_rows) + 3
-    fig, ax = plt.subplots(figsize=(7, 0.75 * n + 0.8))
+    fig = Figure(figsize=(7, 0.75 * n + 0.8))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
     ax.set_xlim(0, 10)
     ax.set_ylim(0.2, n + 0.5)
     ax.axis("off")
 
     def box(x, y, w, text, color):
-        ax.add_patch(plt.Rectangle((x - w / 2, y - 0.3), w, 0.6, facecolor=color, edgecolor="#333", linewidth=1))
+        ax.add_patch(Rectangle((x - w / 2, y - 0.3), w, 0.6, facecolor=color, edgecolor="#333", linewidth=1))
         ax.text(x, y, text, ha="center", va="center", fontsize=8)
 
     def arrow(x0, y0, x1, y1):
@@ -160,5 +162,4 @@ def draw(model, path: str | os.PathLike) -> Path:
     path = Path(path)
     with atomic_file(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
     return path

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import save_file
-from tqdm.auto import tqdm
 
 from .atomic import atomic_file
 from .data import Pairs
@@ -27,6 +26,7 @@ from .optim import LazyAdam
 from .parallel import ParallelEncoder, single_threaded_ops
 from .precision import PRECISIONS, autocast as precision_autocast, resolve_precision  # noqa: F401 (re-exported)
 from .model import ModelConfig, SiameseModel, check_trainable
+from .progress import tqdm
 from .teachers import TeacherVectors, load_teacher
 from .text import pad
 

@@ -170,3 +170,14 @@ def test_train_rejects_unknown_precision_before_writing(tmp_path, data_dir):
                check_ok=False)
     assert_user_error(proc, "precision", "'fp16'")
     assert not out.exists()
+
+
+def test_train_json_without_quiet_keeps_stdout_pure_and_logs_one_line_per_epoch(tmp_path, data_dir):
+    # Was: epoch lines on stdout before the JSON, and tqdm's \r redraws flooding a non-terminal stderr.
+    proc = run("train", "--data", data_dir / "msrp/msr-para-val.tsv", "--out", tmp_path / "m", "--epochs", 2,
+               "--dim", 16, "--json")
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["epochs"] == 2, proc.stdout
+    assert "\r" not in proc.stderr
+    epoch_lines = [line for line in proc.stderr.splitlines() if line.startswith("epoch=")]
+    assert len(epoch_lines) == 2, proc.stderr

@@ -14,10 +14,11 @@ V2 = [[0.26726124, 0.53452248, 0.80178373], [-0.5178918, -0.57543534, -0.6329788
 SEED_LOSS = 0.7035
 
 
-def reference_loss(v1: np.ndarray, v2: np.ndarray, margin: float = 0.25) -> float:
-    """The definition, one row and one column at a time.
+def reference_loss(v1: np.ndarray, v2: np.ndarray, margin: float = 0.25, negatives_of=None) -> float:
+    """The definition (summed over rows, as the seed), one row and one column at a time.
 
-    scores[i, j] = v2[i] . v1[j]; the positive of row i is scores[i, i]; its negatives are the
+    scores[i, j] = v2[i] . v1[j] (or, with ``negatives_of``, anchor v1[i] against the positives
+    v2 and the explicit negatives); the positive of row i is scores[i, i]; its negatives are the
     other entries of the row (the diagonal counts as 0 in the mean, as in the seed). The closest
     negative is the largest negative not above the positive; entries that are excluded (the
     diagonal, and negatives above the positive) take part only after being lowered by 2, which
@@ -27,8 +28,12 @@ def reference_loss(v1: np.ndarray, v2: np.ndarray, margin: float = 0.25) -> floa
     total = 0.0
     for i in range(n):
         positive = float(np.dot(v2[i], v1[i]))
-        negatives = [float(np.dot(v2[i], v1[j])) for j in range(n) if j != i]
-        mean_negative = sum(negatives) / (n - 1)
+        if negatives_of is None:
+            negatives = [float(np.dot(v2[i], v1[j])) for j in range(n) if j != i]
+        else:
+            candidates = [*v2, *negatives_of]
+            negatives = [float(np.dot(v1[i], c)) for j, c in enumerate(candidates) if j != i]
+        mean_negative = sum(negatives) / len(negatives)
         candidates = [-2.0]  # the diagonal: 0 - 2
         for s in negatives:
             candidates.append(s - 2.0 if s > positive else s)
@@ -43,16 +48,42 @@ def unit_rows(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
 
 
 def test_seed_example():
-    assert triplet_loss(V1, V2).item() == pytest.approx(SEED_LOSS, abs=1e-4)
-    assert triplet_loss(torch.tensor(V1), torch.tensor(V2)).item() == pytest.approx(SEED_LOSS, abs=1e-4)
+    # The seed sums over the batch; training averages (the same loss per pair whatever the batch size).
+    assert triplet_loss(V1, V2, reduction="sum").item() == pytest.approx(SEED_LOSS, abs=1e-4)
+    assert triplet_loss(torch.tensor(V1), torch.tensor(V2), reduction="sum").item() == pytest.approx(SEED_LOSS, abs=1e-4)
+    assert triplet_loss(V1, V2).item() == pytest.approx(SEED_LOSS / 2, abs=1e-4)
     assert reference_loss(np.array(V1), np.array(V2)) == pytest.approx(SEED_LOSS, abs=1e-4)
+    with pytest.raises(ValueError, match="reduction"):
+        triplet_loss(V1, V2, reduction="max")
+
+
+def test_training_loss_averages_over_the_batch():
+    # Was: a sum, so its gradient (and step, before Adam's normalisation) grew with the batch size.
+    rng = np.random.default_rng(7)
+    for n in (4, 64):
+        v1, v2 = torch.tensor(unit_rows(rng, n, 8)), torch.tensor(unit_rows(rng, n, 8))
+        assert TripletLoss()(v1, v2).item() == pytest.approx(reference_loss(v1.numpy(), v2.numpy()) / n, rel=1e-9)
+
+
+def test_explicit_negatives_are_used():
+    # Was: TripletLoss ignored `negative` (answer triplets with --loss triplet lost their negatives).
+    rng = np.random.default_rng(3)
+    v1 = unit_rows(rng, 5, 6)
+    v2 = unit_rows(rng, 5, 6) * 0.4 + v1
+    v2 /= np.linalg.norm(v2, axis=1, keepdims=True)
+    hard = v1 + unit_rows(rng, 5, 6) * 0.6  # a negative close to each anchor, below its positive
+    hard /= np.linalg.norm(hard, axis=1, keepdims=True)
+    a, b, neg = (torch.tensor(x) for x in (v1, v2, hard))
+    with_neg = TripletLoss()(a, b, negative=neg).item()
+    assert with_neg == pytest.approx(reference_loss(v1, v2, negatives_of=hard) / 5, rel=1e-9)
+    assert with_neg > TripletLoss()(a, b).item()
 
 
 def test_module_form_matches_function_and_margin_matters():
     v1, v2 = torch.tensor(V1), torch.tensor(V2)
     assert TripletLoss()(v1, v2).item() == pytest.approx(triplet_loss(v1, v2).item())
     assert LOSSES["triplet"] is TripletLoss
-    assert TripletLoss(margin=0.5)(v1, v2).item() == pytest.approx(reference_loss(np.array(V1), np.array(V2), 0.5))
+    assert TripletLoss(margin=0.5)(v1, v2).item() == pytest.approx(reference_loss(np.array(V1), np.array(V2), 0.5) / 2)
     assert TripletLoss(margin=0.5)(v1, v2).item() > TripletLoss(margin=0.25)(v1, v2).item()
 
 
@@ -65,7 +96,7 @@ def test_matches_reference_on_random_unit_vectors(n, d):
         # Positives that are noisy copies of v1, so every branch (above/below positive) occurs.
         v2 = unit_rows(rng, n, d) * 0.5 + v1 * rng.uniform(0, 1.5)
         v2 /= np.linalg.norm(v2, axis=1, keepdims=True)
-        got = triplet_loss(torch.from_numpy(v1), torch.from_numpy(v2)).item()
+        got = triplet_loss(torch.from_numpy(v1), torch.from_numpy(v2), reduction="sum").item()
         assert got == pytest.approx(reference_loss(v1, v2), rel=1e-9, abs=1e-9)
 
 

@@ -3,57 +3,17 @@ vectors that encodes at bag-of-words speed (``siamese distill``).
 
 - :mod:`.corpus`: the texts the student learns from (default: the shared pair sets, no test split)
 - :mod:`.static`: the student itself (:func:`distill_static`, :class:`StaticConfig`)
-- :func:`distill`: teacher by name or folder → student → optional fine-tune on labelled pairs →
+- :mod:`.pipeline` :func:`distill`: teacher by name or folder → student → optional fine-tune on labelled pairs →
   threshold chosen on validation pairs, ready to save.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
+from .._lazy import lazy_exports
 
-from ..data import Pairs
-from ..errors import DataError
-from ..model import SiameseModel
-from .corpus import default_corpus, read_corpus
-from .static import StaticConfig, distill_static
-
-
-def distill(teacher: str | os.PathLike | SiameseModel = "minilm", texts: Sequence[str] | None = None, *,
-            config: StaticConfig | None = None, val_pairs: Pairs | Sequence[Pairs] | None = None,
-            fine_tune: Pairs | None = None, fine_tune_loss: str = "mnr", fine_tune_epochs: int = 1,
-            fine_tune_lr: float = 1e-3, progress: bool = True) -> SiameseModel:
-    """A static student of ``teacher`` (``minilm``, ``mpnet``, a Siamese, sentence-transformers or
-    Hugging Face folder, or a model in memory) learned on ``texts`` (default:
-    :func:`default_corpus`), optionally fine-tuned on labelled pairs, with its decision threshold
-    chosen on ``val_pairs`` (one set or several, both labels)."""
-    from ..model import ModelConfig
-    from ..sentence_encoder import set_threshold, validation_parts
-    from ..teachers import load_teacher
-    from ..training import TrainConfig, train
-
-    config = config or StaticConfig()
-    config.check()
-    parts = validation_parts(val_pairs)
-    val = Pairs.concat(parts) if parts else None
-    corpus = default_corpus() if texts is None else list(texts)
-    distinct = len(set(t for t in corpus if t.strip()))
-    if distinct < 10:  # before the teacher is loaded: a mistake should not cost its start-up
-        raise DataError(f"the distillation corpus has {distinct} distinct texts; at least 10 are needed")
-    teacher_model, info = load_teacher(teacher, max_length=config.max_length)
-    student = distill_static(teacher_model, corpus, config, teacher_info=info, progress=progress)
-    del teacher_model  # hundreds of MB for a large teacher
-    if fine_tune is not None:
-        tuned = train(fine_tune, val, model_config=ModelConfig(loss=fine_tune_loss),
-                      config=TrainConfig(epochs=fine_tune_epochs, lr=fine_tune_lr, seed=config.seed),
-                      initial=student, progress=progress)
-        tuned.info["distillation"] = student.info["distillation"]
-        student = tuned
-    student.info["distillation"]["threshold_choice"] = set_threshold(student, parts)
-    if fine_tune is not None:
-        student.info["distillation"]["fine_tune"] = {"source": fine_tune.source, "pairs": len(fine_tune),
-                                                    "loss": fine_tune_loss, "epochs": fine_tune_epochs, "lr": fine_tune_lr}
-    return student
-
-
-__all__ = ["StaticConfig", "default_corpus", "distill", "distill_static", "read_corpus"]
+# Names resolve on first use: importing this package (e.g. for StaticConfig's defaults in the CLI)
+# must not import torch.
+__getattr__, __dir__, __all__ = lazy_exports(globals(), {
+    "StaticConfig": ".config", "VOCABULARIES": ".config", "default_corpus": ".corpus", "read_corpus": ".corpus",
+    "distill_static": ".static", "distill": ".pipeline",
+})

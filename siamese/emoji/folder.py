@@ -14,10 +14,10 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from .. import __version__
 from ..atomic import atomic_dir
 from ..errors import ModelError
 from ..manifest import read_manifest
+from ..version import __version__
 
 WEIGHTS = "model.safetensors"
 

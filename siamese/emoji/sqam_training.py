@@ -18,11 +18,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 from torch.optim.swa_utils import AveragedModel
-from tqdm.auto import tqdm
 
 from ..errors import ConfigError, DataError
 from ..glove import embedding_matrix, load_glove
 from ..losses import hinge_loss
+from ..progress import tqdm
 from ..text import PAD_ID, UNK_ID, Vectorizer
 from ..training import batches, seed_everything
 from .sentiment import UNKNOWN, sentiment_classes, sentiment_priors

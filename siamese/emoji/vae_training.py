@@ -10,9 +10,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from ..errors import ConfigError
+from ..progress import tqdm
 from .images import EmojiSet
 from .vae import ConvVAE, EmojiVAE, VAEConfig, to_tensor, vae_loss
 

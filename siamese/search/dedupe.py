@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import connected_components
-from tqdm.auto import tqdm
 
 from ..atomic import atomic_file
 from ..errors import ConfigError
 from ..model import SiameseModel
+from ..progress import tqdm
 from .index import KINDS, faiss_index, fill_index, require_cosine
 
 CLUSTERINGS = ("components", "communities")

@@ -14,9 +14,9 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel, Field
 
-from .. import __version__
 from ..model import SiameseModel
 from ..search import DuplicateIndex
+from ..version import __version__
 
 
 @dataclass(frozen=True)

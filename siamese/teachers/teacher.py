@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from ..errors import ConfigError, ModelError
 from ..manifest import read_json_object
 from ..model import FORMAT, SiameseModel
 from ..pretrained import NAMED, model_folder
+from ..progress import tqdm
 from ..sentence_encoder import sentence_encoder
 
 

@@ -1,0 +1,24 @@
+"""Lazy package exports (PEP 562): ``import siamese`` costs nothing until a name is used, so the
+CLI starts at once and every command imports only what it needs."""
+
+from __future__ import annotations
+
+import importlib
+
+
+def lazy_exports(namespace: dict, names: dict[str, str]):
+    """``__getattr__``, ``__dir__`` and ``__all__`` for the package whose ``globals()`` is
+    ``namespace``: each public name lives in the given relative module, imported on first access."""
+    package = namespace["__name__"]
+
+    def __getattr__(name: str):
+        if name not in names:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(names[name], package), name)
+        namespace[name] = value  # later look-ups skip __getattr__
+        return value
+
+    def __dir__():
+        return sorted(set(namespace) | set(names))
+
+    return __getattr__, __dir__, sorted(names)
