@@ -65,6 +65,21 @@ def _answer_triplets(data: list[Path], val_data: Path | None, val_fraction: floa
             make_triplets(val_questions, negatives=negatives, seed=seed, source=str(val_data or source)), val_questions)
 
 
+def _saved_train_options(checkpoint: Path) -> dict:
+    """The options of the ``siamese train`` run that wrote ``checkpoint``, as the command takes them."""
+    from .trainer import read_checkpoint
+
+    saved = read_checkpoint(checkpoint)[2].get("run", {}).get("cli")
+    if not saved:
+        raise ConfigError(f"{checkpoint}: this checkpoint was written by the Python API, not siamese train; "
+                          "resume it with train(..., checkpoint=..., resume=True)")
+    paths = {"out", "val_data", "glove", "checkpoint"}
+    options = {k: Path(v) if k in paths and v is not None else v for k, v in saved.items()
+               if k not in ("quiet", "as_json", "resume")}
+    options["data"] = [Path(p) for p in saved["data"]]
+    return options
+
+
 def _length_range(text: str | None, flag: str) -> list[int] | None:
     """ "3-5" → [3, 5], "4" → [4, 4]; None stays None."""
     if text is None:
@@ -100,8 +115,8 @@ def _emit(result: dict, as_json: bool, lines: list[str]) -> None:
 @app.command()
 @user_errors
 def train(
-    data: Annotated[list[Path], typer.Option("--data", help="Labelled pairs to train on (repeat for several files).")],
-    out: Annotated[Path, typer.Option("--out", help="Model folder to write (only written if training succeeds).")],
+    data: Annotated[Optional[list[Path]], typer.Option("--data", help="Labelled pairs to train on (repeat for several files).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Model folder to write (only written if training succeeds).")] = None,
     weight: Annotated[Optional[list[float]], typer.Option("--weight", min=0.0, help="Sampling weight per --data file, in the same order (default 1 each): 2 draws a set twice per epoch, 0.5 half of it.")] = None,
     encoder: Annotated[str, typer.Option(help="lstm, bilstm, bilstm-max, cnn, bow (weighted bag of words; -o ngrams=2 adds word pairs) or transformer.")] = "lstm",
     head: Annotated[str, typer.Option(help="cosine, manhattan, l1, concat or symmetric.")] = "cosine",
@@ -139,12 +154,19 @@ def train(
     target_precision: TargetPrecisionOpt = None,
     target_recall: TargetRecallOpt = None,
     calibrate: Annotated[bool, typer.Option("--calibrate/--no-calibrate", help="Fit the similarity -> probability calibration on the validation pairs (skipped, with a note, when they lack a label or are graded).")] = True,
-    checkpoint: Annotated[Optional[Path], typer.Option(help="Also write the best weights here after each improving epoch.")] = None,
+    checkpoint: Annotated[Optional[Path], typer.Option(help="After every epoch, rewrite this folder: a model folder of that epoch's weights plus what --resume needs.")] = None,
+    resume: Annotated[Optional[Path], typer.Option(help="Continue the killed run that wrote this --checkpoint folder (its options are read from it; it ends after the same epochs).")] = None,
     workers: Annotated[Optional[int], typer.Option(min=1, help="Threads encoding parts of each batch in parallel (default: one per core).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     as_json: JsonOpt = False,
 ):
     """Train a Siamese model: by default the LSTM with the hard-negative triplet loss on duplicate pairs."""
+    command = {k: [str(p) for p in v] if isinstance(v, list) else str(v) if isinstance(v, Path) else v
+               for k, v in locals().items()}  # this run's options, kept in the checkpoint for --resume
+    if resume is not None and data is None:
+        return train(**_saved_train_options(resume), resume=resume, quiet=quiet, as_json=as_json)
+    if not data or out is None:
+        raise ConfigError("give --data FILE and --out DIR (or --resume CHECKPOINT to continue a run)")
     from .calibration import check_targets
     from .data import Pairs, split_pairs
     from .model import ModelConfig
@@ -179,7 +201,8 @@ def train(
                                glove=str(glove) if glove else None, seed=seed, lowercase=lowercase, max_vocab=max_vocab or None,
                                oov_buckets=oov_buckets, char_ngrams=_length_range(char_ngrams, "--char-ngrams"),
                                char_buckets=char_buckets)
-    model = run_training(pairs, val, model_config=model_config, config=config, checkpoint=checkpoint, progress=not quiet)
+    model = run_training(pairs, val, model_config=model_config, config=config, checkpoint=resume or checkpoint,
+                         resume=resume is not None, run={"cli": {**command, "resume": None}}, progress=not quiet)
     model.save(out)
     info = model.info["training"]
     last = info["history"][-1]

@@ -295,19 +295,23 @@ class SiameseModel:
         """Write the model folder atomically (a temporary folder renamed into place)."""
         path = Path(path)
         with atomic_dir(path) as tmp:
-            (tmp / "config.json").write_text(self._config_json())
-            self.vectorizer.save(tmp / "tokenizer.json")
-            if getattr(self.encoder, "exported", False):
-                self.encoder.save_to(tmp)  # the graph file, as exported
-            else:
-                state = self.state_dict()
-                if isinstance(self.encoder, TransformerEncoder):
-                    # Its weights go (once) into a Hugging Face folder that sentence-transformers also reads.
-                    write_layout(tmp, self.encoder, self.vectorizer, max_length=self.config.max_length, head=self.config.head)
-                    state = {k: v for k, v in state.items() if k.startswith(HEAD_PREFIX)}
-                save_file(state, str(tmp / "model.safetensors"), metadata={"format": FORMAT})
+            self.write(tmp)
         self.path = path.resolve()
         return path
+
+    def write(self, folder: Path) -> None:
+        """The model folder's files, written into ``folder`` (an empty temporary folder: see :meth:`save`)."""
+        (folder / "config.json").write_text(self._config_json())
+        self.vectorizer.save(folder / "tokenizer.json")
+        if getattr(self.encoder, "exported", False):
+            self.encoder.save_to(folder)  # the graph file, as exported
+            return
+        state = self.state_dict()
+        if isinstance(self.encoder, TransformerEncoder):
+            # Its weights go (once) into a Hugging Face folder that sentence-transformers also reads.
+            write_layout(folder, self.encoder, self.vectorizer, max_length=self.config.max_length, head=self.config.head)
+            state = {k: v for k, v in state.items() if k.startswith(HEAD_PREFIX)}
+        save_file(state, str(folder / "model.safetensors"), metadata={"format": FORMAT})
 
     def _config_json(self, config: ModelConfig | None = None, info: dict | None = None) -> str:
         """config.json's text: this model's, or (``siamese export``) another config and info with

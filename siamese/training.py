@@ -1,23 +1,22 @@
-"""The training loop: length-bucketed batches, one encoder call per batch, validation each epoch,
-the best weights kept, and a threshold chosen on validation pairs at the end."""
+"""Training the Siamese model: length-bucketed batches, one encoder call per batch, the epochs run
+by :class:`siamese.trainer.Trainer` (validation, best weights, checkpoints, resume), and a
+threshold and calibration chosen on validation pairs at the end."""
 
 from __future__ import annotations
 
 import contextlib
 import copy
 import gc
+import json
 import os
 import time
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
 
-from .atomic import atomic_file
 from .data import Pairs
-from .errors import ConfigError, DataError
+from .errors import ConfigError, DataError, ModelError
 from .calibration import check_targets, data_record, fit_calibrator
 from .evaluation import choose_threshold, threshold_for_target
 from .encoders import default_lr, encoder_class
@@ -28,6 +27,7 @@ from .precision import PRECISIONS, autocast as precision_autocast, resolve_preci
 from .model import ModelConfig, SiameseModel, check_trainable
 from .progress import tqdm
 from .teachers import TeacherVectors, load_teacher
+from .trainer import Checkpoint, Trainer, read_checkpoint
 from .text import pad
 
 
@@ -165,6 +165,8 @@ def train(
     model_config: ModelConfig | None = None,
     config: TrainConfig | None = None,
     checkpoint: str | os.PathLike | None = None,
+    resume: bool = False,
+    run: dict | None = None,
     progress: bool = True,
     initial: SiameseModel | None = None,
 ) -> SiameseModel:
@@ -176,8 +178,15 @@ def train(
     weights; the summary is in ``model.info["training"]``.
 
     ``initial``: start from this model (its vocabulary, architecture and weights; a copy is
-    trained), e.g. a distilled static student; ``model_config`` may then only change the loss."""
+    trained), e.g. a distilled static student; ``model_config`` may then only change the loss.
+
+    ``checkpoint``: a folder rewritten (atomically) after every epoch: a model folder of that
+    epoch's weights plus the optimizer, scheduler and random-generator state and ``run`` (JSON the
+    caller wants back on resume, e.g. its command line). ``resume``: continue the run saved there,
+    called with the same data and configuration; it ends after the same number of epochs, as if
+    it had never stopped."""
     config = config or TrainConfig()
+    resume_state = _resume_state(checkpoint, config) if resume else None
     if initial is not None:
         model_config = replace(initial.config, loss=model_config.loss if model_config else initial.config.loss)
     model_config = model_config or ModelConfig(seed=config.seed)
@@ -243,11 +252,27 @@ def train(
         return loss_fn(sides[0], sides[1], negative=sides[2] if len(sides) > 2 else None, labels=labels, head=head, **extra)
 
     modules = torch.nn.ModuleList([encoder, head])
+    # Linear warm-up: early steps of a pretrained encoder otherwise take full-size Adam steps on noisy moments.
+    schedulers = [torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / (config.warmup_steps + 1)))
+                  for opt in optimizers] if config.warmup_steps else []
+    callbacks = [Checkpoint(checkpoint, model.write, {"train_config": _jsonable(config), "run": run or {}})] if checkpoint else []
+    trainer = Trainer(modules, optimizers, epochs=config.epochs, rng=rng, schedulers=schedulers, progress=progress,
+                      item="pair", on_epoch_end=callbacks, after_backward=runner.backward)
+    if resume_state is not None:
+        try:
+            trainer.restore(*resume_state)
+        except (RuntimeError, KeyError, ValueError) as e:  # other weights' shapes, another vocabulary
+            raise ModelError(f"{checkpoint}: the checkpoint does not fit this model and data ({str(e).splitlines()[0]})") from None
+
+    def plan(rng: np.random.Generator) -> list[np.ndarray]:
+        rows = weighted_rows(train_data.weights, rng) if train_data.weights is not None else None
+        return batches(train_data.lengths, config.batch_size, rng, bucket=config.bucket, span=config.bucket_span, rows=rows)
+
+    validate = (lambda: validation_loss(modules, val_data, config, batch_loss)) if val_data is not None else None
     started = time.perf_counter()
     with single_threaded_ops(runner.workers > 1), gc_frozen():
-        history, best, train_seconds, trained_pairs = _fit(
-            modules, runner, optimizers, batch_loss, train_data, val_data, config, rng, checkpoint, progress)
-    modules.load_state_dict(best[1])
+        fitted = trainer.fit(plan, lambda rows: batch_loss(train_data, rows), validate=validate)
+    modules.load_state_dict(fitted.best_weights)
     if initial is not None:
         mix_weights(encoder, initial, config.keep_initial)
     modules.eval()
@@ -290,17 +315,38 @@ def train(
         **({"teacher": teacher_info} if teacher_info else {}),
         "train_pairs": len(data),
         "val_pairs": 0 if val_pairs is None else len(val_pairs),
-        "best_epoch": best[2],
-        "history": history,
+        "best_epoch": fitted.best_epoch,
+        "history": fitted.history,
         "seconds": round(time.perf_counter() - started, 3),
-        "train_seconds": round(train_seconds, 3),
-        "pairs_per_second": round(trained_pairs / train_seconds, 1) if train_seconds else None,
+        "train_seconds": round(fitted.seconds, 3),
+        "pairs_per_second": fitted.per_second,
         "threshold": model.config.threshold,
         "threshold_choice": threshold_info,
         "calibration": calibration,
         "sources": [train_pairs.source] + ([val_pairs.source] if val_pairs is not None else []),
     }
     return model
+
+
+def _jsonable(config: TrainConfig) -> dict:
+    """The training configuration as JSON (a teacher given as a model in memory is named, not stored)."""
+    teacher = config.teacher
+    if teacher is not None and not isinstance(teacher, (str, os.PathLike)):
+        teacher = "<model in memory>"
+    return json.loads(json.dumps({**asdict(replace(config, teacher=None)), "teacher": None if teacher is None else str(teacher)}))
+
+
+def _resume_state(checkpoint: str | os.PathLike | None, config: TrainConfig) -> tuple[dict, dict]:
+    """The trainer state saved in ``checkpoint``, after checking it was written with ``config``."""
+    if checkpoint is None:
+        raise ConfigError("resume needs the checkpoint folder the run wrote (checkpoint=..., --checkpoint DIR)")
+    tensors, skeleton, meta = read_checkpoint(checkpoint)
+    saved, ours = meta.get("train_config", {}), _jsonable(config)
+    differs = sorted(k for k in ours if saved.get(k) != ours[k])
+    if differs:
+        raise ConfigError(f"{checkpoint}: the checkpoint was trained with other settings ({', '.join(differs)} differ); "
+                          "resume with the same ones")
+    return tensors, skeleton
 
 
 def check_teacher(config: TrainConfig, model_config: ModelConfig, loss_fn: PairLoss) -> None:
@@ -310,53 +356,6 @@ def check_teacher(config: TrainConfig, model_config: ModelConfig, loss_fn: PairL
                           "--teacher PATH or --teacher mpnet)")
     if config.teacher is not None and not loss_fn.uses_teacher:
         raise ConfigError(f"a teacher is used by loss 'distill' only, not by loss {model_config.loss!r}")
-
-
-def _fit(modules, runner, optimizers, batch_loss, train_data, val_data, config, rng, checkpoint, progress):
-    """The epoch loop over the encoder and head (``modules``); returns (history, (best score,
-    best weights, best epoch), seconds, pairs)."""
-    history: list[dict] = []
-    best = (float("inf"), None, -1)
-    train_seconds, trained_pairs = 0.0, 0
-    # Linear warm-up: early steps of a pretrained encoder otherwise take full-size Adam steps on noisy moments.
-    schedulers = [torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / (config.warmup_steps + 1)))
-                  for opt in optimizers] if config.warmup_steps else []
-    for epoch in range(1, config.epochs + 1):
-        modules.train()
-        rows = weighted_rows(train_data.weights, rng) if train_data.weights is not None else None
-        plan = batches(train_data.lengths, config.batch_size, rng, bucket=config.bucket, span=config.bucket_span, rows=rows)
-        bar = tqdm(plan, desc=f"epoch {epoch}/{config.epochs}", unit="batch", disable=not progress, leave=False)
-        t0, total = time.perf_counter(), 0.0
-        for rows in bar:
-            loss = batch_loss(train_data, rows)
-            for opt in optimizers:
-                opt.zero_grad(set_to_none=True)
-            loss.backward()
-            runner.backward()  # the encoder's share of the gradient, group by group in parallel
-            for opt in optimizers:
-                opt.step()
-            for scheduler in schedulers:
-                scheduler.step()
-            value = loss.item()
-            total += value
-            bar.set_postfix(loss=f"{value:.3f}")
-        epoch_seconds = time.perf_counter() - t0
-        epoch_pairs = sum(len(b) for b in plan)
-        train_seconds += epoch_seconds
-        trained_pairs += epoch_pairs
-        record = {"epoch": epoch, "loss": total / max(len(plan), 1), "pairs": epoch_pairs, "seconds": round(epoch_seconds, 3),
-                  "pairs_per_second": round(epoch_pairs / epoch_seconds, 1)}
-        if val_data is not None:
-            record["val_loss"] = validation_loss(modules, val_data, config, batch_loss)
-        history.append(record)
-        if progress:
-            tqdm.write(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
-        score = record.get("val_loss", record["loss"])
-        if score < best[0]:
-            best = (score, copy.deepcopy(modules.state_dict()), epoch)
-            if checkpoint:
-                save_checkpoint(modules[0], checkpoint)
-    return history, best, train_seconds, trained_pairs
 
 
 @torch.no_grad()
@@ -377,10 +376,3 @@ def mix_weights(module: torch.nn.Module, other: dict[str, torch.Tensor], share: 
     for name, tensor in module.state_dict().items():
         if tensor.is_floating_point():
             tensor.lerp_(other[name].to(tensor.dtype), share)
-
-
-def save_checkpoint(encoder: torch.nn.Module, path: str | os.PathLike) -> None:
-    """Write the encoder weights atomically (safetensors)."""
-    path = Path(path)
-    with atomic_file(path) as tmp:
-        save_file({k: v.detach().contiguous() for k, v in encoder.state_dict().items()}, str(tmp))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from siamese import SiameseModel, datasets
 from siamese.evaluation import evaluate
@@ -181,3 +184,29 @@ def test_train_json_without_quiet_keeps_stdout_pure_and_logs_one_line_per_epoch(
     assert "\r" not in proc.stderr
     epoch_lines = [line for line in proc.stderr.splitlines() if line.startswith("epoch=")]
     assert len(epoch_lines) == 2, proc.stderr
+
+
+def test_train_killed_midway_resumes_and_ends_as_the_uninterrupted_run(tmp_path, data_dir):
+    ck = tmp_path / "ck"
+    args = ["train", "--data", data_dir / "msrp/msr-para-train.tsv", "--val-data", data_dir / "msrp/msr-para-val.tsv",
+            "--epochs", 6, "--dim", 32, "--seed", 1, "--workers", 1, "--precision", "fp32", "--quiet"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([str(SCRIPT), *map(str, args), "--out", tmp_path / "m", "--checkpoint", ck],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not (ck / "trainer_state.json").exists():  # the first epoch's checkpoint
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    reached = json.loads((ck / "trainer_state.json").read_text())["trainer"]["epoch"]
+    assert 1 <= reached < 6 and not (tmp_path / "m").exists()
+
+    resumed = run_json("train", "--resume", ck)  # its options come from the checkpoint
+    assert resumed["epochs"] == 6 and resumed["out"] == str(tmp_path / "m")
+    whole = run_json(*args, "--out", tmp_path / "whole")
+    a, b = SiameseModel.load(tmp_path / "m"), SiameseModel.load(tmp_path / "whole")
+    for k, v in b.state_dict().items():
+        assert torch.equal(a.state_dict()[k], v), k
+    assert a.threshold == b.threshold and resumed["best_epoch"] == whole["best_epoch"]
+    assert_user_error(run("train", "--resume", tmp_path / "whole", check_ok=False), "not a training checkpoint")

@@ -3,19 +3,21 @@
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import load_file
 from sklearn import metrics
 
 import siamese.training
-from siamese import DataError, ModelConfig, SiameseModel, TrainConfig, choose_threshold, datasets, kernels, train, triplet_loss
+from siamese import ConfigError, DataError, ModelConfig, ModelError, SiameseModel, TrainConfig, choose_threshold, datasets, kernels, train, triplet_loss
 from siamese.data import Pairs
 from siamese.evaluation import classification_report, evaluate
 from siamese.optim import LazyAdam
+from siamese.trainer import Checkpoint
 from siamese.training import batches
 
 
@@ -25,7 +27,7 @@ def held_out_triplet_loss(model: SiameseModel, pairs: Pairs, batch: int = 64) ->
     a, b = model.encode(pos.text1), model.encode(pos.text2)
     order = np.random.default_rng(0).permutation(len(pos))
     chunks = np.array_split(order, len(order) // batch)
-    return float(np.mean([triplet_loss(a[c], b[c]).item() / len(c) for c in chunks]))
+    return float(np.mean([triplet_loss(a[c], b[c]).item() for c in chunks]))
 
 
 @pytest.fixture(scope="module")
@@ -86,10 +88,10 @@ def small_val(data_dir):
     return datasets.load("msrp-val", data_dir).subset(np.arange(200))
 
 
-def quick(pairs, val=None, checkpoint=None, **kw):
+def quick(pairs, val=None, checkpoint=None, resume=False, **kw):
     config = TrainConfig(**{"epochs": 1, "batch_size": 64, **kw})
     model_config = ModelConfig(dim=32, seed=config.seed)
-    return train(pairs, val, model_config=model_config, config=config, checkpoint=checkpoint, progress=False)
+    return train(pairs, val, model_config=model_config, config=config, checkpoint=checkpoint, resume=resume, progress=False)
 
 
 NATIVE_BF16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
@@ -119,19 +121,48 @@ def test_training_changes_the_weights(small_pairs):
         assert not torch.equal(start[k], end[k]), k
 
 
-def test_best_weights_are_kept_and_checkpointed(small_pairs, small_val, tmp_path):
-    ckpt = tmp_path / "best.safetensors"
+def test_best_weights_are_kept_and_the_checkpoint_is_a_whole_model_folder(small_pairs, small_val, tmp_path):
+    ckpt = tmp_path / "ckpt"
     model = quick(small_pairs, small_val, epochs=3, checkpoint=ckpt)
-    saved = load_file(str(ckpt))
-    for k, v in model.encoder.state_dict().items():
-        assert torch.equal(saved[k], v), k
     history = model.info["training"]["history"]
     best = model.info["training"]["best_epoch"]
     assert best == 1 + int(np.argmin([h["val_loss"] for h in history]))
-    # This run's validation loss rises after its best epoch, so "kept the best" differs from "kept the last";
-    # the checkpoint is written only on improving epochs, so the returned weights are the best epoch's.
+    # This run's validation loss rises after its best epoch, so "kept the best" differs from "kept the last".
     assert best < len(history) == 3
-    assert [p.name for p in tmp_path.iterdir()] == ["best.safetensors"]  # no temporary files left
+    # The checkpoint holds the last epoch's weights as a model folder anyone can load (was: the
+    # encoder's weights only, so a classifier head was lost), plus the state a resume needs.
+    last = SiameseModel.load(ckpt)
+    assert last.config == replace(model.config, threshold=ModelConfig().threshold)
+    assert not torch.equal(last.encoder.state_dict()["lstm.weight_ih_l0"], model.encoder.state_dict()["lstm.weight_ih_l0"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # no temporary folders left
+    assert {"trainer_state.json", "trainer_state.safetensors", "config.json"} <= {p.name for p in ckpt.iterdir()}
+
+
+def test_resume_after_a_crash_gives_the_uninterrupted_model(small_pairs, small_val, tmp_path, monkeypatch):
+    kw = dict(epochs=4, seed=3, precision="fp32", workers=1, warmup_steps=5)  # a scheduler's state too
+    whole = quick(small_pairs, small_val, **kw)
+
+    written = Checkpoint.__call__
+
+    def crash_after_epoch_2(self, trainer):
+        written(self, trainer)
+        if trainer.epoch == 2:
+            raise KeyboardInterrupt  # the process dies right after the checkpoint of epoch 2
+
+    monkeypatch.setattr(Checkpoint, "__call__", crash_after_epoch_2)
+    with pytest.raises(KeyboardInterrupt):
+        quick(small_pairs, small_val, checkpoint=tmp_path / "ck", **kw)
+    monkeypatch.undo()
+    assert json.loads((tmp_path / "ck" / "trainer_state.json").read_text())["trainer"]["epoch"] == 2
+    resumed = quick(small_pairs, small_val, checkpoint=tmp_path / "ck", resume=True, **kw)
+    assert [h["loss"] for h in resumed.info["training"]["history"]] == [h["loss"] for h in whole.info["training"]["history"]]
+    for k, v in whole.encoder.state_dict().items():
+        assert torch.equal(resumed.encoder.state_dict()[k], v), k
+    assert resumed.threshold == whole.threshold
+    with pytest.raises(ConfigError, match="seed differ"):
+        quick(small_pairs, small_val, checkpoint=tmp_path / "ck", resume=True, **{**kw, "seed": 4})
+    with pytest.raises(ModelError, match="not a training checkpoint"):
+        quick(small_pairs, small_val, checkpoint=tmp_path / "nothing", resume=True, **kw)
 
 
 def test_without_validation_keeps_default_threshold(small_pairs):

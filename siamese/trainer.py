@@ -1,0 +1,214 @@
+"""One training loop for every model here (the Siamese pairs model, the text→emoji model, the
+emoji VAE): epochs of batches, a validation score per epoch, the best weights kept, one log line
+per epoch, and checkpoints from which a killed run resumes exactly where it stopped.
+
+The caller says what an epoch is (``plan``: the batches, drawn from the trainer's generator), what
+a step is (``step``: a batch → its loss), and how to validate (``validate``: → a score, lower is
+better). The trainer owns the order of things and the state that a resume must restore: weights,
+optimizer and scheduler moments, the random generators, the history and the best weights so far.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from .errors import ModelError
+from .progress import tqdm
+
+STATE_TENSORS = "trainer_state.safetensors"
+STATE_JSON = "trainer_state.json"
+
+
+@dataclass
+class Fitted:
+    """What :meth:`Trainer.fit` leaves: the per-epoch records and the best epoch's weights."""
+
+    history: list[dict] = field(default_factory=list)
+    best_score: float = float("inf")
+    best_epoch: int = -1
+    best_weights: dict[str, torch.Tensor] | None = None
+    seconds: float = 0.0  # time spent in training steps (not validation)
+    items: int = 0  # what the steps consumed (pairs, tweets, images)
+
+    @property
+    def per_second(self) -> float | None:
+        return round(self.items / self.seconds, 1) if self.seconds else None
+
+
+class Trainer:
+    """Runs ``epochs`` epochs over ``module`` (every trained weight: an ``nn.Module`` or ``ModuleList``)
+    with ``optimizers`` and optional ``schedulers`` (stepped after each batch).
+
+    ``on_epoch_end`` callbacks get the trainer after each epoch's record is in ``fitted.history``
+    (e.g. :class:`Checkpoint`). ``after_backward`` runs between ``loss.backward()`` and the
+    optimizer steps (the parallel encoder's share of the gradient)."""
+
+    def __init__(self, module: torch.nn.Module, optimizers: Sequence[torch.optim.Optimizer], *, epochs: int,
+                 rng: np.random.Generator, schedulers: Sequence[Any] = (), progress: bool = True, desc: str = "epoch",
+                 item: str = "item", on_epoch_end: Iterable[Callable[[Trainer], None]] = (),
+                 after_backward: Callable[[], None] | None = None):
+        self.module = module
+        self.optimizers = list(optimizers)
+        self.schedulers = list(schedulers)
+        self.epochs = epochs
+        self.rng = rng
+        self.progress = progress
+        self.desc, self.item = desc, item  # item: what a batch holds ("pair", "tweet"): names the record's counts
+        self.on_epoch_end = list(on_epoch_end)
+        self.after_backward = after_backward
+        self.epoch = 0  # epochs completed
+        self.fitted = Fitted()
+
+    def fit(self, plan: Callable[[np.random.Generator], Sequence], step: Callable[[Any], torch.Tensor], *,
+            validate: Callable[[], float] | None = None, size: Callable[[Any], int] = len) -> Fitted:
+        """Train from the epoch after :attr:`epoch` to :attr:`epochs`. ``plan(rng)`` gives one
+        epoch's batches, ``step(batch)`` a batch's loss, ``validate()`` the epoch's score (default:
+        the mean training loss), ``size(batch)`` how many items a batch holds."""
+        fitted = self.fitted
+        while self.epoch < self.epochs:
+            epoch = self.epoch + 1
+            self.module.train()
+            batches = plan(self.rng)
+            bar = tqdm(batches, desc=f"{self.desc} {epoch}/{self.epochs}", unit="batch", disable=not self.progress,
+                       leave=False)
+            t0, total, items = time.perf_counter(), 0.0, 0
+            for batch in bar:
+                loss = step(batch)
+                for opt in self.optimizers:
+                    opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if self.after_backward is not None:
+                    self.after_backward()
+                for opt in self.optimizers:
+                    opt.step()
+                for scheduler in self.schedulers:
+                    scheduler.step()
+                value = loss.item()
+                total += value
+                items += size(batch)
+                bar.set_postfix(loss=f"{value:.3f}")
+            seconds = time.perf_counter() - t0
+            fitted.seconds += seconds
+            fitted.items += items
+            record = {"epoch": epoch, "loss": total / max(len(batches), 1), f"{self.item}s": items,
+                      "seconds": round(seconds, 3), f"{self.item}s_per_second": round(items / seconds, 1) if seconds else None}
+            if validate is not None:
+                record["val_loss"] = validate()
+                self.module.train()
+            fitted.history.append(record)
+            self.epoch = epoch
+            if self.progress:
+                tqdm.write(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
+            score = record.get("val_loss", record["loss"])
+            if score < fitted.best_score:
+                fitted.best_score, fitted.best_epoch = score, epoch
+                fitted.best_weights = copy.deepcopy(self.module.state_dict())
+            for callback in self.on_epoch_end:
+                callback(self)
+        return fitted
+
+    # --- what a resume restores -------------------------------------------------------------
+
+    def state(self) -> tuple[dict[str, torch.Tensor], dict]:
+        """(tensors, JSON) holding everything :meth:`restore` needs."""
+        tensors: dict[str, torch.Tensor] = {}
+        skeleton = {
+            "epoch": self.epoch,
+            "epochs": self.epochs,
+            "weights": _flatten(self.module.state_dict(), "weights", tensors),
+            "optimizers": [_flatten(opt.state_dict(), f"optimizer{i}", tensors) for i, opt in enumerate(self.optimizers)],
+            "schedulers": [_flatten(s.state_dict(), f"scheduler{i}", tensors) for i, s in enumerate(self.schedulers)],
+            "numpy_rng": self.rng.bit_generator.state,
+            "torch_rng": _flatten(torch.get_rng_state(), "torch_rng", tensors),
+            "fitted": {"history": self.fitted.history, "best_score": self.fitted.best_score,
+                       "best_epoch": self.fitted.best_epoch, "seconds": self.fitted.seconds, "items": self.fitted.items,
+                       "best_weights": _flatten(self.fitted.best_weights, "best", tensors)},
+        }
+        return tensors, skeleton
+
+    def restore(self, tensors: dict[str, torch.Tensor], skeleton: dict) -> None:
+        """Continue from a :meth:`state` (same module, optimizers and schedulers, built the same way)."""
+        if len(skeleton["optimizers"]) != len(self.optimizers) or len(skeleton["schedulers"]) != len(self.schedulers):
+            raise ModelError("the checkpoint was written by a different training set-up (optimizers or schedulers differ)")
+        self.module.load_state_dict(_unflatten(skeleton["weights"], tensors))
+        for opt, saved in zip(self.optimizers, skeleton["optimizers"]):
+            opt.load_state_dict(_unflatten(saved, tensors))
+        for scheduler, saved in zip(self.schedulers, skeleton["schedulers"]):
+            scheduler.load_state_dict(_unflatten(saved, tensors))
+        self.rng.bit_generator.state = skeleton["numpy_rng"]
+        torch.set_rng_state(_unflatten(skeleton["torch_rng"], tensors))
+        f = skeleton["fitted"]
+        self.fitted = Fitted(history=f["history"], best_score=f["best_score"], best_epoch=f["best_epoch"],
+                             best_weights=_unflatten(f["best_weights"], tensors), seconds=f["seconds"], items=f["items"])
+        self.epoch = skeleton["epoch"]
+
+
+class Checkpoint:
+    """An ``on_epoch_end`` callback: after every epoch, ``folder`` becomes (in one atomic
+    replace) a whole model folder of the current weights, written by ``write_model(tmp)``, plus
+    the trainer's state, so ``SiameseModel.load(folder)`` works and :func:`read_checkpoint`
+    resumes. ``meta`` (JSON) is stored with it: e.g. the command line that started the run."""
+
+    def __init__(self, folder: str | os.PathLike, write_model: Callable[[Path], None], meta: dict | None = None):
+        self.folder = Path(folder)
+        self.write_model = write_model
+        self.meta = meta or {}
+
+    def __call__(self, trainer: Trainer) -> None:
+        from .atomic import atomic_dir
+
+        tensors, skeleton = trainer.state()
+        with atomic_dir(self.folder) as tmp:
+            self.write_model(tmp)
+            save_file(tensors, str(tmp / STATE_TENSORS))
+            (tmp / STATE_JSON).write_text(json.dumps({"meta": self.meta, "trainer": skeleton}) + "\n")
+
+
+def read_checkpoint(folder: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict, dict]:
+    """(tensors, trainer JSON, meta) of a checkpoint folder; a one-line error if it is not one."""
+    folder = Path(folder)
+    if not (folder / STATE_JSON).is_file() or not (folder / STATE_TENSORS).is_file():
+        raise ModelError(f"{folder}: not a training checkpoint (no {STATE_JSON}; train with --checkpoint DIR to write one)")
+    try:
+        saved = json.loads((folder / STATE_JSON).read_text())
+        return load_file(str(folder / STATE_TENSORS)), saved["trainer"], saved.get("meta", {})
+    except (OSError, ValueError, KeyError) as e:
+        raise ModelError(f"{folder}: unreadable training checkpoint ({e})") from None
+
+
+def _flatten(obj, prefix: str, tensors: dict[str, torch.Tensor]):
+    """A nested structure with tensors → JSON with each tensor replaced by {"tensor": key}."""
+    if torch.is_tensor(obj):
+        tensors[prefix] = obj.detach().contiguous().clone()
+        return {"tensor": prefix}
+    if isinstance(obj, dict):
+        # JSON keys are strings: remember integer keys (optimizer state is keyed by parameter index)
+        return {"dict": [[k, _flatten(v, f"{prefix}.{k}", tensors)] for k, v in obj.items()]}
+    if isinstance(obj, (list, tuple)):
+        return {"tuple" if isinstance(obj, tuple) else "list": [_flatten(v, f"{prefix}.{i}", tensors) for i, v in enumerate(obj)]}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return {"value": obj}
+    raise TypeError(f"cannot checkpoint a {type(obj).__name__} at {prefix}")
+
+
+def _unflatten(node, tensors: dict[str, torch.Tensor]):
+    if "tensor" in node:
+        return tensors[node["tensor"]]
+    if "dict" in node:
+        return {k: _unflatten(v, tensors) for k, v in node["dict"]}
+    if "list" in node:
+        return [_unflatten(v, tensors) for v in node["list"]]
+    if "tuple" in node:
+        return tuple(_unflatten(v, tensors) for v in node["tuple"])
+    return node["value"]
