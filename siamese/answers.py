@@ -40,11 +40,16 @@ class Triplets:
     positive: list[str]
     negative: list[str]
     source: str = ""
-    labels = None  # the training loop's pair fields, unused for triplets
+    labels = None  # the training-data contract of siamese.data.Pairs: no labels, weights or scores
     weights = None
+    triplets = True
 
     def __len__(self) -> int:
         return len(self.anchor)
+
+    def sides(self) -> list[list[str]]:
+        """The aligned texts a model encodes: (anchor, positive, negative)."""
+        return [self.anchor, self.positive, self.negative]
 
 
 def read_trecqa(path: str | os.PathLike) -> list[Question]:

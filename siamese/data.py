@@ -78,9 +78,14 @@ class Pairs:
     source: str = ""
     line_numbers: np.ndarray | None = field(default=None, repr=False)
     weights: np.ndarray | None = field(default=None, repr=False)  # per-pair sampling weight in training (None: 1)
+    triplets = False  # the training-data contract, shared with siamese.answers.Triplets
 
     def __len__(self) -> int:
         return len(self.text1)
+
+    def sides(self) -> list[list[str]]:
+        """The aligned texts a model encodes: (text1, text2)."""
+        return [self.text1, self.text2]
 
     def with_weight(self, weight: float) -> Pairs:
         """The same pairs, each drawn ``weight`` times per epoch on average when training."""

@@ -14,15 +14,26 @@ import torch
 from torch import nn
 
 
+class Head(nn.Module):
+    """``head(a, b) -> (n,)``: one score per pair of encodings. Declares whether it is a
+    classifier (weights, a probability, :meth:`logits`) and whether encoders should hand it unit
+    vectors; similarity heads also score every pair of a batch at once (:meth:`matrix`)."""
+
+    classifier: bool = False
+    unit_vectors: bool = False
+
+    def matrix(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        raise TypeError(f"{type(self).__name__} scores aligned pairs only, not every pair of a batch")
+
+
 def cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Cosine similarity of rows; encoders already return unit vectors, so a row-wise dot product."""
     return (a * b).sum(-1)
 
 
-class CosineHead(nn.Module):
+class CosineHead(Head):
     """cos(a, b) in [-1, 1] (the foundation model's head)."""
 
-    classifier = False
     unit_vectors = True  # encoders L2-normalise for this head, so the dot product is the cosine
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -32,11 +43,8 @@ class CosineHead(nn.Module):
         return a @ b.T
 
 
-class ManhattanHead(nn.Module):
+class ManhattanHead(Head):
     """exp(−‖a − b‖₁) in (0, 1] (MaLSTM, Mueller & Thyagarajan 2016), on unnormalised encodings."""
-
-    classifier = False
-    unit_vectors = False
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.exp(-(a - b).abs().sum(-1))
@@ -45,11 +53,10 @@ class ManhattanHead(nn.Module):
         return torch.exp(-torch.cdist(a, b, p=1))
 
 
-class ClassifierHead(nn.Module):
+class ClassifierHead(Head):
     """Dense(1, sigmoid) over features of the pair; subclasses say which features."""
 
     classifier = True
-    unit_vectors = False
 
     def __init__(self, dim: int, width_factor: int = 1):
         super().__init__()
@@ -95,7 +102,7 @@ class SymmetricHead(ClassifierHead):
         return torch.cat([(a - b).abs(), a * b], -1)
 
 
-HEADS: dict[str, type[nn.Module]] = {
+HEADS: dict[str, type[Head]] = {
     "cosine": CosineHead,
     "manhattan": ManhattanHead,
     "l1": L1Head,
@@ -104,10 +111,10 @@ HEADS: dict[str, type[nn.Module]] = {
 }
 
 
-def build_head(name: str, dim: int) -> nn.Module:
+def build_head(name: str, dim: int) -> Head:
     from .errors import ModelError
 
     if name not in HEADS:
         raise ModelError(f"unknown head {name!r}; choose one of: {', '.join(HEADS)}")
     cls = HEADS[name]
-    return cls(dim) if issubclass(cls, ClassifierHead) else cls()
+    return cls(dim) if cls.classifier else cls()

@@ -11,7 +11,6 @@ sentence-transformers model too (see :mod:`siamese.st_layout`); an exported fold
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -25,7 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from .atomic import atomic_dir, atomic_file
 from .calibration import Calibrator
-from .encoders import ENCODERS, LSTMEncoder, TransformerEncoder, build_encoder, encoder_class
+from .encoders import ENCODERS, TransformerEncoder, build_encoder, encoder_class
 from .errors import ConfigError, ModelError
 from .glove import embedding_matrix, load_glove
 from .heads import HEADS, build_head
@@ -80,8 +79,8 @@ class ModelConfig:
         """Keywords for :func:`build_encoder`: the options, the width, and whether the head wants unit vectors."""
         options = dict(self.encoder_options)
         cls = encoder_class(self.encoder)
-        if self.dim is not None and not getattr(cls, "own_tokenizer", False):
-            options.setdefault("dim" if cls is LSTMEncoder else "embedding_dim", self.dim)
+        if self.dim is not None and cls.width_option is not None:
+            options.setdefault(cls.width_option, self.dim)
         if self.head in HEADS:
             options["normalize"] = HEADS[self.head].unit_vectors
         if self.char_ngrams:
@@ -100,19 +99,19 @@ class ModelConfig:
         if self.tokenizer == "subwords" and (self.oov_buckets or self.char_ngrams):
             raise ConfigError("oov_buckets and char_ngrams extend a word vocabulary: a subword tokenizer has no unknown words")
         check_char_ngrams(self.char_ngrams, self.char_buckets)
-        if self.char_ngrams and "char_buckets" not in inspect.signature(encoder_class(self.encoder)).parameters:
+        if self.char_ngrams and not encoder_class(self.encoder).takes_char_ngrams:
             raise ConfigError(f"char_ngrams are pooled by the bag of words only (--encoder bow), not {self.encoder!r}")
-        if self.oov_buckets and getattr(encoder_class(self.encoder), "own_tokenizer", False):
+        if self.oov_buckets and encoder_class(self.encoder).own_tokenizer:
             raise ConfigError(f"oov_buckets hashes words outside a learned vocabulary: encoder {self.encoder!r} "
                               "brings its own tokenizer")
-        if self.glove and "embeddings" not in inspect.signature(encoder_class(self.encoder)).parameters:
-            takes = [name for name, cls in ENCODERS.items() if "embeddings" in inspect.signature(cls).parameters]
+        if self.glove and not encoder_class(self.encoder).takes_glove:
+            takes = [name for name, cls in ENCODERS.items() if cls.takes_glove]
             raise ConfigError(f"encoder {self.encoder!r} does not start from GloVe vectors; these do: {', '.join(takes)}")
 
 
 def check_trainable(config: ModelConfig) -> None:
     """An exported model (encoder "onnx") only encodes: refuse to build or train one."""
-    if getattr(encoder_class(config.encoder), "exported", False):
+    if encoder_class(config.encoder).exported:
         raise ConfigError(f"encoder {config.encoder!r} is an exported model (siamese export) and runs inference only: "
                           "train the PyTorch model, then export it")
 
@@ -157,7 +156,7 @@ class SiameseModel:
                               "siamese distill (siamese.distill.distill), then fine-tune it with train(..., initial=model)")
         torch.manual_seed(config.seed)
         options, info = config.encoder_kwargs(), {}
-        if getattr(encoder_class(config.encoder), "own_tokenizer", False):
+        if encoder_class(config.encoder).own_tokenizer:
             encoder = build_encoder(config.encoder, None, **options)
             vectorizer = PretrainedVectorizer.load(Path(encoder.path) / "tokenizer.json", max_length=config.max_length)
         else:
@@ -174,11 +173,11 @@ class SiameseModel:
             if config.glove:
                 options["embeddings"], info["glove"] = glove_embeddings(config.glove, vectorizer, config.seed)
                 options["embedding_dim"] = options["embeddings"].shape[1]
-            if "word_counts" in inspect.signature(encoder_class(config.encoder)).parameters:
+            if encoder_class(config.encoder).takes_word_counts:
                 options["word_counts"] = vectorizer.counts(texts)
             encoder = build_encoder(config.encoder, vectorizer.vocab_size, **options)
         # Whatever config.json must keep to rebuild this encoder (e.g. a transformer's own config).
-        saved = {**config.encoder_options, **getattr(encoder, "saved_options", dict)()}
+        saved = {**config.encoder_options, **encoder.saved_options()}
         if "embedding_dim" in options:  # the width built (GloVe's, when it sets the embedding)
             saved["embedding_dim"] = options["embedding_dim"]
         config.encoder_options = saved
@@ -201,7 +200,7 @@ class SiameseModel:
         encoders that ask for it (the transformer's large matmuls: ~2.5x faster, cosine to fp32
         > 0.999) on CPUs with native bf16; the word encoders keep fp32, the same vectors on every CPU."""
         asked = precision or self.precision or default_precision()
-        if asked == "auto" and not getattr(self.encoder, "bf16_inference", False):
+        if asked == "auto" and not self.encoder.bf16_inference:
             resolve_precision(asked)  # still refuses a misspelt value
             return "fp32"
         return resolve_precision(asked)
@@ -212,7 +211,7 @@ class SiameseModel:
         """One row per text (float32): unit vectors for the cosine head, the encoder's raw
         features for the others. Texts are length-sorted into batches. ``precision``: see
         :meth:`encoding_precision`."""
-        batch_size = batch_size or getattr(self.encoder, "encode_batch_size", 512)
+        batch_size = batch_size or self.encoder.encode_batch_size
         texts = [texts] if isinstance(texts, str) else list(texts)
         self.encoder.eval()
         runner = self._runner(self.encoding_precision(precision))
@@ -303,7 +302,7 @@ class SiameseModel:
         """The model folder's files, written into ``folder`` (an empty temporary folder: see :meth:`save`)."""
         (folder / "config.json").write_text(self._config_json())
         self.vectorizer.save(folder / "tokenizer.json")
-        if getattr(self.encoder, "exported", False):
+        if self.encoder.exported:
             self.encoder.save_to(folder)  # the graph file, as exported
             return
         state = self.state_dict()

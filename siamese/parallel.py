@@ -68,7 +68,7 @@ class ParallelEncoder:
         self.encoder = encoder
         # Encoders made of large matmuls (transformers) use both cores better through torch's own
         # threads; one group per batch then, with ops left multi-threaded.
-        self.workers = (workers or default_workers()) if getattr(encoder, "length_groups", True) else 1
+        self.workers = (workers or default_workers()) if encoder.length_groups else 1
         self.autocast = autocast or contextlib.nullcontext
         self.min_rows = min_rows  # smaller groups lose more to small matmuls than they gain
         self.pool = None

@@ -111,10 +111,10 @@ class PairTensors:
     where a teacher is given, the row of each text's teacher vector."""
 
     def __init__(self, model: SiameseModel, pairs: Pairs, graded: bool = False, teacher: TeacherVectors | None = None):
-        self.sides = [model.vectorizer.encode(texts) for texts in text_sides(pairs)]
+        self.sides = [model.vectorizer.encode(texts) for texts in pairs.sides()]
         self.pad_id = model.vectorizer.pad_id
         self.teacher = teacher
-        self.teacher_rows = [teacher.rows(texts) for texts in text_sides(pairs)] if teacher is not None else None
+        self.teacher_rows = [teacher.rows(texts) for texts in pairs.sides()] if teacher is not None else None
         self.lengths = np.max([[len(s) for s in side] for side in self.sides], axis=0)
         # the graded scores (STS-B, SICK) for losses that rank by them, else the 0/1 labels
         targets = pairs.scores if graded and getattr(pairs, "scores", None) is not None else pairs.labels
@@ -134,17 +134,10 @@ class PairTensors:
         return tuple(self.teacher.vectors[side[rows]] for side in self.teacher_rows)
 
 
-def text_sides(data) -> list[list[str]]:
-    """(text1, text2) of pairs, or (anchor, positive, negative) of triplets."""
-    if hasattr(data, "negative"):
-        return [data.anchor, data.positive, data.negative]
-    return [data.text1, data.text2]
-
-
 def training_data(data, loss_fn: PairLoss):
     """What a loss trains on: the duplicates (in-batch losses), every labelled pair, every pair
     whatever its label (distillation), or triplets."""
-    if hasattr(data, "negative"):
+    if data.triplets:
         if loss_fn.trains_on == "labelled":
             raise ConfigError(f"{data.source}: triplets train the in-batch losses (triplet, hinge, mnr) and distill, "
                               "not a labelled-pair loss")
@@ -197,12 +190,12 @@ def train(
         raise ConfigError(f"threshold_metric must be 'accuracy' or 'f1', got {config.threshold_metric!r}")
     check_targets(config.target_precision, config.target_recall)
     targeted = config.target_precision is not None or config.target_recall is not None
-    if targeted and not (val_pairs is not None and hasattr(val_pairs, "text1") and len(set(val_pairs.labels.tolist())) == 2):
+    if targeted and not (val_pairs is not None and not val_pairs.triplets and len(set(val_pairs.labels.tolist())) == 2):
         raise DataError("a target precision or recall is chosen on validation pairs with both labels (0 and 1); "
                         "these have not (give --val-data with both)")
     if not 0.0 <= config.keep_initial < 1.0:
         raise ConfigError(f"keep_initial must be in [0, 1), got {config.keep_initial}")
-    if config.keep_initial and not getattr(encoder_class(model_config.encoder), "pretrained", False):
+    if config.keep_initial and not encoder_class(model_config.encoder).pretrained:
         raise ConfigError(f"keep_initial mixes pretrained weights back in: encoder {model_config.encoder!r} starts from "
                           "random weights (use it with --encoder transformer)")
     rng = seed_everything(config.seed)
@@ -217,7 +210,7 @@ def train(
     teacher = teacher_info = None
     if loss_fn.uses_teacher:  # every distinct training and validation text, encoded once, before the student is built
         teacher_model, teacher_info = load_teacher(config.teacher, max_length=model_config.max_length)
-        texts = [t for d in (data, val_set) if d is not None for side in text_sides(d) for t in side]
+        texts = [t for d in (data, val_set) if d is not None for side in d.sides() for t in side]
         teacher = TeacherVectors.encode(teacher_model, texts, progress=progress)
         del teacher_model  # hundreds of MB for a large teacher; only its vectors are needed now
         teacher_info.update(texts=len(teacher.index), seconds=round(teacher.seconds, 3))
@@ -228,7 +221,7 @@ def train(
         model = SiameseModel(initial.vectorizer, copy.deepcopy(initial.encoder), model_config, dict(initial.info),
                              copy.deepcopy(initial.head))
     else:
-        model = SiameseModel.build([t for side in text_sides(train_pairs) for t in side], model_config)
+        model = SiameseModel.build([t for side in train_pairs.sides() for t in side], model_config)
     encoder, head = model.encoder, model.head
     graded = getattr(loss_fn, "uses_scores", False)
     train_data = PairTensors(model, data, graded, teacher)
@@ -278,7 +271,7 @@ def train(
     modules.eval()
     runner.close()
     threshold_info = {}
-    both_labels = val_pairs is not None and hasattr(val_pairs, "text1") and len(set(val_pairs.labels.tolist())) == 2
+    both_labels = val_pairs is not None and not val_pairs.triplets and len(set(val_pairs.labels.tolist())) == 2
     if both_labels:
         sims = model.similarity(val_pairs.text1, val_pairs.text2)
         if targeted:
@@ -291,7 +284,7 @@ def train(
     calibration = {"fitted": False}
     if not config.calibrate:
         calibration["note"] = "not asked for"
-    elif val_pairs is not None and not hasattr(val_pairs, "text1"):
+    elif val_pairs is not None and val_pairs.triplets:
         calibration["note"] = "skipped: the validation data are triplets, not labelled pairs"
     elif not both_labels:
         calibration["note"] = "skipped: the validation pairs do not have both labels"

@@ -1,20 +1,16 @@
 """Encoders turn a padded batch of token ids into one vector per text.
 
-Every encoder is an ``nn.Module`` with ``forward(ids, lengths) -> (n, dim)``, a ``dim``
-attribute, and keyword-only hyper-parameters; it is built from the model config by
-:func:`build_encoder`. A new encoder is a new small module registered here. Class attributes
-an encoder may set: ``default_lr`` (Adam rate when none is given), ``own_tokenizer`` (it brings
-its own tokenizer.json instead of a learned word vocabulary), ``saved_options()`` (extra
-keywords config.json must keep to rebuild it), ``exported`` with ``weights_file`` (an exported
-model opened from its folder, inference only), ``bf16_inference`` (precision auto encodes in bf16
-on CPUs with native bf16).
+Every encoder subclasses :class:`~.base.Encoder`: ``forward(ids, lengths) -> (n, dim)``, a ``dim``
+attribute, keyword hyper-parameters, and its capabilities declared as class attributes (which
+width keyword ``--dim`` sets, whether it brings its own tokenizer, takes GloVe vectors, word
+counts or character n-grams, its default learning rate, ...). It is built from the model config
+by :func:`build_encoder`. A new encoder is a new small module registered here.
 """
 
 from __future__ import annotations
 
-from torch import nn
-
 from ..errors import ConfigError, ModelError
+from .base import Encoder
 from .bilstm import BiLSTMEncoder
 from .bilstm_max import BiLSTMMaxEncoder
 from .bow import BagOfWordsEncoder
@@ -24,7 +20,7 @@ from .onnx import OnnxEncoder
 from ..pretrained import default_model_path
 from .transformer import TransformerEncoder
 
-ENCODERS: dict[str, type[nn.Module]] = {
+ENCODERS: dict[str, type[Encoder]] = {
     "lstm": LSTMEncoder,
     "bilstm": BiLSTMEncoder,
     "bilstm-max": BiLSTMMaxEncoder,
@@ -33,17 +29,16 @@ ENCODERS: dict[str, type[nn.Module]] = {
     "transformer": TransformerEncoder,
     "onnx": OnnxEncoder,  # an exported model (siamese export): inference only
 }
-DEFAULT_LR = 1e-3  # Keras's Adam default, the recipes' choice
 
 
-def encoder_class(name: str) -> type[nn.Module]:
+def encoder_class(name: str) -> type[Encoder]:
     try:
         return ENCODERS[name]
     except KeyError:
         raise ModelError(f"unknown encoder {name!r}; choose one of: {', '.join(ENCODERS)}") from None
 
 
-def build_encoder(name: str, vocab_size: int, **options) -> nn.Module:
+def build_encoder(name: str, vocab_size: int, **options) -> Encoder:
     cls = encoder_class(name)
     try:
         return cls(vocab_size=vocab_size, **options)
@@ -52,8 +47,8 @@ def build_encoder(name: str, vocab_size: int, **options) -> nn.Module:
 
 
 def default_lr(name: str) -> float:
-    return getattr(encoder_class(name), "default_lr", DEFAULT_LR)
+    return encoder_class(name).default_lr
 
 
-__all__ = ["ENCODERS", "BagOfWordsEncoder", "BiLSTMEncoder", "BiLSTMMaxEncoder", "CNNEncoder", "LSTMEncoder", "OnnxEncoder", "TransformerEncoder",
+__all__ = ["ENCODERS", "BagOfWordsEncoder", "Encoder", "BiLSTMEncoder", "BiLSTMMaxEncoder", "CNNEncoder", "LSTMEncoder", "OnnxEncoder", "TransformerEncoder",
            "build_encoder", "default_lr", "default_model_path", "encoder_class"]

@@ -10,10 +10,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .base import Encoder
 from .common import AttentionPooling, bidirectional_states, check_pooling, finish, init_embedding, padding_mask, pool
 
 
-class BiLSTMEncoder(nn.Module):
+class BiLSTMEncoder(Encoder):
+    takes_glove = True
     def __init__(self, vocab_size: int, embedding_dim: int = 128, hidden: int = 256, pooling: str = "last",
                  embeddings=None, trainable_embeddings: bool = True, normalize: bool = True):
         super().__init__()

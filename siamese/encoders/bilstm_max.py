@@ -9,19 +9,21 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .base import Encoder
 from .common import (AttentionPooling, bidirectional_states, check_pooling, finish, init_embedding, padding_mask,
                      pool)
 
 __all__ = ["BiLSTMMaxEncoder", "bidirectional_states", "init_embedding", "padding_mask"]
 
 
-class BiLSTMMaxEncoder(nn.Module):
+class BiLSTMMaxEncoder(Encoder):
     """Embedding(vocab, embedding_dim) → BiLSTM(hidden) → masked max-pool → Dense(out_dim, relu).
 
     ``embeddings`` (a (vocab, embedding_dim) array) initialises the embedding, e.g. from GloVe.
     ``normalize`` returns unit vectors (the model contract); turn it off to stack more layers.
     ``pooling="attention"`` replaces the max-pool with learned attention over the time steps.
     """
+    takes_glove = True
 
     def __init__(self, vocab_size: int, embedding_dim: int = 50, hidden: int = 50, out_dim: int = 10,
                  embeddings=None, trainable_embeddings: bool = True, normalize: bool = True, pooling: str = "max"):

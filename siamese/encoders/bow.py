@@ -28,10 +28,14 @@ from torch.nn import functional as F
 
 from ..errors import ConfigError
 from ..text import PAD_ID, UNK_ID
+from .base import Encoder
 from .common import finish, init_embedding, padding_mask
 
 
-class BagOfWordsEncoder(nn.Module):
+class BagOfWordsEncoder(Encoder):
+    takes_glove = True
+    takes_word_counts = True  # SIF weights from corpus frequencies
+    takes_char_ngrams = True
     default_lr = 0.01  # unit-variance vectors move slowly at Adam's usual 1e-3
 
     def __init__(self, vocab_size: int, embedding_dim: int = 300, word_counts=None, smoothing: float = 1e-3,

@@ -6,10 +6,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .base import Encoder
 from .common import finish, init_embedding
 
 
-class CNNEncoder(nn.Module):
+class CNNEncoder(Encoder):
+    takes_glove = True
     def __init__(self, vocab_size: int, embedding_dim: int = 128, filters: int = 256,
                  kernel_sizes: tuple[int, ...] | list[int] = (2, 3), embeddings=None,
                  trainable_embeddings: bool = True, normalize: bool = True):

@@ -6,17 +6,19 @@ import torch
 from torch import nn
 
 from ..text import PAD_ID
+from .base import Encoder
 from . import fused_lstm
 from .common import AttentionPooling, check_pooling, finish, padding_mask, pool
 
 
-class LSTMEncoder(nn.Module):
+class LSTMEncoder(Encoder):
     """Embedding(vocab, dim) → LSTM(dim) → masked mean (or attention) → unit vector.
 
     Batches are right-padded, so the LSTM's outputs at real positions never see a pad: the
     masked pooling is exact without packing. ``sparse_embedding`` gives the embedding sparse
     gradients, so the optimiser touches only the rows of the batch.
     """
+    width_option = "dim"  # the seed's name for its LSTM width (the embedding is as wide)
 
     default_lr = 0.01  # the seed's Adam rate
 

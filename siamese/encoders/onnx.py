@@ -13,10 +13,10 @@ import shutil
 from pathlib import Path
 
 import torch
-from torch import nn
 
 from ..errors import ModelError
 from ..pretrained import file_sha256
+from .base import Encoder
 
 FILE = "model.onnx"
 
@@ -56,8 +56,9 @@ def import_onnxruntime():
     return onnxruntime
 
 
-class OnnxEncoder(nn.Module):
+class OnnxEncoder(Encoder):
     """``forward(ids, lengths) -> (n, dim)`` through an ``onnxruntime.InferenceSession``."""
+    width_option = None
 
     own_tokenizer = True  # the exported model's tokenizer.json
     exported = True  # no PyTorch weights: cannot be built from scratch or trained

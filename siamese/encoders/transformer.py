@@ -15,10 +15,10 @@ import json
 import os
 
 import torch
-from torch import nn
 
 from ..errors import ConfigError, ModelError
 from ..pretrained import model_folder
+from .base import Encoder
 from .common import check_pooling, finish, padding_mask
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the network
@@ -37,11 +37,12 @@ def _refuse_siamese_folder(folder) -> None:
         raise ModelError(f"{folder}: a siamese model folder, not a Hugging Face one (--transformer takes a Hugging Face folder)")
 
 
-class TransformerEncoder(nn.Module):
+class TransformerEncoder(Encoder):
     """A Hugging Face encoder model → mean / cls / pooler pooling → (L2 norm).
 
     ``frozen_layers``: the embeddings and the first k transformer layers keep their weights.
     """
+    width_option = None
 
     own_tokenizer = True  # the model folder's tokenizer.json, not a learned word vocabulary
     pretrained = True  # starts from trained weights (TrainConfig.keep_initial can mix them back in)

@@ -14,6 +14,6 @@ class BCELoss(PairLoss):
 
     def forward(self, a, b, negative=None, labels=None, head=None) -> torch.Tensor:
         y = labels.to(torch.float32)
-        if hasattr(head, "logits"):  # classifier heads: the numerically stable form
+        if head.classifier:  # classifier heads: the numerically stable form
             return F.binary_cross_entropy_with_logits(head.logits(a, b), y)
         return F.binary_cross_entropy(head(a, b).clamp(1e-6, 1 - 1e-6), y)

@@ -1,0 +1,102 @@
+"""Declared contracts: encoders' capability attributes against their constructors, the CLI's
+defaults against the configuration dataclasses, and an import that costs nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import typer
+
+from siamese.answers import Triplets
+from siamese.cli import app
+from siamese.data import Pairs
+from siamese.distill.config import StaticConfig
+from siamese.encoders import ENCODERS, Encoder
+from siamese.heads import HEADS, Head, build_head
+from siamese.model import ModelConfig
+from siamese.training import TrainConfig
+
+
+@pytest.mark.parametrize("name", sorted(ENCODERS))
+def test_encoder_declares_what_its_constructor_takes(name):
+    cls = ENCODERS[name]
+    assert issubclass(cls, Encoder)
+    params = inspect.signature(cls).parameters
+    assert cls.takes_glove == ("embeddings" in params)
+    assert cls.takes_word_counts == ("word_counts" in params)
+    assert cls.takes_char_ngrams == ("char_buckets" in params)
+    assert cls.width_option is None or cls.width_option in params
+    assert cls.own_tokenizer or cls.width_option is not None  # a learned vocabulary's width is ours to set
+    assert cls.default_lr > 0 and cls.encode_batch_size > 0
+
+
+def _options(command_name: str) -> dict[str, object]:
+    group = typer.main.get_command(app)
+    command = group.commands[command_name]
+    return {p.name: p.default for p in command.params if p.param_type_name == "option"}
+
+
+# CLI options whose meaning differs from the dataclass field of the same name, and why.
+DIFFERENT_BY_DESIGN = {
+    "loss": "None: triplet, or hinge with --answers",
+    "max_vocab": "0 means no cap (the dataclass says None)",
+    "char_ngrams": "written as text, 3-5",
+    "teacher": "a name or folder (the dataclass also takes a model)",
+}
+
+
+@pytest.mark.parametrize("command, configs", [
+    ("train", (TrainConfig, ModelConfig)),
+    ("distill", (StaticConfig,)),
+])
+def test_cli_defaults_agree_with_the_configuration(command, configs):
+    options = _options(command)
+    checked = 0
+    for config in configs:
+        for f in dataclasses.fields(config):
+            if f.name not in options or f.name in DIFFERENT_BY_DESIGN:
+                continue
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            assert options[f.name] == default, f"siamese {command} --{f.name.replace('_', '-')}: {options[f.name]!r} != {config.__name__}.{f.name} = {default!r}"
+            checked += 1
+    assert checked >= 5
+
+
+def test_importing_the_package_and_cli_loads_no_torch_and_changes_nothing():
+    code = ("import os, sys; env = dict(os.environ); "
+            "import siamese, siamese.cli; "
+            "assert 'torch' not in sys.modules and 'sklearn' not in sys.modules, 'heavy import'; "
+            "assert dict(os.environ) == env, 'environment changed'; "
+            "assert 'matplotlib' not in sys.modules; print(siamese.__version__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip()[0].isdigit()
+
+
+@pytest.mark.parametrize("name", sorted(HEADS))
+def test_heads_declare_their_family(name):
+    head = build_head(name, 8)
+    assert isinstance(head, Head)
+    a, b = torch.nn.functional.normalize(torch.randn(4, 8), dim=-1), torch.nn.functional.normalize(torch.randn(4, 8), dim=-1)
+    assert head(a, b).shape == (4,)
+    if head.classifier:
+        assert any(p.requires_grad for p in head.parameters())
+        torch.testing.assert_close(torch.sigmoid(head.logits(a, b)), head(a, b))
+        with pytest.raises(TypeError):
+            head.matrix(a, b)
+    else:
+        assert not list(head.parameters())
+        torch.testing.assert_close(head.matrix(a, b).diagonal(), head(a, b))
+
+
+def test_pairs_and_triplets_share_the_training_data_contract():
+    pairs = Pairs(["a", "b"], ["c", "d"], np.array([1, 0], dtype=np.int8))
+    triplets = Triplets(["q"], ["right"], ["wrong"])
+    assert (pairs.triplets, triplets.triplets) == (False, True)
+    assert pairs.sides() == [["a", "b"], ["c", "d"]] and triplets.sides() == [["q"], ["right"], ["wrong"]]
