@@ -76,6 +76,13 @@ std::vector<int64_t> active_rows(const at::Tensor& sorted_lengths, int64_t T) {
   return active;
 }
 
+void check_cpu(const at::Tensor& t, const char* name, at::ScalarType dtype, int64_t dims) {
+  TORCH_CHECK(t.device().is_cpu(), name, " must be a CPU tensor");
+  TORCH_CHECK(t.scalar_type() == dtype, name, " must be ", c10::toString(dtype), ", got ", t.scalar_type());
+  TORCH_CHECK(t.dim() == dims, name, " must have ", dims, " dimensions, got ", t.dim());
+  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+}
+
 }  // namespace
 
 // table (V, E) fp32; ids (n, T) int64 right-padded; lengths (n) int64 >= 1; w_ih (4H, E), w_hh (4H, H),
@@ -83,6 +90,21 @@ std::vector<int64_t> active_rows(const at::Tensor& sorted_lengths, int64_t T) {
 // tokens, then what backward needs.
 std::vector<at::Tensor> lstm_forward(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& lengths,
                                      const at::Tensor& w_ih, const at::Tensor& w_hh, const at::Tensor& bias) {
+  // The loops below index raw pointers: every shape and id is checked first (a bad one would read
+  // or write outside the buffers instead of raising).
+  check_cpu(table, "table", at::kFloat, 2);
+  check_cpu(ids, "ids", at::kLong, 2);
+  check_cpu(lengths, "lengths", at::kLong, 1);
+  check_cpu(w_ih, "w_ih", at::kFloat, 2);
+  check_cpu(w_hh, "w_hh", at::kFloat, 2);
+  check_cpu(bias, "bias", at::kFloat, 1);
+  TORCH_CHECK(ids.size(0) >= 1 && lengths.size(0) == ids.size(0), "lengths must hold one length per row of ids");
+  TORCH_CHECK(lengths.min().item<int64_t>() >= 1 && lengths.max().item<int64_t>() <= ids.size(1),
+              "every length must be in [1, ids.size(1)]");
+  TORCH_CHECK(ids.min().item<int64_t>() >= 0 && ids.max().item<int64_t>() < table.size(0), "ids must index rows of table");
+  TORCH_CHECK(w_hh.size(0) == 4 * w_hh.size(1) && w_ih.size(0) == w_hh.size(0) && w_ih.size(1) == table.size(1) &&
+                  bias.size(0) == w_hh.size(0),
+              "weights must be w_ih (4H, E), w_hh (4H, H), bias (4H) with E the table's width");
   const int64_t n = ids.size(0), H = w_hh.size(1), G = 4 * H;
   const at::Tensor order = at::argsort(lengths, /*stable=*/true, /*dim=*/0, /*descending=*/true);
   const at::Tensor sorted_lengths = lengths.index_select(0, order).contiguous();
@@ -231,6 +253,16 @@ std::vector<at::Tensor> lstm_backward(const at::Tensor& d_mean, const at::Tensor
 // with the optimiser's step count for the bias corrections, as siamese.optim.LazyAdam.
 void lazy_adam(at::Tensor& p, at::Tensor& m, at::Tensor& v, const at::Tensor& rows, const at::Tensor& g, double lr,
                double beta1, double beta2, double eps, int64_t step) {
+  check_cpu(p, "p", at::kFloat, 2);
+  check_cpu(m, "m", at::kFloat, 2);
+  check_cpu(v, "v", at::kFloat, 2);
+  check_cpu(rows, "rows", at::kLong, 1);
+  check_cpu(g, "g", at::kFloat, 2);
+  TORCH_CHECK(m.sizes() == p.sizes() && v.sizes() == p.sizes(), "m and v must have p's shape");
+  TORCH_CHECK(g.size(0) == rows.size(0) && g.size(1) == p.size(1), "g must hold one row of p's width per row index");
+  TORCH_CHECK(rows.numel() == 0 || (rows.min().item<int64_t>() >= 0 && rows.max().item<int64_t>() < p.size(0)),
+              "rows must index rows of p");
+  TORCH_CHECK(step >= 1, "step must be >= 1");
   const int64_t R = rows.size(0), D = p.size(1);
   const float b1 = beta1, b2 = beta2, e = eps;
   const float step_size = lr / (1.0 - std::pow(beta1, step));

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import torch
 
+from . import kernels
 from .data import Pairs
 from .errors import ConfigError, DataError, ModelError
 from .calibration import check_targets, data_record, fit_calibrator
@@ -262,6 +263,8 @@ def train(
         return batches(train_data.lengths, config.batch_size, rng, bucket=config.bucket, span=config.bucket_span, rows=rows)
 
     validate = (lambda: validation_loss(modules, val_data, config, batch_loss)) if val_data is not None else None
+    if precision == "bf16":
+        kernels.load()  # a first build (~30 s, once per install) must not count as training time
     started = time.perf_counter()
     with single_threaded_ops(runner.workers > 1), gc_frozen():
         fitted = trainer.fit(plan, lambda rows: batch_loss(train_data, rows), validate=validate)

@@ -156,3 +156,43 @@ def test_unusable_compiler_falls_back_with_one_warning(monkeypatch, tmp_path):
             assert not fused_lstm.usable(encoder.lstm)
     finally:
         kernels._build.cache_clear()
+
+
+def test_kernel_math_on_any_cpu(batch):
+    # The kernel's matmuls are at::mm in bf16, which every CPU runs (natively or emulated): its math
+    # is checked here even where training would not take it (no native bf16).
+    if kernels.load() is None:
+        pytest.skip("no C++ compiler here: the kernels fall back to PyTorch ops")
+    vocab, ids, lengths = batch
+    torch.manual_seed(0)
+    encoder = LSTMEncoder(vocab, sparse_embedding=False, normalize=False)
+    with torch.no_grad():
+        states, _ = encoder.lstm(encoder.embedding(ids))
+        mask = (torch.arange(ids.shape[1])[None] < lengths[:, None]).float()[..., None]
+        reference = (states * mask).sum(1) / lengths[:, None].float()
+    weights = torch.randn(len(ids), encoder.dim)
+    out = fused_lstm.mean_states(encoder.embedding, encoder.lstm, ids, lengths)
+    (out * weights).sum().backward()
+    assert relative_error(out.detach(), reference) < 0.01
+    assert encoder.lstm.weight_hh_l0.grad is not None and torch.isfinite(encoder.lstm.weight_hh_l0.grad).all()
+
+
+def test_kernel_refuses_bad_inputs_instead_of_reading_out_of_bounds(batch):
+    if kernels.load() is None:
+        pytest.skip("no C++ compiler here: the kernels fall back to PyTorch ops")
+    vocab, ids, lengths = batch
+    encoder = LSTMEncoder(vocab, sparse_embedding=False)
+    args = lambda ids, lengths: (encoder.embedding.weight.detach(), ids, lengths, encoder.lstm.weight_ih_l0.detach(),  # noqa: E731
+                                 encoder.lstm.weight_hh_l0.detach(), (encoder.lstm.bias_ih_l0 + encoder.lstm.bias_hh_l0).detach())
+    k = kernels.load()
+    with pytest.raises(RuntimeError, match="ids must index rows of table"):
+        k.lstm_forward(*args(ids + vocab, lengths))
+    with pytest.raises(RuntimeError, match="length"):
+        k.lstm_forward(*args(ids, lengths + ids.shape[1]))
+    with pytest.raises(RuntimeError, match="lengths must hold one length"):
+        k.lstm_forward(*args(ids, lengths[:-1]))
+    with pytest.raises(RuntimeError, match="ids must be Long"):
+        k.lstm_forward(*args(ids.int(), lengths))
+    p = torch.zeros(10, 4)
+    with pytest.raises(RuntimeError, match="rows must index rows of p"):
+        k.lazy_adam_(p, torch.zeros_like(p), torch.zeros_like(p), torch.tensor([12]), torch.ones(1, 4), 0.1, 0.9, 0.999, 1e-8, 1)

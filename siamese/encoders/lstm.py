@@ -18,8 +18,8 @@ class LSTMEncoder(Encoder):
     masked pooling is exact without packing. ``sparse_embedding`` gives the embedding sparse
     gradients, so the optimiser touches only the rows of the batch.
     """
-    width_option = "dim"  # the seed's name for its LSTM width (the embedding is as wide)
 
+    width_option = "dim"  # the seed's name for its LSTM width (the embedding is as wide)
     default_lr = 0.01  # the seed's Adam rate
 
     def __init__(self, vocab_size: int, dim: int = 128, sparse_embedding: bool = True, pooling: str = "mean",
