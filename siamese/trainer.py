@@ -94,14 +94,14 @@ class Trainer:
                     opt.step()
                 for scheduler in self.schedulers:
                     scheduler.step()
-                value = loss.item()
-                total += value
-                items += size(batch)
+                value, n = loss.item(), size(batch)
+                total += value * n  # the epoch's loss is the mean per item, whatever the batch sizes
+                items += n
                 bar.set_postfix(loss=f"{value:.3f}")
             seconds = time.perf_counter() - t0
             fitted.seconds += seconds
             fitted.items += items
-            record = {"epoch": epoch, "loss": total / max(len(batches), 1), f"{self.item}s": items,
+            record = {"epoch": epoch, "loss": total / max(items, 1), f"{self.item}s": items,
                       "seconds": round(seconds, 3), f"{self.item}s_per_second": round(items / seconds, 1) if seconds else None}
             if validate is not None:
                 record["val_loss"] = validate()

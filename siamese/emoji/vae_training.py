@@ -3,8 +3,6 @@ the weights of the best validation epoch kept."""
 
 from __future__ import annotations
 
-import copy
-import sys
 import time
 from dataclasses import asdict, dataclass
 
@@ -12,7 +10,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
-from ..progress import tqdm
+from ..trainer import Trainer
 from .images import EmojiSet
 from .vae import ConvVAE, EmojiVAE, VAEConfig, to_tensor, vae_loss
 
@@ -39,19 +37,11 @@ def split_rows(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.n
     return np.sort(order[n_val:]), np.sort(order[:n_val])
 
 
-def _epoch_loss(module: ConvVAE, images: torch.Tensor, batch_size: int, optimizer=None, order=None) -> float:
-    """Mean per-image loss over ``images``; a training pass when an optimizer is given."""
-    order = torch.arange(len(images)) if order is None else order
-    total = 0.0
-    for start in range(0, len(images), batch_size):
-        batch = images[order[start : start + batch_size]]
-        with torch.set_grad_enabled(optimizer is not None):
-            loss = vae_loss(batch, *module(batch))
-        if optimizer is not None:
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-        total += loss.item() * len(batch)
+def _mean_loss(module: ConvVAE, images: torch.Tensor, batch_size: int = 256) -> float:
+    """Mean per-image loss over ``images``, without gradients (samples the latent, like Keras' val_loss)."""
+    module.eval()
+    with torch.no_grad():
+        total = sum(vae_loss(batch, *module(batch)).item() * len(batch) for batch in images.split(batch_size))
     return total / len(images)
 
 
@@ -68,26 +58,22 @@ def train_vae(emojis: EmojiSet, *, model_config: VAEConfig | None = None, config
     train_images, val_images = to_tensor(emojis.images[train_rows]), to_tensor(emojis.images[val_rows])
     module = ConvVAE(model_config)
     optimizer = torch.optim.Adam(module.parameters(), lr=config.lr)
-    shuffler = torch.Generator().manual_seed(config.seed)
-    history, best_state, best_val = [], None, float("inf")
+    trainer = Trainer(module, [optimizer], epochs=config.epochs, rng=np.random.default_rng(config.seed), progress=progress,
+                      desc="train-vae epoch", item="image")
+
+    def plan(rng: np.random.Generator) -> list[torch.Tensor]:
+        order = torch.from_numpy(rng.permutation(len(train_images)))
+        return [train_images[rows] for rows in order.split(config.batch_size)]
+
     started = time.perf_counter()
-    for epoch in tqdm(range(1, config.epochs + 1), desc="train-vae", unit="epoch", disable=not progress):
-        epoch_start = time.perf_counter()
-        module.train()
-        loss = _epoch_loss(module, train_images, config.batch_size, optimizer,
-                           torch.randperm(len(train_images), generator=shuffler))
-        module.eval()
-        val_loss = _epoch_loss(module, val_images, 256)  # samples the latent, like Keras' val_loss
-        history.append({"epoch": epoch, "loss": loss, "val_loss": val_loss, "seconds": time.perf_counter() - epoch_start})
-        if progress:
-            tqdm.write(f"epoch {epoch}: loss {loss:.2f}  val_loss {val_loss:.2f}  ({history[-1]['seconds']:.1f}s)", file=sys.stderr)
-        if val_loss < best_val:
-            best_val, best_state = val_loss, copy.deepcopy(module.state_dict())
+    fitted = trainer.fit(plan, lambda batch: vae_loss(batch, *module(batch)),
+                         validate=lambda: _mean_loss(module, val_images))
     seconds = time.perf_counter() - started
-    module.load_state_dict(best_state)
-    best = min(history, key=lambda h: h["val_loss"])
+    module.load_state_dict(fitted.best_weights)
+    module.eval()
+    best = fitted.history[fitted.best_epoch - 1]
     info = {"training": {
-        "config": asdict(config), "history": history, "best_epoch": best["epoch"], "val_loss": best["val_loss"],
+        "config": asdict(config), "history": fitted.history, "best_epoch": fitted.best_epoch, "val_loss": best["val_loss"],
         "train_images": len(train_rows), "val_images": len(val_rows), "val_names": [emojis.names[i] for i in val_rows],
         "seconds": seconds, "seconds_per_epoch": seconds / config.epochs,
     }}
