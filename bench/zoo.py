@@ -144,7 +144,7 @@ def run_recipe(recipe: Recipe, train_pairs, val_pairs, root: Path, args) -> dict
     else:
         model = SiameseModel.build([], config)
         sims = model.similarity(val_pairs.text1, val_pairs.text2)
-        model.config.threshold, _ = choose_threshold(sims, val_pairs.labels, args.threshold_metric)
+        model.threshold, _ = choose_threshold(sims, val_pairs.labels, args.threshold_metric)
         fit = {}
     seconds = time.perf_counter() - started
     speed_texts = datasets.load("quora-sample", root)

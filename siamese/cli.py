@@ -142,7 +142,8 @@ def train(
     dim: Annotated[Optional[int], typer.Option(min=1, help="LSTM width; embedding width of the other word encoders.")] = None,
     warmup_steps: Annotated[int, typer.Option(min=0, help="Raise the learning rate linearly over the first N steps (for fine-tuning a transformer).")] = 0,
     keep_initial: Annotated[float, typer.Option(min=0.0, max=0.99, help="Transformer: after training, mix this share of the pretrained weights back in (WiSE-FT), e.g. 0.5.")] = 0.0,
-    margin: Annotated[Optional[float], typer.Option(help="Loss margin (default: 0.25 triplet, 0.2 hinge, 0.5 contrastive).")] = None,
+    margin: Annotated[Optional[float], typer.Option(help="Loss margin (default: 0.25 triplet, 0.2 hinge, 0.5 contrastive; other losses have none).")] = None,
+    scale: Annotated[Optional[float], typer.Option(help="Loss scale of the softmax losses (default 20: mnr, cosent; other losses have none).")] = None,
     seed: int = 0,
     max_vocab: Annotated[int, typer.Option(help="Vocabulary size cap (0 = no cap).")] = 50_000,
     oov_buckets: Annotated[int, typer.Option(min=0, help="Hash words outside the vocabulary into this many extra ids instead of [UNK] (0 = all [UNK]), so texts sharing an unseen word share its vector.")] = 0,
@@ -169,12 +170,15 @@ def train(
         raise ConfigError("give --data FILE and --out DIR (or --resume CHECKPOINT to continue a run)")
     from .calibration import check_targets
     from .data import Pairs, split_pairs
+    from .losses import LossConfig, build_loss
     from .model import ModelConfig
     from .training import TrainConfig
     from .training import train as run_training
 
     check_targets(target_precision, target_recall)  # before reading or training
     loss = loss or ("hinge" if answers else "triplet")
+    loss_options = LossConfig(margin=margin, scale=scale)
+    build_loss(loss, loss_options)  # a margin or scale this loss has not: refused before reading anything
     test = None
     if answers:
         pairs, val, val_questions = _answer_triplets(data, val_data, val_fraction, negatives, seed)
@@ -191,7 +195,7 @@ def train(
             val = _read(val_data, format, text1, text2, label)
         else:
             val, pairs = split_pairs(pairs, [val_fraction], seed=seed)
-    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, seed=seed, warmup_steps=warmup_steps,
+    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, loss_options=loss_options, seed=seed, warmup_steps=warmup_steps,
                          keep_initial=keep_initial, teacher=teacher,
                          precision=precision, threshold_metric=threshold_metric, workers=workers,
                          calibrate=calibrate, target_precision=target_precision, target_recall=target_recall)

@@ -38,6 +38,9 @@ from .text import PretrainedVectorizer, Vectorizer, check_char_ngrams, check_oov
 from .version import __version__
 
 FORMAT = "siamese-model/1"
+# The decision threshold before one is chosen on validation pairs. It is fitted state, like the
+# calibration: kept on the model (config.json's top-level "threshold"), not in the architecture.
+DEFAULT_THRESHOLD = 0.7
 HEAD_PREFIX = "head."
 
 
@@ -57,7 +60,6 @@ class ModelConfig:
     loss: str = "triplet"
     encoder_options: dict = field(default_factory=dict)
     glove: str | None = None  # word vectors the embedding starts from (used when building only)
-    threshold: float = 0.7  # replaced by the one chosen on validation data when training
     lowercase: bool = True
     max_vocab: int | None = 50_000
     min_frequency: int = 1
@@ -88,8 +90,8 @@ class ModelConfig:
         return options
 
     def check(self) -> None:
-        """Refuse unknown names and head/loss pairs that cannot train, with a one-line message."""
-        encoder_class(self.encoder)
+        """Refuse unknown names, options and head/loss pairs that cannot train, with a one-line message."""
+        encoder_class(self.encoder).check_options(self.encoder, self.encoder_options)
         if self.head not in HEADS:
             raise ModelError(f"unknown head {self.head!r}; choose one of: {', '.join(HEADS)}")
         check_head_and_loss(self.head, self.loss)
@@ -133,6 +135,7 @@ class SiameseModel:
         self.head = head if head is not None else build_head(config.head, encoder.dim)
         self.config = config
         self.info = dict(info or {})  # training summary etc., saved beside the config
+        self.threshold = DEFAULT_THRESHOLD  # similarity above it = duplicate; chosen on validation pairs
         # similarity -> duplicate probability (siamese.calibration); saved beside the config as
         # "calibration", outside the architecture, so calibrating keeps the fingerprint.
         self.calibrator: Calibrator | None = None
@@ -187,10 +190,6 @@ class SiameseModel:
     def dim(self) -> int:
         """Width of the vectors :meth:`encode` returns."""
         return self.encoder.dim
-
-    @property
-    def threshold(self) -> float:
-        return self.config.threshold
 
     # -- inference ---------------------------------------------------------------------------
 
@@ -279,8 +278,7 @@ class SiameseModel:
         """SHA-256 of the weights, vocabulary and architecture: what an index records to know its model."""
         h = hashlib.sha256()
         defaults = asdict(ModelConfig())
-        config = {k: v for k, v in asdict(self.config).items()
-                  if k != "threshold" and not (k in _NEW_FIELDS and defaults[k] == v)}
+        config = {k: v for k, v in asdict(self.config).items() if not (k in _NEW_FIELDS and defaults[k] == v)}
         h.update(json.dumps(config, sort_keys=True).encode())
         h.update(self.vectorizer.tokenizer.to_str().encode())
         for name, tensor in sorted(self.state_dict().items()):
@@ -320,6 +318,7 @@ class SiameseModel:
             "siamese_version": __version__,
             "vocab_size": self.vectorizer.vocab_size,
             **asdict(config or self.config),
+            "threshold": self.threshold,
             "info": self.info if info is None else info,
         }
         if self.calibrator is not None:
@@ -340,7 +339,7 @@ class SiameseModel:
         theirs = asdict(ModelConfig(**{k: v for k, v in on_disk.items() if k in known}))
         theirs["vocab_size"] = on_disk.get("vocab_size")
         ours = json.loads(json.dumps({**asdict(self.config), "vocab_size": self.vectorizer.vocab_size}))  # as JSON has it
-        changed = sorted(k for k in ours if k != "threshold" and theirs.get(k) != ours[k])
+        changed = sorted(k for k in ours if theirs.get(k) != ours[k])
         if changed:
             raise ModelError(f"{file}: the folder holds a different model (differs in {', '.join(changed)}); "
                              "save this one elsewhere with model.save(path)")
@@ -408,6 +407,10 @@ class SiameseModel:
         encoder.eval()
         head.eval()
         model = cls(vectorizer, encoder, config, raw.get("info"), head)
+        threshold = raw.get("threshold", DEFAULT_THRESHOLD)
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+            raise ModelError(f"{config_file}: threshold must be a number, got {threshold!r}")
+        model.threshold = float(threshold)
         if raw.get("calibration") is not None:
             try:
                 model.calibrator = Calibrator.from_dict(raw["calibration"])

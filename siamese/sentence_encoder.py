@@ -80,7 +80,7 @@ def set_threshold(model: SiameseModel, parts: Sequence[Pairs], metric: str = "ac
     """Choose ``model``'s threshold on the validation sets ``parts`` (kept when there are none);
     returns what was chosen, on what, and the metric's value there."""
     if not parts:
-        return {"threshold": model.config.threshold, "chosen_on": None, "val_pairs": 0}
+        return {"threshold": model.threshold, "chosen_on": None, "val_pairs": 0}
     val = Pairs.concat(list(parts))
-    model.config.threshold, found = choose_threshold(model.similarity(val.text1, val.text2), val.labels, metric)
-    return {"threshold": model.config.threshold, "chosen_on": [p.source for p in parts], "val_pairs": len(val), **found}
+    model.threshold, found = choose_threshold(model.similarity(val.text1, val.text2), val.labels, metric)
+    return {"threshold": model.threshold, "chosen_on": [p.source for p in parts], "val_pairs": len(val), **found}

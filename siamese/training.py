@@ -10,7 +10,7 @@ import gc
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
@@ -21,7 +21,7 @@ from .errors import ConfigError, DataError, ModelError
 from .calibration import check_targets, data_record, fit_calibrator
 from .evaluation import choose_threshold, threshold_for_target
 from .encoders import default_lr, encoder_class
-from .losses import LOSSES, PairLoss
+from .losses import LossConfig, PairLoss, build_loss
 from .optim import LazyAdam
 from .parallel import ParallelEncoder, single_threaded_ops
 from .precision import PRECISIONS, autocast as precision_autocast, resolve_precision  # noqa: F401 (re-exported)
@@ -39,8 +39,10 @@ class TrainConfig:
     epochs: int = 5
     batch_size: int = 256
     lr: float | None = None  # None: the encoder's default (0.01 for the seed LSTM, 2e-6 for a transformer)
-    margin: float | None = None  # None: the loss's default (0.25 triplet, 0.2 hinge, 0.5 contrastive)
-    seed: int = 0
+    # The loss's own hyper-parameters (margin, scale; None: its default, 0.25 triplet, 0.2 hinge,
+    # 0.5 contrastive margins, 20 mnr/cosent scale). The loss itself is ModelConfig.loss.
+    loss_options: LossConfig = field(default_factory=LossConfig)
+    seed: int = 0  # the one seed: weights (ModelConfig.seed is set from it), batches, calibration
     bucket: bool = True  # group texts of similar length into batches: far less padding
     bucket_span: int = 50  # batches per sorted pool; larger = tighter lengths, less randomness
     precision: str = "auto"  # "bf16": LSTM matmuls in bfloat16 (fp32 weights); "fp32"; "auto": bf16 if the CPU has it
@@ -183,7 +185,11 @@ def train(
     resume_state = _resume_state(checkpoint, config) if resume else None
     if initial is not None:
         model_config = replace(initial.config, loss=model_config.loss if model_config else initial.config.loss)
-    model_config = model_config or ModelConfig(seed=config.seed)
+    model_config = model_config or ModelConfig()
+    if model_config.seed not in (0, config.seed):  # 0: ModelConfig's default, i.e. not chosen there
+        raise ConfigError(f"two seeds: ModelConfig.seed={model_config.seed}, TrainConfig.seed={config.seed}; "
+                          "set TrainConfig.seed only (it seeds the weights too)")
+    model_config = replace(model_config, seed=config.seed)
     model_config.check()
     check_trainable(model_config)  # before a teacher encodes anything
     precision = resolve_precision(config.precision)
@@ -201,7 +207,7 @@ def train(
                           "random weights (use it with --encoder transformer)")
     rng = seed_everything(config.seed)
 
-    loss_fn = LOSSES[model_config.loss](margin=config.margin)
+    loss_fn = build_loss(model_config.loss, config.loss_options)
     check_teacher(config, model_config, loss_fn)
     data = training_data(train_pairs, loss_fn)
     if len(data) < 2:
@@ -278,12 +284,12 @@ def train(
     if both_labels:
         sims = model.similarity(val_pairs.text1, val_pairs.text2)
         if targeted:
-            model.config.threshold, threshold_info = threshold_for_target(
+            model.threshold, threshold_info = threshold_for_target(
                 sims, val_pairs.labels, precision=config.target_precision, recall=config.target_recall)
         else:
-            model.config.threshold, threshold_info = choose_threshold(sims, val_pairs.labels, metric=config.threshold_metric)
+            model.threshold, threshold_info = choose_threshold(sims, val_pairs.labels, metric=config.threshold_metric)
     elif progress:
-        tqdm.write(f"no validation pairs with both labels: keeping threshold {model.config.threshold}")
+        tqdm.write(f"no validation pairs with both labels: keeping threshold {model.threshold}")
     calibration = {"fitted": False}
     if not config.calibrate:
         calibration["note"] = "not asked for"
@@ -305,7 +311,7 @@ def train(
         tqdm.write(f"not calibrated ({calibration['note']})")
     model.info["training"] = {
         "config": {**asdict(replace(config, teacher=None)), "teacher": teacher_info and teacher_info["source"], "lr": lr,
-                   "margin": loss_fn.margin},
+                   "margin": loss_fn.margin, "scale": loss_fn.scale},
         "precision": precision,
         "loss": model_config.loss,
         **({"teacher": teacher_info} if teacher_info else {}),
@@ -316,7 +322,7 @@ def train(
         "seconds": round(time.perf_counter() - started, 3),
         "train_seconds": round(fitted.seconds, 3),
         "pairs_per_second": fitted.per_second,
-        "threshold": model.config.threshold,
+        "threshold": model.threshold,
         "threshold_choice": threshold_info,
         "calibration": calibration,
         "sources": [train_pairs.source] + ([val_pairs.source] if val_pairs is not None else []),

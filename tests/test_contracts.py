@@ -20,7 +20,7 @@ from siamese.distill.config import StaticConfig
 from siamese.encoders import ENCODERS, Encoder
 from siamese.heads import HEADS, Head, build_head
 from siamese.model import ModelConfig
-from siamese.training import TrainConfig
+from siamese.training import TrainConfig, train
 
 
 @pytest.mark.parametrize("name", sorted(ENCODERS))
@@ -100,3 +100,40 @@ def test_pairs_and_triplets_share_the_training_data_contract():
     triplets = Triplets(["q"], ["right"], ["wrong"])
     assert (pairs.triplets, triplets.triplets) == (False, True)
     assert pairs.sides() == [["a", "b"], ["c", "d"]] and triplets.sides() == [["q"], ["right"], ["wrong"]]
+
+
+def test_encoder_options_are_checked_in_one_place():
+    from siamese.errors import ConfigError
+
+    ModelConfig(encoder="bilstm", encoder_options={"hidden": 64, "pooling": "max"}).check()
+    with pytest.raises(ConfigError, match="encoder 'bilstm' has no option 'hiden'; it takes: .*hidden"):
+        ModelConfig(encoder="bilstm", encoder_options={"hiden": 64}).check()
+    with pytest.raises(ConfigError, match="option 'hidden' takes a int"):
+        ModelConfig(encoder="bilstm", encoder_options={"hidden": "64"}).check()
+    with pytest.raises(ConfigError, match="option 'hidden' takes a int"):
+        ModelConfig(encoder="bilstm", encoder_options={"hidden": 6.5}).check()
+    with pytest.raises(ConfigError, match="option 'sparse_embedding' takes a bool"):
+        ModelConfig(encoder="lstm", encoder_options={"sparse_embedding": 1}).check()
+    ModelConfig(encoder="cnn", encoder_options={"kernel_sizes": [2, 3, 4]}).check()
+
+
+def test_loss_options_are_refused_where_the_loss_has_none():
+    from siamese.errors import ConfigError
+    from siamese.losses import LossConfig, build_loss
+
+    assert build_loss("mnr", LossConfig(scale=30)).scale == 30
+    assert build_loss("triplet", LossConfig()).margin == 0.25 and build_loss("triplet", None).scale is None
+    with pytest.raises(ConfigError, match="loss 'bce' has no margin"):
+        build_loss("bce", LossConfig(margin=0.3))
+    with pytest.raises(ConfigError, match="loss 'triplet' has no scale .it takes: margin"):
+        build_loss("triplet", LossConfig(scale=10))
+    with pytest.raises(ConfigError, match="margin must be >= 0"):
+        build_loss("hinge", LossConfig(margin=-1))
+
+
+def test_one_seed():
+    from siamese.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="two seeds"):
+        train(Pairs(["a b", "c d"], ["a b", "c d"], np.array([1, 1], dtype=np.int8)), model_config=ModelConfig(seed=3),
+              config=TrainConfig(seed=4, epochs=1), progress=False)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from siamese import ConfigError, DataError, ModelConfig, ModelError, SiameseMode
 from siamese.data import Pairs
 from siamese.evaluation import classification_report, evaluate
 from siamese.optim import LazyAdam
+from siamese.model import DEFAULT_THRESHOLD
 from siamese.trainer import Checkpoint
 from siamese.training import batches
 
@@ -75,7 +75,7 @@ def test_threshold_is_chosen_on_validation_pairs(trained):
     assert trained.model.info["training"]["threshold"] == expected
     assert trained.model.info["training"]["threshold_choice"] == choice
     assert classification_report(sims, val.labels, expected)["accuracy"] == pytest.approx(choice["value"])
-    assert expected != ModelConfig().threshold
+    assert expected != DEFAULT_THRESHOLD
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +132,7 @@ def test_best_weights_are_kept_and_the_checkpoint_is_a_whole_model_folder(small_
     # The checkpoint holds the last epoch's weights as a model folder anyone can load (was: the
     # encoder's weights only, so a classifier head was lost), plus the state a resume needs.
     last = SiameseModel.load(ckpt)
-    assert last.config == replace(model.config, threshold=ModelConfig().threshold)
+    assert last.config == model.config and last.threshold == DEFAULT_THRESHOLD  # chosen after the epochs
     assert not torch.equal(last.encoder.state_dict()["lstm.weight_ih_l0"], model.encoder.state_dict()["lstm.weight_ih_l0"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # no temporary folders left
     assert {"trainer_state.json", "trainer_state.safetensors", "config.json"} <= {p.name for p in ckpt.iterdir()}
@@ -167,7 +167,7 @@ def test_resume_after_a_crash_gives_the_uninterrupted_model(small_pairs, small_v
 
 def test_without_validation_keeps_default_threshold(small_pairs):
     model = quick(small_pairs, None)
-    assert model.threshold == ModelConfig().threshold
+    assert model.threshold == DEFAULT_THRESHOLD
     assert "val_loss" not in model.info["training"]["history"][0]
     assert model.info["training"]["val_pairs"] == 0
 

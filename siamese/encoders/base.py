@@ -4,7 +4,14 @@ against the constructor it describes."""
 
 from __future__ import annotations
 
+import inspect
+
 from torch import nn
+
+from ..errors import ConfigError
+
+# Constructor keywords the model fills in itself, never options a user sets.
+_BUILT_IN = ("vocab_size", "embeddings", "word_counts", "normalize", "char_buckets", "folder")
 
 
 class Encoder(nn.Module):
@@ -27,6 +34,28 @@ class Encoder(nn.Module):
     bf16_inference = False  # precision "auto" encodes in bf16 on CPUs with native bf16
     length_groups = True  # encoding may split a batch by length across worker threads
     encode_batch_size = 512  # texts per encode() call
+
+    @classmethod
+    def check_options(cls, name: str, options: dict) -> None:
+        """Refuse an option this encoder does not take, or a value of the wrong kind for its
+        default (a number for a number, true/false for a flag, text for text), in one line."""
+        params = {k: p for k, p in inspect.signature(cls).parameters.items() if k not in _BUILT_IN}
+        for key, value in options.items():
+            if key not in params:
+                raise ConfigError(f"encoder {name!r} has no option {key!r}; it takes: {', '.join(params)}")
+            default = params[key].default
+            if default is inspect.Parameter.empty or default is None or value is None:
+                continue
+            if isinstance(default, bool):
+                ok = isinstance(value, bool)
+            elif isinstance(default, (int, float)):
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+                ok = ok and (isinstance(value, int) or not isinstance(default, int) or float(value).is_integer())
+            else:
+                ok = isinstance(value, type(default)) or isinstance(default, (list, tuple)) and isinstance(value, (list, tuple))
+            if not ok:
+                raise ConfigError(f"encoder {name!r} option {key!r} takes a {type(default).__name__} "
+                                  f"(default {default!r}), got {value!r}")
 
     def saved_options(self) -> dict:
         """Keywords config.json must keep to rebuild this encoder, beyond the ones it was given."""

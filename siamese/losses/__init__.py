@@ -17,7 +17,7 @@ distill        any pairs + teacher cosine (all in-batch scores → the teacher's
 
 from functools import partial
 
-from .base import PairLoss, check_head_and_loss
+from .base import LossConfig, PairLoss, build_loss, check_head_and_loss
 from .bce import BCELoss
 from .contrastive import ContrastiveLoss
 from .cosent import CoSENTLoss
@@ -36,6 +36,7 @@ LOSSES: dict[str, type[PairLoss]] = {
     "distill": DistillLoss,
 }
 check_head_and_loss = partial(check_head_and_loss, losses=LOSSES)
+build_loss = partial(build_loss, losses=LOSSES)
 
-__all__ = ["LOSSES", "BCELoss", "CoSENTLoss", "ContrastiveLoss", "DistillLoss", "HingeLoss", "MultipleNegativesRankingLoss", "PairLoss",
+__all__ = ["LOSSES", "BCELoss", "LossConfig", "build_loss", "CoSENTLoss", "ContrastiveLoss", "DistillLoss", "HingeLoss", "MultipleNegativesRankingLoss", "PairLoss",
            "TripletLoss", "check_head_and_loss", "hinge_loss", "triplet_loss"]

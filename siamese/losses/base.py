@@ -7,6 +7,8 @@ batch: row i of ``a`` and ``b`` is a pair, ``negative`` (optional) a wrong partn
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from torch import nn
 
 from ..errors import ConfigError
@@ -14,6 +16,21 @@ from ..heads import CosineHead
 
 SIMILARITY_HEADS = ("cosine", "manhattan")  # weight-free: score every pair of a batch at once
 PROBABILITY_HEADS = ("manhattan", "l1", "concat", "symmetric")  # scores in [0, 1]
+
+
+@dataclass
+class LossConfig:
+    """A loss's own hyper-parameters (``TrainConfig.loss_options``); None: the loss's default.
+    A value the chosen loss does not use is refused (:func:`build_loss`), not ignored."""
+
+    margin: float | None = None  # hinge-style losses: how far a wrong answer must stay below the right one
+    scale: float | None = None  # softmax-style losses: cosines in [-1, 1] are multiplied by this
+
+    def check(self) -> None:
+        if self.margin is not None and not self.margin >= 0:
+            raise ConfigError(f"the loss margin must be >= 0, got {self.margin}")
+        if self.scale is not None and not self.scale > 0:
+            raise ConfigError(f"the loss scale must be > 0, got {self.scale}")
 
 
 class PairLoss(nn.Module):
@@ -25,15 +42,31 @@ class PairLoss(nn.Module):
     heads: tuple[str, ...] = SIMILARITY_HEADS
     heads_why: str | None = None  # why other heads are refused, when the general reasons do not say it
     uses_teacher = False  # True: called with teacher=(teacher vectors per side) as well
-    default_margin: float | None = None
+    default_margin: float | None = None  # None: this loss has no margin
+    default_scale: float | None = None  # None: this loss has no scale
 
-    def __init__(self, margin: float | None = None):
+    def __init__(self, margin: float | None = None, scale: float | None = None):
         super().__init__()
         self.margin = self.default_margin if margin is None else margin
+        self.scale = self.default_scale if scale is None else scale
 
     @staticmethod
     def head_or_cosine(head: nn.Module | None) -> nn.Module:
         return CosineHead() if head is None else head
+
+
+def build_loss(name: str, options: LossConfig | None, losses: dict) -> PairLoss:
+    """The loss ``name`` with ``options``, refusing an option it does not have."""
+    options = options or LossConfig()
+    options.check()
+    if name not in losses:
+        raise ConfigError(f"unknown loss {name!r}; choose one of: {', '.join(losses)}")
+    cls = losses[name]
+    for option in ("margin", "scale"):
+        if getattr(options, option) is not None and getattr(cls, f"default_{option}") is None:
+            have = [o for o in ("margin", "scale") if getattr(cls, f"default_{o}") is not None]
+            raise ConfigError(f"loss {name!r} has no {option} (it takes: {', '.join(have) or 'no options'})")
+    return cls(margin=options.margin, scale=options.scale)
 
 
 def check_head_and_loss(head: str, loss: str, losses: dict) -> None:

@@ -14,9 +14,7 @@ class CoSENTLoss(PairLoss):
     trains_on = "labelled"
     uses_scores = True  # graded gold similarity when the pairs carry it
 
-    def __init__(self, margin: float | None = None, scale: float = 20.0):
-        super().__init__(margin)
-        self.scale = scale  # cosines live in [-1, 1]: sharpen the differences
+    default_scale = 20.0  # cosines live in [-1, 1]: sharpen the differences
 
     def forward(self, a, b, negative=None, labels=None, head=None) -> torch.Tensor:
         s = self.scale * self.head_or_cosine(head)(a, b)

@@ -28,9 +28,6 @@ class HingeLoss(PairLoss):
 
     default_margin = 0.2
 
-    def __init__(self, margin: float = 0.2):
-        super().__init__(margin)
-
     def forward(self, anchor, positive, negative=None, labels=None, head=None) -> torch.Tensor:
         if head is None and negative is not None:
             return hinge_loss(anchor, positive, negative, self.margin)

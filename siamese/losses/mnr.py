@@ -13,9 +13,7 @@ class MultipleNegativesRankingLoss(PairLoss):
     """Cross-entropy of ``scale · score(a_i, b_j)`` over j with target i; explicit ``negative``
     rows are extra candidates for every row."""
 
-    def __init__(self, margin: float | None = None, scale: float = 20.0):
-        super().__init__(margin)
-        self.scale = scale  # cosines live in [-1, 1]: sharpen them before the softmax
+    default_scale = 20.0  # cosines live in [-1, 1]: sharpen them before the softmax
 
     def forward(self, a, b, negative=None, labels=None, head=None) -> torch.Tensor:
         head = self.head_or_cosine(head)
