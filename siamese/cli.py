@@ -65,6 +65,33 @@ def _answer_triplets(data: list[Path], val_data: Path | None, val_fraction: floa
             make_triplets(val_questions, negatives=negatives, seed=seed, source=str(val_data or source)), val_questions)
 
 
+def _train_cross(pairs, val, test, *, out: Path, transformer, epochs, batch_size, lr, seed, precision, threshold_metric,
+                 calibrate, checkpoint, resume, run, quiet, as_json) -> None:
+    """``siamese train --cross``: a cross-encoder from --transformer (default minilm)."""
+    from .cross import CrossConfig, CrossTrainConfig, train_cross
+
+    defaults = CrossTrainConfig()
+    config = CrossTrainConfig(epochs=epochs or defaults.epochs, batch_size=batch_size or defaults.batch_size,
+                              lr=lr or defaults.lr, seed=seed, precision=precision,
+                              threshold_metric=threshold_metric, calibrate=calibrate)
+    model = train_cross(pairs, val, model_config=CrossConfig(transformer=transformer or "minilm"), config=config,
+                        checkpoint=checkpoint, resume=resume, run=run, progress=not quiet)
+    model.save(out)
+    info = model.info["training"]
+    result = {"out": str(out), "kind": "cross", "train_pairs": info["train_pairs"], "val_pairs": info["val_pairs"],
+              "epochs": len(info["history"]), "best_epoch": info["best_epoch"], "loss": info["history"][-1]["loss"],
+              "val_loss": info["history"][-1].get("val_loss"), "threshold": model.threshold,
+              "pairs_per_second": info["pairs_per_second"], "seconds": info["seconds"], "calibration": info["calibration"]}
+    lines = [f"cross-encoder trained on {result['train_pairs']} pairs for {result['epochs']} epochs in {result['seconds']:.1f}s",
+             f"threshold {model.threshold:.4f} (chosen on {result['val_pairs']} validation pairs)", f"saved to {out}"]
+    if test is not None:
+        from .evaluation import evaluate as run_evaluation
+
+        result["test"] = t = run_evaluation(model, test)
+        lines.append(f"held-out test split ({t['n']} pairs): accuracy {t['accuracy']:.4f}, ROC-AUC {t['roc_auc']:.4f}")
+    _emit(result, as_json, lines)
+
+
 def _saved_train_options(checkpoint: Path) -> dict:
     """The options of the ``siamese train`` run that wrote ``checkpoint``, as the command takes them."""
     from .trainer import read_checkpoint
@@ -122,6 +149,7 @@ def train(
     head: Annotated[str, typer.Option(help="cosine, manhattan, l1, concat or symmetric.")] = "cosine",
     loss: Annotated[Optional[str], typer.Option(help="triplet (default), hinge (default with --answers), mnr; contrastive, cosent or bce (labelled pairs); distill (any pairs, with --teacher).")] = None,
     teacher: Annotated[Optional[str], typer.Option(help="With --loss distill: the model to imitate: a Siamese or Hugging Face model folder, or a name: mpnet (all-mpnet-base-v2; make mpnet), minilm.")] = None,
+    cross: Annotated[bool, typer.Option("--cross", help="Train a cross-encoder (both texts read together by --transformer; pairs only, no vectors): the most accurate verdicts.")] = False,
     answers: Annotated[bool, typer.Option("--answers", help="--data/--val-data are answer-selection sets (TrecQA CSV qtext,label,atext or a WikiQA folder): train on (question, right, wrong) triplets, report MAP/MRR.")] = False,
     negatives: Annotated[int, typer.Option(min=1, help="With --answers: wrong answers drawn per right answer.")] = 5,
     pooling: Annotated[Optional[str], typer.Option(help="Encoder pooling: mean, max, last, attention (recurrent), cls, pooler (transformer).")] = None,
@@ -136,9 +164,9 @@ def train(
     text1: Text1Opt = None,
     text2: Text2Opt = None,
     label: LabelOpt = None,
-    epochs: Annotated[int, typer.Option(min=1)] = 5,
-    batch_size: Annotated[int, typer.Option(min=2)] = 256,
-    lr: Annotated[Optional[float], typer.Option(min=0.0, help="Adam learning rate (default: 0.01 lstm and bow, 1e-3 other word encoders, 2e-6 transformer).")] = None,
+    epochs: Annotated[Optional[int], typer.Option(min=1, help="Passes over the data (default 5; 1 with --cross).")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(min=2, help="Pairs per step (default 256; 16 with --cross).")] = None,
+    lr: Annotated[Optional[float], typer.Option(min=0.0, help="Adam learning rate (default: 0.01 lstm and bow, 1e-3 other word encoders, 2e-6 transformer, 2e-5 --cross).")] = None,
     dim: Annotated[Optional[int], typer.Option(min=1, help="LSTM width; embedding width of the other word encoders.")] = None,
     warmup_steps: Annotated[int, typer.Option(min=0, help="Raise the learning rate linearly over the first N steps (for fine-tuning a transformer).")] = 0,
     keep_initial: Annotated[float, typer.Option(min=0.0, max=0.99, help="Transformer: after training, mix this share of the pretrained weights back in (WiSE-FT), e.g. 0.5.")] = 0.0,
@@ -180,6 +208,9 @@ def train(
     loss_options = LossConfig(margin=margin, scale=scale)
     build_loss(loss, loss_options)  # a margin or scale this loss has not: refused before reading anything
     test = None
+    if cross and (answers or encoder != "lstm" or head != "cosine" or loss != "triplet"):
+        raise ConfigError("--cross trains a cross-encoder on labelled pairs: it takes --transformer, not --answers, "
+                          "--encoder, --head or --loss")
     if answers:
         pairs, val, val_questions = _answer_triplets(data, val_data, val_fraction, negatives, seed)
     else:
@@ -195,7 +226,13 @@ def train(
             val = _read(val_data, format, text1, text2, label)
         else:
             val, pairs = split_pairs(pairs, [val_fraction], seed=seed)
-    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, loss_options=loss_options, seed=seed, warmup_steps=warmup_steps,
+    if cross:
+        return _train_cross(pairs, val, test, out=out, transformer=transformer, epochs=epochs, batch_size=batch_size,
+                            lr=lr, seed=seed, precision=precision, threshold_metric=threshold_metric, calibrate=calibrate,
+                            checkpoint=resume or checkpoint, resume=resume is not None, run={"cli": {**command, "resume": None}},
+                            quiet=quiet, as_json=as_json)
+    defaults = TrainConfig()
+    config = TrainConfig(epochs=epochs or defaults.epochs, batch_size=batch_size or defaults.batch_size, lr=lr, loss_options=loss_options, seed=seed, warmup_steps=warmup_steps,
                          keep_initial=keep_initial, teacher=teacher,
                          precision=precision, threshold_metric=threshold_metric, workers=workers,
                          calibrate=calibrate, target_precision=target_precision, target_recall=target_recall)
@@ -269,9 +306,9 @@ def evaluate(
 ):
     """Accuracy, precision, recall, F1, ROC-AUC, AP, calibration (Brier, ECE, log-loss) and the confusion matrix on labelled pairs."""
     from .evaluation import evaluate_pairs
-    from .model import SiameseModel
+    from .loading import load_model
 
-    model = SiameseModel.load(model_dir)
+    model = load_model(model_dir)
     ev = evaluate_pairs(model, _read(data, format, text1, text2, label), threshold=threshold)
     result = dict(ev.metrics)
     if report is not None:
@@ -307,9 +344,9 @@ def predict(
     as_json: JsonOpt = False,
 ):
     """Similarity of two texts and whether they are duplicates."""
-    from .model import SiameseModel
+    from .loading import load_model
 
-    model = SiameseModel.load(model_dir)
+    model = load_model(model_dir)
     t = model.threshold if threshold is None else threshold
     similarity = float(model.similarity([text1], [text2])[0])
     # probability: null when the model is not calibrated (the key is always there)
@@ -336,10 +373,10 @@ def calibrate(
     """Fit similarity -> duplicate probability (Platt or isotonic) on labelled pairs; optionally set the threshold for a target precision or recall."""
     from .calibration import calibrate as run_calibration
     from .calibration import check_targets
-    from .model import SiameseModel
+    from .loading import load_model
 
     check_targets(target_precision, target_recall)
-    model = SiameseModel.load(model_dir)
+    model = load_model(model_dir)
     summary = run_calibration(model, _read(data, format, text1, text2, label), method=method,
                               target_precision=target_precision, target_recall=target_recall)
     model.save_fitted(model_dir)
@@ -373,10 +410,10 @@ def score(
     """Add similarity, probability (calibrated models) and duplicate columns to a file of pairs, streamed."""
     from .progress import tqdm
 
-    from .model import SiameseModel
+    from .loading import load_model
     from .scoring import score_file
 
-    model = SiameseModel.load(model_dir)
+    model = load_model(model_dir)
     bar = None
     if not quiet and sys.stderr.isatty():
         bar = tqdm(desc="score", unit="pair")

@@ -359,8 +359,11 @@ class SiameseModel:
     def load(cls, path: str | os.PathLike, *, precision: str | None = None) -> SiameseModel:
         """Open a model folder (PyTorch or exported). ``precision``: what :meth:`encode` computes
         in (auto, bf16, fp32; default $SIAMESE_PRECISION, else auto)."""
+        from .loading import refuse_cross
+
         path = Path(path)
         config_file = path / "config.json"
+        refuse_cross(path)  # a clear line instead of "unsupported format"
         raw = read_manifest(path, "config.json", FORMAT, ModelError, "model")
         known = {f.name for f in fields(ModelConfig)}
         config = ModelConfig(**{k: v for k, v in raw.items() if k in known})

@@ -48,6 +48,8 @@ DIFFERENT_BY_DESIGN = {
     "max_vocab": "0 means no cap (the dataclass says None)",
     "char_ngrams": "written as text, 3-5",
     "teacher": "a name or folder (the dataclass also takes a model)",
+    "epochs": "None: TrainConfig's 5, or CrossTrainConfig's 1 with --cross",
+    "batch_size": "None: TrainConfig's 256, or CrossTrainConfig's 16 with --cross",
 }
 
 

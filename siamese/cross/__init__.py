@@ -1,0 +1,13 @@
+"""Cross-encoders: both texts of a pair read together (the most accurate verdicts, pairs only).
+
+- :mod:`.model`: :class:`CrossEncoder` (similarity / predict / save / load), :class:`CrossConfig`
+- :mod:`.training`: :func:`train_cross`, :class:`CrossTrainConfig`
+"""
+
+from __future__ import annotations
+
+from .._lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(globals(), {
+    "CrossConfig": ".model", "CrossEncoder": ".model", "CrossTrainConfig": ".training", "train_cross": ".training",
+})

@@ -1,0 +1,242 @@
+"""A cross-encoder: both texts read at once by one transformer ([CLS] a [SEP] b [SEP]) and a
+linear head on the [CLS] state → the logit that the pair is a duplicate (or, on graded data, its
+similarity). Reading the pair together lets the model see word order and what differs between
+the texts, which a bi-encoder (each text alone) cannot (PAWS: same words, another order).
+
+It scores pairs only: it has no vectors, so ``encode``/``index``/``search``/``dedupe`` refuse it
+and it verifies candidates found by a fast bi-encoder instead. The score is symmetric: the mean
+of the logits of both orders, through a sigmoid, in [0, 1].
+
+Folder: ``config.json`` (format ``siamese-cross/1``, the transformer's own config, threshold,
+calibration, info), ``tokenizer.json``, ``model.safetensors`` (``transformer.*`` and ``head.*``).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
+from torch import nn
+
+from ..atomic import atomic_dir, atomic_file
+from ..calibration import Calibrator
+from ..errors import ConfigError, ModelError
+from ..manifest import read_manifest
+from ..precision import autocast, default_precision, resolve_precision
+from ..pretrained import model_folder
+from ..version import __version__
+
+FORMAT = "siamese-cross/1"
+DEFAULT_THRESHOLD = 0.5  # a probability: chosen on validation pairs after training
+
+
+@dataclass
+class CrossConfig:
+    """The cross-encoder's architecture (saved as ``config.json``)."""
+
+    transformer: str = "minilm"  # a name (minilm, mpnet) or a Hugging Face folder: where the weights start
+    max_length: int = 256  # tokens of the pair together; the longer text is cut first
+    hf_config: dict | None = field(default=None, repr=False)  # the transformer's own config (set when built)
+
+    def check(self) -> None:
+        if not isinstance(self.max_length, int) or not 8 <= self.max_length <= 4096:
+            raise ConfigError(f"max_length must be an integer in [8, 4096], got {self.max_length!r}")
+
+
+class CrossNetwork(nn.Module):
+    """transformer([CLS] a [SEP] b [SEP]) → [CLS] state → Linear → one logit per pair."""
+
+    def __init__(self, config: CrossConfig):
+        super().__init__()
+        from transformers import CONFIG_MAPPING, AutoModel
+
+        if config.hf_config is None:  # first build: pretrained weights
+            folder = model_folder(config.transformer)
+            if not (folder / "config.json").is_file():
+                raise ModelError(f"{folder}: not a Hugging Face model folder (no config.json)")
+            self.transformer = AutoModel.from_pretrained(str(folder), local_files_only=True, add_pooling_layer=False)
+            config.hf_config = json.loads(self.transformer.config.to_json_string())
+        else:  # rebuilt from a saved folder: the weights follow
+            hf = CONFIG_MAPPING[config.hf_config["model_type"]].from_dict(copy.deepcopy(config.hf_config))
+            self.transformer = AutoModel.from_config(hf, add_pooling_layer=False)
+        self.head = nn.Linear(self.transformer.config.hidden_size, 1)
+        nn.init.normal_(self.head.weight, std=0.02)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, ids: torch.Tensor, types: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        states = self.transformer(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
+        return self.head(states[:, 0].float()).squeeze(-1)
+
+
+class PairTokenizer:
+    """The transformer's tokenizer.json on pairs: [CLS] a [SEP] b [SEP], longest text cut first."""
+
+    def __init__(self, tokenizer: Tokenizer, max_length: int):
+        self.tokenizer = tokenizer
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(max_length, strategy="longest_first")
+        self.pad_id = tokenizer.token_to_id("[PAD]") if tokenizer.token_to_id("[PAD]") is not None else (
+            tokenizer.token_to_id("<pad>") or 0)
+
+    @classmethod
+    def load(cls, path: Path, max_length: int) -> PairTokenizer:
+        try:
+            return cls(Tokenizer.from_file(str(path)), max_length)
+        except Exception as e:  # tokenizers raises its own exception types
+            raise ModelError(f"{path}: unreadable tokenizer ({e})") from None
+
+    def encode(self, texts_a: Sequence[str], texts_b: Sequence[str]) -> list:
+        return self.tokenizer.encode_batch(list(zip(texts_a, texts_b)))
+
+    def batch(self, encodings: Sequence) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(ids, token types, attention mask), right-padded to the batch's longest pair."""
+        width = max(len(e.ids) for e in encodings)
+        ids = np.full((len(encodings), width), self.pad_id, dtype=np.int64)
+        types = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        for i, e in enumerate(encodings):
+            n = len(e.ids)
+            ids[i, :n], types[i, :n], mask[i, :n] = e.ids, e.type_ids, 1
+        return torch.from_numpy(ids), torch.from_numpy(types), torch.from_numpy(mask)
+
+
+class CrossEncoder:
+    """Scores pairs with a cross-encoder: :meth:`similarity` (a probability-like score in [0, 1]),
+    :meth:`predict` (above :attr:`threshold`), a calibrator like :class:`siamese.SiameseModel`'s."""
+
+    kind = "cross"  # what the CLI and server check before asking for vectors
+
+    def __init__(self, network: CrossNetwork, tokenizer: PairTokenizer, config: CrossConfig, info: dict | None = None):
+        self.network = network
+        self.tokenizer = tokenizer
+        self.config = config
+        self.info = dict(info or {})
+        self.threshold = DEFAULT_THRESHOLD
+        self.calibrator: Calibrator | None = None
+        self.path: Path | None = None
+        self.precision: str | None = None  # None: $SIAMESE_PRECISION, else auto (bf16 on native-bf16 CPUs)
+
+    @classmethod
+    def build(cls, config: CrossConfig | None = None) -> CrossEncoder:
+        """A cross-encoder starting from the pretrained transformer (its head untrained)."""
+        config = copy.deepcopy(config) if config else CrossConfig()
+        config.check()
+        network = CrossNetwork(config)
+        folder = model_folder(config.transformer)
+        tokenizer = PairTokenizer.load(folder / "tokenizer.json", config.max_length)
+        return cls(network, tokenizer, config, {"transformer": str(folder)})
+
+    def logits(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
+        """The network's logit for each pair in the given order (no symmetry)."""
+        if len(texts_a) != len(texts_b):
+            raise ValueError(f"{len(texts_a)} first texts but {len(texts_b)} second texts")
+        encodings = self.tokenizer.encode(texts_a, texts_b)
+        order = np.argsort([len(e.ids) for e in encodings], kind="stable")  # length-sorted batches: little padding
+        out = np.empty(len(encodings), dtype=np.float32)
+        precision = resolve_precision(self.precision or default_precision())
+        self.network.eval()
+        with torch.inference_mode(), autocast(precision)():
+            for start in range(0, len(order), batch_size):
+                rows = order[start:start + batch_size]
+                out[rows] = self.network(*self.tokenizer.batch([encodings[i] for i in rows])).float().numpy()
+        return out
+
+    def similarity(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
+        """sigmoid of the mean logit of (a, b) and (b, a): symmetric, in [0, 1]."""
+        texts_a, texts_b = list(texts_a), list(texts_b)
+        both = self.logits(texts_a + texts_b, texts_b + texts_a, batch_size=batch_size)
+        n = len(texts_a)
+        return (1.0 / (1.0 + np.exp(-(both[:n] + both[n:]) / 2))).astype(np.float32)
+
+    def predict(self, texts_a: Sequence[str], texts_b: Sequence[str], *, threshold: float | None = None) -> np.ndarray:
+        t = self.threshold if threshold is None else threshold
+        return self.similarity(texts_a, texts_b) > t
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha256(json.dumps(asdict(self.config), sort_keys=True).encode())
+        for name, tensor in sorted(self.network.state_dict().items()):
+            h.update(name.encode())
+            h.update(tensor.detach().contiguous().numpy().tobytes())
+        return h.hexdigest()
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def _config_json(self) -> str:
+        manifest = {"format": FORMAT, "siamese_version": __version__, **asdict(self.config), "threshold": self.threshold,
+                    "info": self.info}
+        if self.calibrator is not None:
+            manifest["calibration"] = self.calibrator.to_dict()
+        return json.dumps(manifest, indent=2) + "\n"
+
+    def write(self, folder: Path) -> None:
+        (folder / "config.json").write_text(self._config_json())
+        self.tokenizer.tokenizer.save(str(folder / "tokenizer.json"))
+        state = {k: v.detach().contiguous() for k, v in self.network.state_dict().items()}
+        save_file(state, str(folder / "model.safetensors"), metadata={"format": FORMAT})
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the folder atomically."""
+        path = Path(path)
+        with atomic_dir(path) as tmp:
+            self.write(tmp)
+        self.path = path.resolve()
+        return path
+
+    def save_fitted(self, path: str | os.PathLike | None = None) -> Path:
+        """Rewrite config.json alone (threshold, calibration, info), as ``SiameseModel.save_fitted``."""
+        path = Path(path) if path is not None else self.path
+        if path is None:
+            raise ModelError("this model has no folder yet: save it with model.save(path)")
+        on_disk = read_manifest(path, "config.json", FORMAT, ModelError, "cross-encoder")
+        if on_disk.get("hf_config") != self.config.hf_config:
+            raise ModelError(f"{path / 'config.json'}: the folder holds a different model; save this one elsewhere")
+        with atomic_file(path / "config.json") as tmp:
+            tmp.write_text(self._config_json())
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, precision: str | None = None) -> CrossEncoder:
+        path = Path(path)
+        raw = read_manifest(path, "config.json", FORMAT, ModelError, "cross-encoder")
+        known = {f.name for f in fields(CrossConfig)}
+        try:
+            config = CrossConfig(**{k: v for k, v in raw.items() if k in known})
+            config.check()
+            if not isinstance(config.hf_config, dict) or "model_type" not in config.hf_config:
+                raise ValueError("hf_config must be the transformer's config")
+            network = CrossNetwork(config)
+        except (TypeError, ValueError, KeyError) as e:
+            raise ModelError(f"{path / 'config.json'}: invalid field ({e})") from None
+        for name in ("tokenizer.json", "model.safetensors"):
+            if not (path / name).is_file():
+                raise ModelError(f"{path}: cross-encoder folder is missing {name}")
+        try:
+            state = load_file(str(path / "model.safetensors"))
+            if not all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point()):
+                raise ModelError(f"{path / 'model.safetensors'}: weights hold NaN or infinite values")
+            network.load_state_dict(state)
+        except (RuntimeError, OSError, SafetensorError) as e:
+            raise ModelError(f"{path / 'model.safetensors'}: weights do not fit the config ({str(e).splitlines()[0]})") from None
+        network.eval()
+        model = cls(network, PairTokenizer.load(path / "tokenizer.json", config.max_length), config, raw.get("info"))
+        threshold = raw.get("threshold", DEFAULT_THRESHOLD)
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+            raise ModelError(f"{path / 'config.json'}: threshold must be a number, got {threshold!r}")
+        model.threshold = min(max(float(threshold), 0.0), 1.0)  # a probability
+        if raw.get("calibration") is not None:
+            try:
+                model.calibrator = Calibrator.from_dict(raw["calibration"])
+            except (ValueError, TypeError) as e:
+                raise ModelError(f"{path / 'config.json'}: invalid calibration ({e})") from None
+        model.path, model.precision = path.resolve(), precision
+        return model

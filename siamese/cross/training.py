@@ -1,0 +1,153 @@
+"""Training a cross-encoder: binary cross-entropy on labelled pairs (soft targets on graded ones:
+the gold score scaled to [0, 1]), each pair in both orders so the model learns the symmetry it is
+scored with, AdamW with linear warm-up and decay, length-bucketed batches, the epochs run by
+:class:`siamese.trainer.Trainer`; then the threshold and calibration on the validation pairs."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from ..calibration import data_record, fit_calibrator
+from ..data import Pairs
+from ..errors import ConfigError, DataError
+from ..evaluation import choose_threshold
+from ..precision import autocast, resolve_precision
+from ..trainer import Checkpoint, Trainer, read_checkpoint
+from .model import CrossConfig, CrossEncoder
+
+
+@dataclass
+class CrossTrainConfig:
+    """Optimisation of a cross-encoder (defaults: the usual fine-tuning recipe for BERT-size models)."""
+
+    epochs: int = 1
+    batch_size: int = 16
+    lr: float = 2e-5
+    weight_decay: float = 0.01
+    warmup_fraction: float = 0.1  # of all steps, then a linear decay to 0
+    both_orders: bool = True  # train on (a, b) and (b, a): the score averages both orders
+    precision: str = "auto"  # bf16 autocast where the CPU has it natively
+    threshold_metric: str = "accuracy"
+    calibrate: bool = True
+    seed: int = 0
+
+    def check(self) -> None:
+        if self.epochs < 1 or self.batch_size < 2 or not self.lr > 0 or not 0 <= self.warmup_fraction < 1:
+            raise ConfigError("epochs >= 1, batch_size >= 2, lr > 0 and warmup_fraction in [0, 1) are required")
+        if self.threshold_metric not in ("accuracy", "f1"):
+            raise ConfigError(f"threshold_metric must be 'accuracy' or 'f1', got {self.threshold_metric!r}")
+
+
+def targets_of(pairs: Pairs) -> np.ndarray:
+    """0/1 labels, or graded scores scaled to [0, 1] by the data's own range (STS-B 0–5, SICK 1–5)."""
+    if pairs.scores is None:
+        return np.asarray(pairs.labels, dtype=np.float32)
+    scores = np.asarray(pairs.scores, dtype=np.float32)
+    low, high = float(scores.min()), float(scores.max())
+    if high <= low:
+        raise DataError(f"{pairs.source}: every graded score is {low}: nothing to learn from")
+    return (scores - low) / (high - low)
+
+
+def train_cross(train_pairs: Pairs, val_pairs: Pairs | None = None, *, model_config: CrossConfig | None = None,
+                config: CrossTrainConfig | None = None, checkpoint: str | os.PathLike | None = None,
+                resume: bool = False, run: dict | None = None, progress: bool = True) -> CrossEncoder:
+    """Fine-tune a cross-encoder on ``train_pairs``; ``val_pairs`` (both labels) give the
+    validation loss (best epoch kept), the threshold and the calibration. ``checkpoint`` /
+    ``resume`` / ``run`` as :func:`siamese.training.train`."""
+    config = config or CrossTrainConfig()
+    config.check()
+    if len(train_pairs) < 2:
+        raise DataError(f"{train_pairs.source}: need at least 2 pairs to train a cross-encoder, found {len(train_pairs)}")
+    targets = targets_of(train_pairs)
+    if len(set(np.round(targets).tolist())) < 2 and train_pairs.scores is None:
+        raise DataError(f"{train_pairs.source}: a cross-encoder trains on labelled pairs and needs both labels (0 and 1)")
+    precision = resolve_precision(config.precision)
+    rng = np.random.default_rng(config.seed)
+    torch.manual_seed(config.seed)
+    model = CrossEncoder.build(model_config)
+
+    a, b = list(train_pairs.text1), list(train_pairs.text2)
+    if config.both_orders:
+        a, b, targets = a + list(train_pairs.text2), b + list(train_pairs.text1), np.concatenate([targets, targets])
+    encodings = model.tokenizer.encode(a, b)
+    lengths = np.array([len(e.ids) for e in encodings])
+    y = torch.from_numpy(targets.astype(np.float32))
+    val = None
+    if val_pairs is not None and len(val_pairs) >= 2:
+        val = (model.tokenizer.encode(val_pairs.text1, val_pairs.text2), torch.from_numpy(targets_of(val_pairs)))
+
+    from ..training import batches  # the Siamese trainer's length-bucketed batches
+
+    network = model.network
+    decay = [p for n, p in network.named_parameters() if p.ndim > 1]
+    no_decay = [p for n, p in network.named_parameters() if p.ndim <= 1]  # biases and LayerNorm
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=config.lr)
+    steps = config.epochs * -(-len(encodings) // config.batch_size)
+    warmup = max(1, int(config.warmup_fraction * steps))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup))))
+    cast = autocast(precision)
+
+    def step(rows: np.ndarray) -> torch.Tensor:
+        with cast():
+            logits = network(*model.tokenizer.batch([encodings[i] for i in rows]))
+        return F.binary_cross_entropy_with_logits(logits.float(), y[rows])
+
+    @torch.no_grad()
+    def validate() -> float:
+        network.eval()
+        enc, target = val
+        total = 0.0
+        for start in range(0, len(enc), 64):
+            with cast():
+                logits = network(*model.tokenizer.batch(enc[start:start + 64]))
+            total += F.binary_cross_entropy_with_logits(logits.float(), target[start:start + 64], reduction="sum").item()
+        return total / len(enc)
+
+    meta = {"train_config": json.loads(json.dumps(asdict(config))), "run": run or {}}
+    callbacks = [Checkpoint(checkpoint, model.write, meta)] if checkpoint else []
+    trainer = Trainer(network, [optimizer], epochs=config.epochs, rng=rng, schedulers=[scheduler], progress=progress,
+                      desc="cross epoch", item="pair", on_epoch_end=callbacks)
+    if resume:
+        if checkpoint is None:
+            raise ConfigError("resume needs the checkpoint folder the run wrote")
+        tensors, skeleton, read_meta = read_checkpoint(checkpoint)
+        if read_meta.get("train_config") != meta["train_config"]:
+            raise ConfigError(f"{checkpoint}: the checkpoint was trained with other settings; resume with the same ones")
+        trainer.restore(tensors, skeleton)
+    started = time.perf_counter()
+    fitted = trainer.fit(lambda rng: batches(lengths, config.batch_size, rng),
+                         step, validate=validate if val is not None else None)
+    network.load_state_dict(fitted.best_weights)
+    network.eval()
+
+    choice, calibration = {}, {"fitted": False}
+    if val is not None and val_pairs.scores is None and len(set(val_pairs.labels.tolist())) == 2:
+        sims = model.similarity(val_pairs.text1, val_pairs.text2)
+        model.threshold, choice = choose_threshold(sims, val_pairs.labels, config.threshold_metric)
+        if config.calibrate:
+            try:
+                model.calibrator = replace(fit_calibrator(sims, val_pairs.labels, seed=config.seed),
+                                           fitted_on={**data_record(val_pairs), "split": "validation"})
+                calibration = {"fitted": True, "method": model.calibrator.method}
+            except DataError as e:
+                calibration["note"] = f"skipped: {e}"
+    model.info["training"] = {
+        "config": asdict(config), "precision": precision, "loss": "bce", "train_pairs": len(train_pairs),
+        "val_pairs": 0 if val_pairs is None else len(val_pairs), "best_epoch": fitted.best_epoch,
+        "history": fitted.history, "seconds": round(time.perf_counter() - started, 3),
+        "pairs_per_second": fitted.per_second, "threshold": model.threshold, "threshold_choice": choice,
+        "calibration": calibration,
+        "sources": [train_pairs.source] + ([val_pairs.source] if val_pairs is not None else []),
+    }
+    return model
+

@@ -1,0 +1,127 @@
+"""Cross-encoders: train (API and CLI), score symmetrically, save/load, and work with every
+pair-scoring command while the vector commands refuse them; on real pairs and MiniLM's weights."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from siamese import ModelError, SiameseModel, datasets
+from siamese.cross import CrossConfig, CrossEncoder, CrossTrainConfig, train_cross
+from siamese.evaluation import evaluate
+from siamese.loading import load_model
+
+SCRIPT = Path(sys.executable).parent / "siamese"
+
+
+@pytest.fixture(scope="module")
+def small(data_dir):
+    pairs = datasets.load("paws-qqp-train", data_dir)
+    rows = np.random.default_rng(0).permutation(len(pairs))
+    return pairs.subset(rows[:96]), pairs.subset(rows[96:160])
+
+
+@pytest.fixture(scope="module")
+def trained(small, tmp_path_factory):
+    train_pairs, val = small
+    model = train_cross(train_pairs, val, model_config=CrossConfig(max_length=64),
+                        config=CrossTrainConfig(epochs=1, batch_size=16, lr=5e-5, precision="fp32"), progress=False)
+    path = model.save(tmp_path_factory.mktemp("cross") / "model")
+    return model, path
+
+
+def test_scores_are_symmetric_probabilities_and_survive_save_and_load(trained, small):
+    model, path = trained
+    _, val = small
+    s = model.similarity(val.text1, val.text2)
+    assert s.shape == (len(val),) and ((s >= 0) & (s <= 1)).all()
+    np.testing.assert_allclose(model.similarity(val.text2, val.text1), s, atol=1e-6)  # both orders averaged
+    one_way = model.logits(val.text1, val.text2)
+    assert not np.allclose(one_way, model.logits(val.text2, val.text1), atol=1e-4)  # the network itself is not
+    loaded = load_model(path)
+    assert isinstance(loaded, CrossEncoder) and loaded.threshold == model.threshold
+    np.testing.assert_allclose(loaded.similarity(val.text1, val.text2), s, atol=1e-5)
+    assert loaded.fingerprint() == model.fingerprint()
+    assert sorted(p.name for p in path.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
+    info = model.info["training"]
+    assert info["train_pairs"] == 96 and info["history"][0]["pairs"] == 192  # both orders
+    assert info["calibration"]["fitted"] and 0 < model.threshold < 1
+
+
+def test_training_moves_the_weights_and_evaluates_like_any_model(trained, small):
+    model, _ = trained
+    start = CrossEncoder.build(CrossConfig(max_length=64))
+    before = dict(start.network.transformer.named_parameters())
+    changed = [n for n, p in model.network.transformer.named_parameters() if not torch.equal(p, before[n])]
+    assert len(changed) > 10
+    metrics = evaluate(model, small[1])
+    assert {"accuracy", "roc_auc", "ece", "brier"} <= set(metrics) and metrics["n"] == 64
+
+
+def test_vector_commands_refuse_a_cross_encoder(trained):
+    _, path = trained
+    with pytest.raises(ModelError, match="a cross-encoder scores pairs and has no vectors"):
+        SiameseModel.load(path)
+
+
+def test_resume_after_a_crash_ends_as_the_uninterrupted_run(small, tmp_path, monkeypatch):
+    from siamese.trainer import Checkpoint
+
+    train_pairs, val = small
+    kw = dict(model_config=CrossConfig(max_length=32),
+              config=CrossTrainConfig(epochs=2, batch_size=32, precision="fp32", calibrate=False), progress=False)
+    sub, subval = train_pairs.subset(np.arange(32)), val.subset(np.arange(16))
+    whole = train_cross(sub, subval, **kw)
+    written = Checkpoint.__call__
+
+    def crash_after_epoch_1(self, trainer):
+        written(self, trainer)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Checkpoint, "__call__", crash_after_epoch_1)
+    with pytest.raises(KeyboardInterrupt):
+        train_cross(sub, subval, checkpoint=tmp_path / "ck", **kw)
+    monkeypatch.undo()
+    assert isinstance(load_model(tmp_path / "ck"), CrossEncoder)  # a checkpoint is a whole model folder
+    resumed = train_cross(sub, subval, checkpoint=tmp_path / "ck", resume=True, **kw)
+    assert [h["loss"] for h in resumed.info["training"]["history"]] == [h["loss"] for h in whole.info["training"]["history"]]
+    np.testing.assert_array_equal(resumed.similarity(subval.text1, subval.text2), whole.similarity(subval.text1, subval.text2))
+
+
+def run(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=900)
+
+
+def test_cli_trains_a_cross_encoder_and_the_pair_commands_use_it(trained, data_dir, tmp_path):
+    _, path = trained
+    proc = run("predict", path, "How do I learn Python?", "What is the best way to learn Python?", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert 0 <= out["similarity"] <= 1 and out["probability"] is not None
+    proc = run("evaluate", path, "--data", data_dir / "paws/paws_qqp_dev_and_test.tsv", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["n"] == 677
+    for args in (("encode", path, "--data", data_dir / "quora/quora_question_pairs_sample300.csv", "--column", "question1",
+                  "--out", tmp_path / "v.npy"),
+                 ("index", "build", path, "--data", data_dir / "quora/quora_question_pairs_sample300.csv", "--column",
+                  "question1", "--out", tmp_path / "idx")):
+        proc = run(*args)
+        assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
+        assert "cross-encoder scores pairs and has no vectors" in proc.stderr
+    small_file = tmp_path / "pairs.csv"
+    small_file.write_text("question1,question2,is_duplicate\n" + "".join(
+        f'"how do i cook rice {i}","what is the way to cook rice {i}",1\n"how do i cook rice {i}","where is paris {i}",0\n'
+        for i in range(12)))
+    proc = run("train", "--cross", "--data", small_file, "--out", tmp_path / "cli", "--epochs", 1, "--batch-size", 8,
+               "--quiet", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["kind"] == "cross" and isinstance(load_model(tmp_path / "cli"), CrossEncoder)
+    proc = run("train", "--cross", "--loss", "mnr", "--data", small_file, "--out", tmp_path / "x")
+    assert proc.returncode == 2 and "--cross trains a cross-encoder" in proc.stderr and not (tmp_path / "x").exists()
