@@ -12,6 +12,7 @@ download is refused instead of silently serving something else.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -149,3 +150,21 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 
 NAMED: dict[str, Callable[[], Path]] = {"minilm": default_model_path, "mpnet": mpnet_path}  # --transformer / --teacher NAME
+
+
+@contextlib.contextmanager
+def quiet_loading():
+    """Hugging Face's load report ("pooler.dense.weight UNEXPECTED", expected when only the encoder
+    is used) and its progress bar kept off stderr while a local model is read, then its settings
+    restored. Local folders only (``local_files_only=True``): nothing is fetched."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()

@@ -33,7 +33,7 @@ from ..calibration import Calibrator
 from ..errors import ConfigError, ModelError
 from ..manifest import read_manifest
 from ..precision import autocast, default_precision, resolve_precision
-from ..pretrained import model_folder
+from ..pretrained import model_folder, quiet_loading
 from ..version import __version__
 
 FORMAT = "siamese-cross/1"
@@ -64,7 +64,8 @@ class CrossNetwork(nn.Module):
             folder = model_folder(config.transformer)
             if not (folder / "config.json").is_file():
                 raise ModelError(f"{folder}: not a Hugging Face model folder (no config.json)")
-            self.transformer = AutoModel.from_pretrained(str(folder), local_files_only=True, add_pooling_layer=False)
+            with quiet_loading():
+                self.transformer = AutoModel.from_pretrained(str(folder), local_files_only=True, add_pooling_layer=False)
             config.hf_config = json.loads(self.transformer.config.to_json_string())
         else:  # rebuilt from a saved folder: the weights follow
             hf = CONFIG_MAPPING[config.hf_config["model_type"]].from_dict(copy.deepcopy(config.hf_config))

@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 
 import torch
 
 from ..errors import ConfigError, ModelError
-from ..pretrained import model_folder
+from ..pretrained import model_folder, quiet_loading
 from .base import Encoder
 from .common import check_pooling, finish, padding_mask
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the network
 
 
 def _refuse_siamese_folder(folder) -> None:
@@ -61,7 +58,8 @@ class TransformerEncoder(Encoder):
             if not (folder / "config.json").is_file():
                 raise ModelError(f"{folder}: not a Hugging Face model folder (no config.json)")
             _refuse_siamese_folder(folder)
-            self.model = AutoModel.from_pretrained(str(folder), local_files_only=True)
+            with quiet_loading():
+                self.model = AutoModel.from_pretrained(str(folder), local_files_only=True)
             hf_config = json.loads(self.model.config.to_json_string())
             path = str(folder)
         else:  # rebuilt from a saved Siamese model: the weights follow from model.safetensors
