@@ -621,15 +621,31 @@ def search(
     model_dir: Annotated[Optional[Path], typer.Option("--model", help="Model folder (default: the one that built the index).")] = None,
     k: Annotated[int, typer.Option("-k", min=1, help="How many neighbours.")] = 5,
     threshold: Annotated[Optional[float], typer.Option(help="Duplicate threshold (default: the model's).")] = None,
+    rerank: Annotated[Optional[Path], typer.Option("--rerank", help="A cross-encoder folder (train --cross) that re-scores the k candidates and gives the verdict.")] = None,
     as_json: JsonOpt = False,
 ):
     """Nearest indexed texts to a query, with similarity and a duplicate verdict."""
     from dataclasses import asdict
 
+    cross = _open_cross(rerank) if rerank else None  # a wrong folder fails before the index is read
     index = _open_index(index_dir, model_dir)
-    hits = index.search([query], k, threshold=threshold)[0]
+    hits = index.search([query], k, threshold=None if cross else threshold)[0]
+    if cross is not None:
+        from .search.cascade import rerank as rerank_hits
+
+        hits = rerank_hits(cross, [query], [hits], threshold=threshold)[0]
     _emit({"query": query, "hits": [asdict(h) for h in hits]}, as_json,
           [f"{h.similarity:.4f} {'DUP' if h.duplicate else '   '} [{h.id}] {h.text}" for h in hits])
+
+
+def _open_cross(path: Path):
+    """A cross-encoder folder, or one line saying what it is instead."""
+    from .loading import load_model
+
+    model = load_model(path)
+    if getattr(model, "kind", None) != "cross":
+        raise ConfigError(f"{path}: --rerank/--verify take a cross-encoder (siamese train --cross), not a bi-encoder")
+    return model
 
 
 @app.command()

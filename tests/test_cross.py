@@ -28,7 +28,7 @@ def small(data_dir):
 
 
 @pytest.fixture(scope="module")
-def trained(small, tmp_path_factory):
+def cross_model(small, tmp_path_factory):
     train_pairs, val = small
     model = train_cross(train_pairs, val, model_config=CrossConfig(max_length=64),
                         config=CrossTrainConfig(epochs=1, batch_size=16, lr=5e-5, precision="fp32"), progress=False)
@@ -36,8 +36,8 @@ def trained(small, tmp_path_factory):
     return model, path
 
 
-def test_scores_are_symmetric_probabilities_and_survive_save_and_load(trained, small):
-    model, path = trained
+def test_scores_are_symmetric_probabilities_and_survive_save_and_load(cross_model, small):
+    model, path = cross_model
     _, val = small
     s = model.similarity(val.text1, val.text2)
     assert s.shape == (len(val),) and ((s >= 0) & (s <= 1)).all()
@@ -54,8 +54,8 @@ def test_scores_are_symmetric_probabilities_and_survive_save_and_load(trained, s
     assert info["calibration"]["fitted"] and 0 < model.threshold < 1
 
 
-def test_training_moves_the_weights_and_evaluates_like_any_model(trained, small):
-    model, _ = trained
+def test_training_moves_the_weights_and_evaluates_like_any_model(cross_model, small):
+    model, _ = cross_model
     start = CrossEncoder.build(CrossConfig(max_length=64))
     before = dict(start.network.transformer.named_parameters())
     changed = [n for n, p in model.network.transformer.named_parameters() if not torch.equal(p, before[n])]
@@ -64,8 +64,8 @@ def test_training_moves_the_weights_and_evaluates_like_any_model(trained, small)
     assert {"accuracy", "roc_auc", "ece", "brier"} <= set(metrics) and metrics["n"] == 64
 
 
-def test_vector_commands_refuse_a_cross_encoder(trained):
-    _, path = trained
+def test_vector_commands_refuse_a_cross_encoder(cross_model):
+    _, path = cross_model
     with pytest.raises(ModelError, match="a cross-encoder scores pairs and has no vectors"):
         SiameseModel.load(path)
 
@@ -98,8 +98,8 @@ def run(*args) -> subprocess.CompletedProcess:
     return subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=900)
 
 
-def test_cli_trains_a_cross_encoder_and_the_pair_commands_use_it(trained, data_dir, tmp_path):
-    _, path = trained
+def test_cli_trains_a_cross_encoder_and_the_pair_commands_use_it(cross_model, data_dir, tmp_path):
+    _, path = cross_model
     proc = run("predict", path, "How do I learn Python?", "What is the best way to learn Python?", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -125,3 +125,33 @@ def test_cli_trains_a_cross_encoder_and_the_pair_commands_use_it(trained, data_d
     assert result["kind"] == "cross" and isinstance(load_model(tmp_path / "cli"), CrossEncoder)
     proc = run("train", "--cross", "--loss", "mnr", "--data", small_file, "--out", tmp_path / "x")
     assert proc.returncode == 2 and "--cross trains a cross-encoder" in proc.stderr and not (tmp_path / "x").exists()
+
+
+def test_search_rerank_lets_the_cross_encoder_decide(cross_model, trained, data_dir, tmp_path):
+    from siamese import read_texts
+    from siamese.search import DuplicateIndex
+    from siamese.search.cascade import rerank
+
+    model, path = cross_model
+    corpus = read_texts(data_dir / "quora/quora_question_pairs_sample300.csv", "question1")[:150]
+    index = DuplicateIndex(trained.model)
+    index.add(corpus)
+    queries = corpus[:3]
+    hits = index.search(queries, k=8)
+    ranked = rerank(model, queries, hits)
+    for q, before, after in zip(queries, hits, ranked):
+        assert {h.id for h in after} == {h.id for h in before}
+        assert [h.similarity for h in after] == sorted((h.similarity for h in after), reverse=True)
+        expected = model.similarity([q] * len(before), [h.text for h in before])
+        got = {h.id: h for h in after}
+        for h, s in zip(before, expected):
+            assert got[h.id].first_stage == pytest.approx(h.similarity)
+            assert got[h.id].similarity == pytest.approx(float(s), abs=1e-5)
+            assert got[h.id].duplicate == (s > model.threshold)
+    index.save(tmp_path / "idx")
+    proc = run("search", tmp_path / "idx", queries[0], "-k", 4, "--rerank", path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)["hits"]
+    assert len(out) == 4 and all("first_stage" in h for h in out)
+    proc = run("search", tmp_path / "idx", queries[0], "--rerank", trained.path)
+    assert proc.returncode == 2 and "take a cross-encoder" in proc.stderr
