@@ -26,7 +26,6 @@ import torch
 
 from .encoders import BagOfWordsEncoder
 from .errors import DataError
-from .text import _char_ids
 
 
 @dataclass
@@ -93,10 +92,9 @@ def _token_words(vectorizer, text: str, n_tokens: int) -> list[list[int]]:
     for start, end in encoding.offsets:
         # special tokens have empty spans: they belong to the whole text
         owners.append([int(np.searchsorted(starts, start, side="right") - 1)] if end > start else list(range(len(words))))
-    if vectorizer.char_ngrams and encoding.ids:  # each word token's n-grams follow the words, word by word
-        lo, hi = vectorizer.char_ngrams
-        for owner, w in zip(list(owners), vectorizer._words_of(text)[: len(encoding.ids)]):
-            owners += [owner] * len(_char_ids(w, lo, hi, vectorizer.char_start, vectorizer.char_buckets))
+    # each word token's character n-grams follow the words, word by word
+    for owner, count in zip(list(owners), vectorizer.ngrams_per_word(text, len(encoding.ids))):
+        owners += [owner] * count
     if not owners:  # no known characters: the text's one token is [UNK]
         owners = [list(range(len(words)))]
     if len(owners) != n_tokens:

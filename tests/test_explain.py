@@ -100,6 +100,8 @@ def test_occlusion_with_the_lstm(trained):
     assert e.similarity == pytest.approx(full, abs=1e-5)
     without = float(model.similarity(["How do I learn Python?"], ["How can I learn fast?"])[0])
     assert e.text2[4].weight == pytest.approx(full - without, abs=1e-5)
+    one = model.explain("Python", "python")  # a one-word text is scored empty without its word
+    assert [w.word for w in one.text1] == ["Python"] and one.similarity == pytest.approx(1.0, abs=1e-5)
 
 
 def test_empty_text_is_refused(trained):
