@@ -338,14 +338,18 @@ def evaluate(
 @user_errors
 def predict(
     model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
-    text1: Annotated[str, typer.Argument(help="First text.")],
-    text2: Annotated[str, typer.Argument(help="Second text.")],
+    text1: Annotated[Optional[str], typer.Argument(help="First text (or --text1).")] = None,
+    text2: Annotated[Optional[str], typer.Argument(help="Second text (or --text2).")] = None,
+    first: Annotated[Optional[str], typer.Option("--text1", help="First text.")] = None,
+    second: Annotated[Optional[str], typer.Option("--text2", help="Second text.")] = None,
     threshold: Annotated[Optional[float], typer.Option(help="Decision threshold (default: the model's).")] = None,
+    explain: Annotated[bool, typer.Option("--explain", help="Also weigh each word: how much it drove the similarity.")] = False,
     as_json: JsonOpt = False,
 ):
     """Similarity of two texts and whether they are duplicates."""
     from .loading import load_model
 
+    text1, text2 = _one_of(text1, first, "text1"), _one_of(text2, second, "text2")
     model = load_model(model_dir)
     t = model.threshold if threshold is None else threshold
     similarity = float(model.similarity([text1], [text2])[0])
@@ -353,7 +357,21 @@ def predict(
     probability = float(model.calibrator([similarity])[0]) if model.calibrator is not None else None
     result = {"similarity": similarity, "probability": probability, "duplicate": similarity > t, "threshold": t}
     odds = f", probability {probability:.3f}" if probability is not None else ""
-    _emit(result, as_json, [f"similarity {similarity:.4f}{odds} → {'duplicate' if result['duplicate'] else 'not duplicate'} (threshold {t:.4f})"])
+    lines = [f"similarity {similarity:.4f}{odds} → {'duplicate' if result['duplicate'] else 'not duplicate'} (threshold {t:.4f})"]
+    if explain:
+        explanation = result["explanation"] = model.explain(text1, text2).to_dict()
+        for side in ("text1", "text2"):
+            ranked = sorted(explanation[side], key=lambda w: -w["weight"])
+            lines.append(f"{side} words by weight ({explanation['method']}): "
+                         + ", ".join(f"{w['word']} {w['weight']:+.3f}" for w in ranked))
+    _emit(result, as_json, lines)
+
+
+def _one_of(argument: str | None, option: str | None, name: str) -> str:
+    """A text given either as an argument or as --textN, not both."""
+    if (argument is None) == (option is None):
+        raise ConfigError(f"give {name} once: as an argument or as --{name}")
+    return argument if option is None else option
 
 
 @app.command()

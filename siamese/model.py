@@ -268,6 +268,13 @@ class SiameseModel:
         t = self.threshold if threshold is None else threshold
         return self.similarity(texts_a, texts_b) > t
 
+    def explain(self, text1: str, text2: str):
+        """Which words of each text drove their similarity: a :class:`siamese.explain.Explanation`
+        (per-word weights; ``method`` "exact" for the bag of words, else "occlusion")."""
+        from .explain import explain_pair
+
+        return explain_pair(self, text1, text2)
+
     def summary(self) -> str:
         """A Keras-like table of layers, output shapes and parameter counts."""
         from .summary import summary

@@ -133,6 +133,14 @@ class Vectorizer:
             out.append(np.asarray(ids, dtype=np.int32) if ids else unk)
         return out
 
+    def ngrams_per_word(self, text: str, words: int) -> list[int]:
+        """How many character n-gram ids each of the text's first ``words`` word tokens adds
+        after the words in :meth:`encode` (all 0 without ``char_ngrams``)."""
+        if not self.char_ngrams:
+            return [0] * words
+        lo, hi = self.char_ngrams
+        return [len(_char_ids(w, lo, hi, self.char_start, self.char_buckets)) for w in self._words_of(text)[:words]]
+
     def _words_of(self, text: str) -> list[str]:
         """The words of the normalised text. WordLevel gives one id per whitespace-split word
         (truncation keeps the first ones), so they line up with the ids."""

@@ -104,6 +104,10 @@ def test_cli_trains_a_cross_encoder_and_the_pair_commands_use_it(cross_model, da
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert 0 <= out["similarity"] <= 1 and out["probability"] is not None
+    proc = run("predict", path, "--text1", "How do I learn Python?", "--text2", "How do I learn Java?", "--explain", "--json")
+    assert proc.returncode == 0, proc.stderr
+    explanation = json.loads(proc.stdout)["explanation"]
+    assert explanation["method"] == "occlusion" and [w["word"] for w in explanation["text2"]][-1] == "Java?"
     proc = run("evaluate", path, "--data", data_dir / "paws/paws_qqp_dev_and_test.tsv", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["n"] == 677

@@ -76,3 +76,95 @@ def test_usable_on_a_phone(server, browser):
     box = page.locator("#compare button").bounding_box()
     assert box["width"] > 300
     page.close()
+
+
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_compare_highlights_the_words_that_drove_the_score(server, browser, viewport):
+    base, model, _ = server
+    first = "When will I see you?\nI miss my old friends from school."  # multi-line input is kept as typed
+    second = "When can I see you again?"
+    page = browser.new_page(viewport=viewport)
+    page.goto(base + "/")
+    page.fill("#q1", first)
+    page.fill("#q2", second)
+    assert page.locator("#explain").is_checked()
+    page.click("#compare button")
+    words = page.locator("#compare-result .explanation .explained").first.locator(".w")
+    words.first.wait_for()
+    result = page.locator("#compare-result").inner_text()
+    sim = float(model.similarity([first], [second])[0])
+    assert f"similarity {sim:.3f}" in result
+    assert f"probability {100 * float(model.calibrator([sim])[0]):.0f}%" in result
+    expected = model.explain(first, second)
+    assert words.all_inner_texts() == [w.word for w in expected.text1]
+    # the weight is in each word's tooltip (not colour alone), the sign in its underline style
+    for i, w in enumerate(expected.text1):
+        span = words.nth(i)
+        assert span.get_attribute("title") == f"weight {'+' if w.weight >= 0 else '−'}{abs(w.weight):.3f}"
+        assert span.get_attribute("class") == ("w for" if w.weight >= 0 else "w against")
+    top = max(expected.text2, key=lambda w: w.weight)
+    assert f"Most weight: {top.word} (" in page.locator("#compare-result .top").nth(1).inner_text()
+    assert "drops without the word" in result  # the LSTM is explained by occlusion, and the page says so
+    # the strongest word is shaded most
+    strongest = max(range(len(expected.text1)), key=lambda i: abs(expected.text1[i].weight))
+    alphas = [float(words.nth(i).evaluate("e => getComputedStyle(e).backgroundColor").split(",")[-1].rstrip(")"))
+              for i in range(len(expected.text1))]
+    assert max(range(len(alphas)), key=alphas.__getitem__) == strongest
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]  # no horizontal overflow
+    page.close()
+
+
+def test_compare_without_explanation(server, browser):
+    page = browser.new_page()
+    page.goto(server[0] + "/")
+    page.fill("#q1", "How do I bake bread?")
+    page.fill("#q2", "How is bread baked?")
+    page.uncheck("#explain")
+    page.click("#compare button")
+    page.locator("#compare-result .verdict").wait_for()
+    assert page.locator("#compare-result .explanation").count() == 0
+    page.close()
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_search_k_and_threshold_controls(server, browser, viewport):
+    base, _, index = server
+    page = browser.new_page(viewport=viewport)
+    page.goto(base + "/")
+    page.locator("#footer").filter(has_text="3000 questions indexed").wait_for()
+    query = index.texts[11]
+    page.fill("#query", query)
+    page.fill("#k", "3")
+    page.fill("#search-threshold", "0.99")
+    page.click("#search button")
+    items = page.locator("#search-result li")
+    items.first.wait_for()
+    expected = index.search(query, 3, threshold=0.99)[0]
+    assert items.count() == 3
+    assert ["DUPLICATE" in item for item in items.all_inner_texts()] == [h.duplicate for h in expected]
+    assert expected[0].duplicate and not expected[-1].duplicate  # the question itself, and a weaker neighbour
+    # a lower threshold and more results, on the same page
+    page.fill("#k", "7")
+    page.fill("#search-threshold", "-1")
+    page.click("#search button")
+    page.locator("#search-result li").nth(6).wait_for()
+    assert page.locator("#search-result li").count() == 7
+    assert all("DUPLICATE" in item for item in page.locator("#search-result li").all_inner_texts())
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    page.close()
+
+
+def test_links_to_the_api_docs(server, browser):
+    page = browser.new_page()
+    page.goto(server[0] + "/")
+    link = page.locator("#api-docs")
+    assert link.get_attribute("href") == "/docs"
+    with page.expect_navigation():
+        link.click()
+    assert page.url == server[0] + "/docs"
+    assert "siamese" in page.title()  # FastAPI's interactive docs page of this app
+    page.close()

@@ -163,6 +163,12 @@ class CrossEncoder:
         t = self.threshold if threshold is None else threshold
         return self.similarity(texts_a, texts_b) > t
 
+    def explain(self, text1: str, text2: str):
+        """Which words drove the verdict, by occlusion (:mod:`siamese.explain`)."""
+        from ..explain import explain_pair
+
+        return explain_pair(self, text1, text2)
+
     def fingerprint(self) -> str:
         h = hashlib.sha256(json.dumps(asdict(self.config), sort_keys=True).encode())
         for name, tensor in sorted(self.network.state_dict().items()):

@@ -111,6 +111,63 @@ class BagOfWordsEncoder(Encoder):
             parts.append(self.char_mix * F.normalize(chars, dim=-1))
         return finish(torch.cat(parts, 1), self.normalize)
 
+    @torch.no_grad()
+    def contributions(self, ids: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+        """Each token's share (float64, one per position of the 1-D ``ids`` of one text) of the
+        dot product of this text's unit vector with ``other`` (another text's unit vector): the
+        cosine under the cosine head. The unit vector is a sum of weighted token (and word pair)
+        vectors over norms that do not depend on ``other``, so the shares sum to the cosine; a
+        pair's share is split between its two words. Needs ``normalize`` (the cosine head)."""
+        if not self.normalize:
+            raise ValueError("contributions decompose a cosine: this encoder returns raw features")
+        ids, other = ids.long(), other.double()
+        vectors = self.embedding.weight[ids].double()
+        log_w = self.log_weight.weight[ids, 0].double()
+        weighted = log_w.exp()[:, None] * vectors  # (T, d): each token's term of the pooled sum
+        is_char = ids >= self.char_start if self.char_start is not None else torch.zeros_like(ids, dtype=torch.bool)
+        words = int((~is_char).sum())  # the words come first, their n-grams after
+        pair_terms, pair_owners = self._pair_terms(ids[:words], log_w[:words])
+        eps = 1e-12  # F.normalize's floor, as forward() applies it
+        shares = torch.zeros(len(ids), dtype=torch.float64)
+        if self.pair_mix is None and self.char_start is None:  # one mean over words (and pairs): the total cancels
+            pooled = weighted.sum(0) + pair_terms.sum(0)
+            scale = 1 / pooled.norm().clamp(min=eps)
+            shares += scale * (weighted @ other)
+            shares.index_add_(0, pair_owners.flatten(), (scale * (pair_terms @ other) / 2).repeat_interleave(2))
+            return shares
+        # Parts pooled apart, each unit length and mixed: [words, pair_mix · pairs, char_mix · chars].
+        width = self.embedding.embedding_dim
+        pairs_apart = self.pair_mix is not None  # else the pairs join the words' part
+        parts = [(weighted[:words].sum(0) + (0 if pairs_apart else pair_terms.sum(0)), 1.0)]
+        if pairs_apart:
+            parts.append((pair_terms.sum(0), self.pair_mix))
+        if self.char_start is not None:
+            parts.append((weighted[words:].sum(0), self.char_mix))
+        joined = torch.cat([mix * pooled / pooled.norm().clamp(min=eps) for pooled, mix in parts])
+        total = joined.norm().clamp(min=eps)
+        scale = [mix / pooled.norm().clamp(min=eps) / total for pooled, mix in parts]
+        slices = [other[k * width : (k + 1) * width] for k in range(len(parts))]
+        shares[:words] += scale[0] * (weighted[:words] @ slices[0])
+        pair_part = 1 if pairs_apart else 0
+        shares.index_add_(0, pair_owners.flatten(),
+                          (scale[pair_part] * (pair_terms @ slices[pair_part]) / 2).repeat_interleave(2))
+        if self.char_start is not None:
+            shares[words:] += scale[-1] * (weighted[words:] @ slices[-1])
+        return shares
+
+    def _pair_terms(self, ids: torch.Tensor, log_w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One text's weighted word-pair vectors (P, d) as :meth:`_pairs` pools them, and the two
+        word positions of each (P, 2); empty without pairs."""
+        width = self.embedding.embedding_dim
+        if self.bigrams is None or len(ids) < 2:
+            return torch.zeros((0, width), dtype=torch.float64), torch.zeros((0, 2), dtype=torch.long)
+        positions = torch.arange(len(ids))
+        steps = range(1, min(self.window, len(ids) - 1) + 1)
+        pair_ids = torch.cat([(ids[:-k] * _PRIME + ids[k:]) % self.buckets for k in steps])
+        pair_w = torch.cat([((log_w[:-k] + log_w[k:]) / 2 + self.bigram_log_weight).exp() for k in steps])
+        owners = torch.cat([torch.stack([positions[:-k], positions[k:]], 1) for k in steps])
+        return pair_w[:, None] * self.bigrams.weight[pair_ids].double(), owners
+
     def _pairs(self, ids: torch.Tensor, log_w: torch.Tensor, mask: torch.Tensor):
         """Weighted sum of the vectors of the ordered word pairs up to ``window`` apart, and their
         total weight; (None, None) when no text of the batch has two words."""

@@ -30,6 +30,11 @@ class Limits:
 class PairsRequest(BaseModel):
     pairs: list[tuple[str, str]] = Field(..., description="[[text_a, text_b], ...]")
     threshold: float | None = None
+    explain: bool = Field(False, description="Add each pair's per-word weights (see siamese.explain)")
+
+
+# Explaining a pair re-encodes each text once per word (occlusion): far fewer pairs per request.
+MAX_EXPLAINED_PAIRS = 8
 
 
 class SearchRequest(BaseModel):
@@ -91,8 +96,13 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
         scores = model.similarity([a for a, _ in req.pairs], [b for _, b in req.pairs])
         # probability: calibrated duplicate probability, null when the model is not calibrated
         probabilities = model.calibrator(scores).tolist() if model.calibrator is not None else [None] * len(scores)
-        return {"threshold": t, "results": [{"similarity": float(s), "probability": p, "duplicate": bool(s > t)}
-                                            for s, p in zip(scores, probabilities)]}
+        results = [{"similarity": float(s), "probability": p, "duplicate": bool(s > t)} for s, p in zip(scores, probabilities)]
+        if req.explain:
+            if len(req.pairs) > MAX_EXPLAINED_PAIRS:
+                raise HTTPException(422, f"'explain' is for at most {MAX_EXPLAINED_PAIRS} pairs per request, got {len(req.pairs)}")
+            for result, (a, b) in zip(results, req.pairs):
+                result["explanation"] = model.explain(a, b).to_dict()
+        return {"threshold": t, "results": results}
 
     @app.post("/search")
     def search(req: SearchRequest):
