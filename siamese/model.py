@@ -76,6 +76,9 @@ class ModelConfig:
     # student keeps its teacher's WordPiece tokens plus whole corpus words; see siamese.distill).
     tokenizer: str = "words"
     seed: int = 0
+    # A cross-encoder (siamese.cross): both texts read together by the transformer of
+    # encoder_options["path"] (default minilm); train() builds one instead of a Siamese model.
+    cross: bool = False
 
     def encoder_kwargs(self) -> dict:
         """Keywords for :func:`build_encoder`: the options, the width, and whether the head wants unit vectors."""
@@ -92,6 +95,9 @@ class ModelConfig:
     def check(self) -> None:
         """Refuse unknown names, options and head/loss pairs that cannot train, with a one-line message."""
         encoder_class(self.encoder).check_options(self.encoder, self.encoder_options)
+        if self.cross and (self.encoder != "transformer" or self.loss not in ("triplet", "bce") or self.head != "cosine"):
+            raise ConfigError("a cross-encoder (cross=True) is a transformer trained with bce on labelled pairs: "
+                              "set encoder='transformer' and no head or other loss")
         if self.head not in HEADS:
             raise ModelError(f"unknown head {self.head!r}; choose one of: {', '.join(HEADS)}")
         check_head_and_loss(self.head, self.loss)
@@ -120,7 +126,7 @@ def check_trainable(config: ModelConfig) -> None:
 
 # Fields added after the first model format: left out of the fingerprint while at their defaults,
 # so indexes built by older models still recognise them.
-_NEW_FIELDS = ("loss", "encoder_options", "glove", "oov_buckets", "char_ngrams", "char_buckets", "tokenizer")
+_NEW_FIELDS = ("loss", "encoder_options", "glove", "oov_buckets", "char_ngrams", "char_buckets", "tokenizer", "cross")
 
 
 class SiameseModel:

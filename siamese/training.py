@@ -182,6 +182,11 @@ def train(
     called with the same data and configuration; it ends after the same number of epochs, as if
     it had never stopped."""
     config = config or TrainConfig()
+    if model_config is not None and model_config.cross:
+        from .cross.training import train_from_configs
+
+        return train_from_configs(train_pairs, val_pairs, model_config, config, checkpoint=checkpoint, resume=resume,
+                                  run=run, progress=progress)
     resume_state = _resume_state(checkpoint, config) if resume else None
     if initial is not None:
         model_config = replace(initial.config, loss=model_config.loss if model_config else initial.config.loss)

@@ -151,3 +151,20 @@ def train_cross(train_pairs: Pairs, val_pairs: Pairs | None = None, *, model_con
     }
     return model
 
+
+
+def train_from_configs(train_pairs: Pairs, val_pairs: Pairs | None, model_config, config, **kwargs) -> CrossEncoder:
+    """:func:`siamese.train` with ``ModelConfig(cross=True)``: the Siamese configurations read as a
+    cross-encoder's (transformer from ``encoder_options["path"]``, ``max_length``; epochs, batch
+    size, learning rate (default 2e-5), warm-up, seed, precision, threshold metric, calibration)."""
+    model_config.check()
+    defaults = CrossTrainConfig()
+    steps_hint = config.warmup_steps  # TrainConfig counts warm-up in steps; ours is a fraction
+    cross_config = CrossTrainConfig(
+        epochs=config.epochs, batch_size=config.batch_size, lr=config.lr or defaults.lr, seed=config.seed,
+        precision=config.precision, threshold_metric=config.threshold_metric, calibrate=config.calibrate,
+        warmup_fraction=defaults.warmup_fraction if not steps_hint else
+        min(0.5, steps_hint * config.batch_size / max(1, 2 * len(train_pairs) * config.epochs)))
+    architecture = CrossConfig(transformer=model_config.encoder_options.get("path") or "minilm",
+                               max_length=model_config.max_length or CrossConfig.max_length)
+    return train_cross(train_pairs, val_pairs, model_config=architecture, config=cross_config, **kwargs)
