@@ -531,16 +531,18 @@ def index_build(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     as_json: JsonOpt = False,
 ):
-    """Encode a corpus into a FAISS index saved with its texts."""
+    """Encode a corpus into a FAISS index saved with its texts (each distinct text once)."""
     from .data import read_texts
     from .model import SiameseModel
     from .search import DuplicateIndex
 
     model = SiameseModel.load(model_dir)
     index = DuplicateIndex(model, kind=kind)
-    index.add(read_texts(data, column), progress=not quiet)
+    texts = read_texts(data, column)
+    index.add(texts, progress=not quiet)
     index.save(out)
-    _emit({"out": str(out), "size": len(index), "kind": kind}, as_json, [f"indexed {len(index)} texts ({kind}) into {out}"])
+    _emit({"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind}, as_json,
+          [f"indexed {len(index)} texts ({kind}) into {out}; {len(texts) - len(index)} repeats skipped"])
 
 
 def _open_index(index_dir: Path, model_dir: Path | None):
