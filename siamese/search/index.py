@@ -20,6 +20,7 @@ from ..atomic import atomic_dir
 from ..errors import ConfigError, ModelError, SiameseError
 from ..manifest import read_manifest
 from ..model import SiameseModel
+from .records import normalise
 
 FORMAT = "siamese-index/1"
 KINDS = ("flat", "hnsw", "ivf")
@@ -96,6 +97,7 @@ class DuplicateIndex:
         self.nprobe = nprobe
         self.ids: list[str] = []
         self.texts: list[str] = []
+        self._seen: set[str] | None = None
         self.index = self._empty(size=0)
 
     def _empty(self, size: int):
@@ -105,20 +107,42 @@ class DuplicateIndex:
     def __len__(self) -> int:
         return len(self.texts)
 
-    def add(self, texts: Sequence[str], ids: Sequence[str] | None = None, *, progress: bool = False) -> None:
-        """Encode and append texts (only the new ones are encoded)."""
+    def add(self, texts: Sequence[str], ids: Sequence[str] | None = None, *, allow_duplicates: bool = False,
+            progress: bool = False) -> int:
+        """Encode and append texts (only the new ones are encoded); returns how many were added.
+
+        Texts already indexed, or repeated among ``texts`` (equal after collapsing whitespace), are
+        skipped unless ``allow_duplicates``. Default ids are the texts' positions in the index.
+        """
         texts = list(texts)
-        ids = [str(len(self.texts) + i) for i in range(len(texts))] if ids is None else [str(i) for i in ids]
-        if len(ids) != len(texts):
+        if ids is not None and len(ids) != len(texts):
             raise ConfigError(f"{len(ids)} ids for {len(texts)} texts")
+        keys = [normalise(t) for t in texts]
+        if not allow_duplicates:
+            seen, keep = self._keys(), {}
+            for i, key in enumerate(keys):
+                if key not in seen:
+                    keep.setdefault(key, i)
+            rows = list(keep.values())
+            texts, keys = [texts[i] for i in rows], [keys[i] for i in rows]
+            ids = None if ids is None else [ids[i] for i in rows]
+        ids = [str(len(self.texts) + i) for i in range(len(texts))] if ids is None else [str(i) for i in ids]
         if not texts:
-            return
+            return 0
         vectors = self.model.encode(texts, progress=progress)
         if not self.index.is_trained:  # IVF: lists are learnt from the first texts added
             self.index = self._empty(size=len(vectors))
         fill_index(self.index, vectors)
         self.texts.extend(texts)
         self.ids.extend(ids)
+        self._keys().update(keys)
+        return len(texts)
+
+    def _keys(self) -> set[str]:
+        """The indexed texts as exact-duplicate checks compare them (built on first use)."""
+        if self._seen is None:
+            self._seen = {normalise(t) for t in self.texts}
+        return self._seen
 
     def search(self, queries: Sequence[str], k: int = 5, *, threshold: float | None = None) -> list[list[Hit]]:
         """The ``k`` most similar indexed texts for each query, best first."""
