@@ -694,6 +694,9 @@ def dedupe(
         help="components (all texts linked by a chain of duplicates; the default) or communities (tight: each "
              "member a duplicate of its cluster's centre).")] = None,
     min_size: Annotated[Optional[int], typer.Option(min=2, help="Smallest cluster written (default 2).")] = None,
+    verify: Annotated[Optional[Path], typer.Option("--verify", help="A cross-encoder folder (train --cross) that decides the candidate pairs near the threshold.")] = None,
+    verify_band: Annotated[float, typer.Option(min=0.0, help="With --verify: pairs within this much of the threshold are verified.")] = 0.1,
+    verify_all: Annotated[bool, typer.Option("--verify-all", help="With --verify: every candidate pair is verified, not only the band.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Also show the least similar pairs accepted as duplicates.")] = False,
     explain_count: Annotated[int, typer.Option(min=1, help="How many pairs --explain shows.")] = 10,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
@@ -709,10 +712,17 @@ def dedupe(
     else:
         if data is None or out is None:
             raise ConfigError("dedupe needs --data and --out (or --rethreshold T RUN_FOLDER)")
-        run = _new_dedupe_run(path, data, out, against, threshold=threshold, floor=floor, column=column,
+        extra = {}
+        if verify is not None:
+            if against is not None:
+                raise ConfigError("--verify works on a dedupe within one corpus, not with --against")
+            extra = {"verify": _open_cross(verify), "verify_band": None if verify_all else verify_band}
+        run = _new_dedupe_run(path, data, out, against, **extra, threshold=threshold, floor=floor, column=column,
                               id_column=id_column, against_column=against_column, against_id_column=against_id_column,
                               k=k, kind=kind, clustering=clusters or "components", min_size=min_size or 2, quiet=quiet)
         summary = run.summary()
+    if "verified" in run.meta:
+        summary["verified"] = run.meta["verified"]
     least = run.least_similar(explain_count) if explain else []
     if explain:
         summary["least_similar"] = [a.as_json() for a in least]

@@ -159,3 +159,29 @@ def test_search_rerank_lets_the_cross_encoder_decide(cross_model, trained, data_
     assert len(out) == 4 and all("first_stage" in h for h in out)
     proc = run("search", tmp_path / "idx", queries[0], "--rerank", trained.path)
     assert proc.returncode == 2 and "take a cross-encoder" in proc.stderr
+
+
+def test_dedupe_verify_lets_the_cross_encoder_decide_the_band(cross_model, trained, data_dir, tmp_path):
+    from siamese import read_texts
+    from siamese.search import dedupe
+
+    model, path = cross_model
+    texts = read_texts(data_dir / "quora/quora_question_pairs_sample300.csv", "question1")[:120]
+    plain = dedupe(trained.model, texts, tmp_path / "plain", threshold=0.8, floor=0.5)
+    checked = dedupe(trained.model, texts, tmp_path / "checked", threshold=0.8, floor=0.5, verify=model, verify_band=0.15)
+    info = checked.meta["verified"]
+    candidates = list(plain.pairs)
+    band = [abs(s - 0.8) <= 0.15 for _, _, s in candidates]
+    inside = [(a, b) for (a, b, _), x in zip(candidates, band) if x]
+    assert info["candidates"] == len(candidates) and info["verified"] == len(inside) > 0
+    verdict = model.similarity([texts[a] for a, _ in inside], [texts[b] for _, b in inside]) > model.threshold
+    assert info["accepted"] == int(verdict.sum())
+    expected = {(a, b) for (a, b, _), x in zip(candidates, band) if not x} | {p for p, v in zip(inside, verdict) if v}
+    assert {(a, b) for a, b, _ in checked.pairs} == expected
+    # at the threshold, the duplicates are the sure ones above the band plus those the cross-encoder accepted
+    above = {(a, b) for a, b, s in checked.pairs if s > 0.8}
+    assert above == {(a, b) for (a, b, s), x in zip(candidates, band) if not x and s > 0.8} | {p for p, v in zip(inside, verdict) if v}
+    proc = run("dedupe", trained.path, "--data", data_dir / "quora/quora_question_pairs_sample300.csv", "--column",
+               "question1", "--out", tmp_path / "cli", "--threshold", 0.8, "--verify", path, "--verify-all", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["verified"]["band"] is None

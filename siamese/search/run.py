@@ -283,26 +283,51 @@ def _meta(model: SiameseModel, mode: str, floor: float, k: int, kind: str, sourc
 def dedupe(model: SiameseModel, texts: Sequence[str] | Sequence[Record], out: str | os.PathLike, *,
            threshold: float | None = None, floor: float | None = None, k: int = 20, kind: str = "auto",
            clustering: str = "components", min_size: int = 2, progress: bool = False,
-           sources: dict | None = None) -> DedupeRun:
+           sources: dict | None = None, verify=None, verify_band: float | None = 0.1) -> DedupeRun:
     """Group the near-duplicates among ``texts`` (plain texts or :class:`Record`) and save the run to ``out``.
 
     Exact copies (equal after collapsing whitespace) are encoded once and linked to their first
     occurrence; candidate pairs above ``floor`` (default: threshold - 0.05) are kept so that
     :meth:`DedupeRun.rethreshold` can regroup at any threshold from the floor up.
+
+    ``verify``: a cross-encoder (:mod:`siamese.cross`) that decides the candidate pairs within
+    ``verify_band`` of the threshold (all of them with ``None``); the floor is lowered to the
+    band's edge. A pair it rejects is dropped; one it accepts under the threshold is kept at the
+    threshold. The verdicts hold for this threshold: a later rethreshold regroups the verified pairs.
     """
     check_clustering(clustering)
     check_kind(kind)  # before the (long) encoding
     require_cosine(model)
     t = model.threshold if threshold is None else threshold
     floor = _floor(t, floor)
+    if verify is not None and verify_band is not None:
+        floor = min(floor, t - verify_band)
     records = as_records(texts)
     distinct, text_of = exact_groups([r.text for r in records])
     vectors = model.encode([records[r].text for r in distinct.tolist()], progress=progress)
     pairs = duplicate_pairs(vectors, floor, k=k, kind=kind, progress=progress)
-    run = DedupeRun(Path(out), _meta(model, "self", floor, k, kind, sources), records, text_of, pairs, vectors=vectors)
+    meta = _meta(model, "self", floor, k, kind, sources)
+    if verify is not None:
+        pairs, meta["verified"] = _verified(verify, [records[r].text for r in distinct.tolist()], pairs, t, verify_band)
+    run = DedupeRun(Path(out), meta, records, text_of, pairs, vectors=vectors)
     run._set(t, clustering, min_size)
     run._save()
     return run
+
+
+def _verified(cross, texts: list[str], pairs: DuplicatePairs, threshold: float, band: float | None):
+    """The candidate pairs after the cross-encoder's verdicts (see :func:`dedupe`), and what it did."""
+    from .cascade import verify
+
+    done = verify(cross, texts, pairs.first, pairs.second, pairs.similarity, threshold=threshold, band=band)
+    unsure = np.ones(len(pairs), bool) if band is None else np.abs(pairs.similarity - threshold) <= band
+    keep = ~unsure | done.keep  # pairs outside the band stay as they are; inside it, the cross-encoder's verdict
+    similarity = np.where(unsure & done.keep, np.maximum(pairs.similarity, np.nextafter(np.float32(threshold), 2)),
+                          pairs.similarity).astype(pairs.similarity.dtype)
+    info = {"model": str(getattr(cross, "path", "") or ""), "band": band, "threshold": threshold, "candidates": len(pairs),
+            "verified": done.verified, "accepted": done.accepted, "rejected": done.verified - done.accepted,
+            "seconds": round(done.seconds, 3), "pairs_per_second": round(done.verified / done.seconds, 1) if done.seconds else None}
+    return DuplicatePairs(pairs.first[keep], pairs.second[keep], similarity[keep]), info
 
 
 def dedupe_against(model: SiameseModel, texts: Sequence[str] | Sequence[Record],
