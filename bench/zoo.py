@@ -111,7 +111,7 @@ RECIPES = [
     # A cross-encoder (both texts read together) from MiniLM's weights, on the labelled question and
     # paraphrase pairs (PAWS-QQP's word-order traps included), both orders (siamese.cross).
     Recipe("cross-encoder-best", {"encoder": "transformer", "cross": True},
-           {"epochs": 1, "batch_size": 16, "lr": 3e-5}, train_sets=["paws-qqp-train", "msrp-train", "semeval-train"]),
+           {"epochs": 1, "batch_size": 16, "lr": 5e-5}, train_sets=["paws-qqp-train", "msrp-train", "semeval-train"]),
 ]
 
 
