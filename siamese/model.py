@@ -291,10 +291,11 @@ class SiameseModel:
 
     # -- persistence -------------------------------------------------------------------------
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the model folder atomically (a temporary folder renamed into place)."""
+    def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+        """Write the model folder atomically (see :mod:`siamese.atomic`). An existing folder is
+        replaced only when it is a siamese folder (or empty), or with ``overwrite``."""
         path = Path(path)
-        with atomic_dir(path) as tmp:
+        with atomic_dir(path, overwrite=overwrite) as tmp:
             (tmp / "config.json").write_text(self._config_json())
             self.vectorizer.save(tmp / "tokenizer.json")
             if getattr(self.encoder, "exported", False):

@@ -135,9 +135,10 @@ class DuplicateIndex:
 
     # -- persistence -------------------------------------------------------------------------
 
-    def save(self, path: str | os.PathLike) -> Path:
+    def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+        """Write the index folder atomically; see :meth:`SiameseModel.save` for ``overwrite``."""
         path = Path(path)
-        with atomic_dir(path) as tmp:
+        with atomic_dir(path, overwrite=overwrite) as tmp:
             faiss.write_index(self.index, str(tmp / "index.faiss"))
             with open(tmp / "texts.jsonl", "w", encoding="utf-8") as f:
                 for i, t in zip(self.ids, self.texts):
