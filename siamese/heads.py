@@ -24,6 +24,7 @@ class CosineHead(nn.Module):
 
     classifier = False
     unit_vectors = True  # encoders L2-normalise for this head, so the dot product is the cosine
+    score_range = (-1.0, 1.0)
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return cosine(a, b)
@@ -37,6 +38,7 @@ class ManhattanHead(nn.Module):
 
     classifier = False
     unit_vectors = False
+    score_range = (0.0, 1.0)
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.exp(-(a - b).abs().sum(-1))
@@ -50,6 +52,7 @@ class ClassifierHead(nn.Module):
 
     classifier = True
     unit_vectors = False
+    score_range = (0.0, 1.0)
 
     def __init__(self, dim: int, width_factor: int = 1):
         super().__init__()
@@ -102,6 +105,13 @@ HEADS: dict[str, type[nn.Module]] = {
     "concat": ConcatHead,
     "symmetric": SymmetricHead,
 }
+
+
+def clip_threshold(name: str, threshold: float) -> float:
+    """``threshold`` within the scores head ``name`` can give: a threshold chosen just above the
+    top validation score (1.0000005 for a cosine) would otherwise make a model that never says yes."""
+    lo, hi = HEADS[name].score_range
+    return float(min(max(threshold, lo), hi))
 
 
 def build_head(name: str, dim: int) -> nn.Module:

@@ -171,9 +171,9 @@ def test_os_errors_on_outputs_are_one_line(tmp_path, model_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     assert_user_error(run("encode", model_path, "--data", texts, "--out", blocker / "v.npy", check_ok=False),
-                      "Not a directory")
+                      str(blocker))
     assert_user_error(run("index", "build", model_path, "--data", texts, "--out", blocker / "idx", check_ok=False),
-                      "Not a directory")
+                      str(blocker))
     (tmp_path / "dir.npy").mkdir()
     assert_user_error(run("encode", model_path, "--data", texts, "--out", tmp_path / "dir.npy", check_ok=False),
                       "a folder is there")
