@@ -70,6 +70,11 @@ def is_siamese_folder(folder: Path) -> bool:
 
 def check_target(target: Path, *, overwrite: bool = False) -> None:
     """Refuse a target that is a file, or a folder holding anything but a siamese folder (unless ``overwrite``)."""
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputError(f"{target}: cannot write there ({parent} is a file, not a folder)")
     if target.is_symlink() and not target.exists():
         raise OutputError(f"{target}: a broken symbolic link is there, not a folder")
     if target.exists() and not target.is_dir():

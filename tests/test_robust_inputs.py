@@ -170,12 +170,12 @@ def test_os_errors_on_outputs_are_one_line(tmp_path, model_path):
     texts.write_text("one question\nanother one\n")
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    assert_user_error(run("encode", model_path, "--data", texts, "--out", blocker / "v.npy", check_ok=False),
+    assert_user_error(run("encode", model_path, "--data", texts, "--out", blocker / "v.npy", "--quiet", check_ok=False),
                       str(blocker))
     assert_user_error(run("index", "build", model_path, "--data", texts, "--out", blocker / "idx", check_ok=False),
                       str(blocker))
     (tmp_path / "dir.npy").mkdir()
-    assert_user_error(run("encode", model_path, "--data", texts, "--out", tmp_path / "dir.npy", check_ok=False),
+    assert_user_error(run("encode", model_path, "--data", texts, "--out", tmp_path / "dir.npy", "--quiet", check_ok=False),
                       "a folder is there")
     with pytest.raises(OutputError, match="a folder is there"):
         from siamese.vectors import write_vectors
