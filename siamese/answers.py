@@ -9,7 +9,6 @@ protocol on both sets).
 
 from __future__ import annotations
 
-import csv
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from sklearn.metrics import average_precision_score
 
 from .datasets import data_root
 from .errors import DataError
+from .input_files import check_utf8, open_table, open_text
 
 ANSWER_SETS = {f"{name}-{split}": (folder, split) for name, folder in (("trecqa", "trecqa"), ("wikiqa", "wikiqa"))
                for split in ("train", "dev", "test")}
@@ -56,23 +56,20 @@ def read_trecqa(path: str | os.PathLike) -> list[Question]:
     """TrecQA CSV ``qtext,label,atext``; rows of one question are grouped by its text."""
     path = Path(path)
     groups: dict[str, tuple[list[str], list[int]]] = {}
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            reader = csv.DictReader(f)
-            missing = {"qtext", "label", "atext"} - set(reader.fieldnames or [])
-            if missing:
-                raise DataError(f"{path}: missing column(s) {', '.join(sorted(missing))} (expected qtext,label,atext)")
-            for row in reader:
-                label = row["label"].strip()
-                if label not in ("0", "1"):
-                    raise DataError(f"{path}:{reader.line_num}: column label: expected 0 or 1, got {label!r}")
-                answers, labels = groups.setdefault(row["qtext"], ([], []))
-                answers.append(row["atext"])
-                labels.append(int(label))
-    except FileNotFoundError:
-        raise DataError(f"{path}: not found") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not UTF-8 text") from None
+    with open_table(path) as (header, rows):
+        missing = {"qtext", "label", "atext"} - set(header)
+        if missing:
+            raise DataError(f"{path}: missing column(s) {', '.join(sorted(missing))} (expected qtext,label,atext)")
+        q, y, a = (header.index(c) for c in ("qtext", "label", "atext"))
+        for line, row in rows:
+            label = row[y].strip()
+            if label not in ("0", "1"):
+                raise DataError(f"{path}:{line}: column label: expected 0 or 1, got {label!r}")
+            for column in (q, a):
+                check_utf8(row[column], path, line, header[column])
+            answers, labels = groups.setdefault(row[q], ([], []))
+            answers.append(row[a])
+            labels.append(int(label))
     return [Question(q, a, np.array(l, dtype=np.int8)) for q, (a, l) in groups.items()]
 
 
@@ -81,10 +78,12 @@ def read_wikiqa(folder: str | os.PathLike) -> list[Question]:
     folder = Path(folder)
     columns = {}
     for name in ("a.toks", "b.toks", "sim.txt", "id.txt"):
-        try:
-            columns[name] = (folder / name).read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            raise DataError(f"{folder / name}: not found (a WikiQA folder holds a.toks, b.toks, sim.txt, id.txt)") from None
+        if not (folder / name).exists():
+            raise DataError(f"{folder / name}: not found (a WikiQA folder holds a.toks, b.toks, sim.txt, id.txt)")
+        with open_text(folder / name) as f:
+            columns[name] = f.read().splitlines()
+        for i, text in enumerate(columns[name], 1):
+            check_utf8(text, folder / name, i, name)
     sizes = {len(v) for v in columns.values()}
     if len(sizes) != 1:
         raise DataError(f"{folder}: a.toks, b.toks, sim.txt and id.txt have different line counts")

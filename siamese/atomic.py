@@ -1,60 +1,277 @@
-"""Atomic writes: a model folder or file appears complete, or not at all."""
+"""Atomic writes: a folder or file appears complete under its name, the old one or the new one,
+whatever the instant of a crash; nothing that is not ours is ever deleted.
+
+A folder is written beside its target as ``.NAME.siamese-XXXXXXXX.tmp``; every file and folder in
+it is fsynced, then it is swapped with the old folder in one ``renameat2(RENAME_EXCHANGE)`` (Linux
+>= 3.15, called through ctypes), so at every instant NAME holds a complete folder; the old one,
+now under the temporary name, is deleted afterwards, and the parent folder fsynced. Where the
+exchange is not available (another OS, a file system without it) two renames do it (NAME ->
+``.NAME.old-PID``, then the new one -> NAME): a crash between them leaves the old folder under
+``.old-PID``, and the next write restores it before anything else.
+
+Writers of one target take an exclusive ``flock`` on ``.NAME.lock`` beside it (released by the
+kernel when the process dies, so a lock is never stale): a second writer waits for the first (up
+to ``$SIAMESE_LOCK_TIMEOUT`` seconds, default 120) and then fails with a clear error. Holding the
+lock, a writer knows that no other is alive, so every ``.NAME.*.tmp`` and ``.NAME.old-*`` left by
+a killed one is stale and removed. The last holder deletes the lock file while still holding
+it; a writer that was waiting on the deleted file sees that its inode is no longer the path's
+and takes the lock again on the new file, so nothing is left behind.
+
+Writing over an existing folder requires that it is empty or a siamese folder (a ``config.json``,
+``index.json`` or dedupe ``run.json`` whose ``format`` starts with ``siamese-``), or ``overwrite=True`` (``--overwrite``).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import fcntl
+import json
 import os
+import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from .errors import OutputError
+
+MANIFESTS = ("config.json", "index.json", "run.json")  # model, index, dedupe run
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def lock_timeout() -> float:
+    try:
+        return float(os.environ.get("SIAMESE_LOCK_TIMEOUT", "120"))
+    except ValueError:
+        raise OutputError(f"$SIAMESE_LOCK_TIMEOUT must be a number of seconds, got {os.environ['SIAMESE_LOCK_TIMEOUT']!r}") from None
+
+
+def output_error(path: Path, e: OSError) -> OutputError:
+    """An OSError met while writing ``path`` as a one-line error."""
+    where = e.filename if e.filename else path
+    return OutputError(f"{where}: cannot write ({e.strerror or e})")
+
+
+def is_siamese_folder(folder: Path) -> bool:
+    """True when ``folder`` holds a siamese model or index manifest."""
+    for name in MANIFESTS:
+        try:
+            raw = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            continue
+        if isinstance(raw, dict) and str(raw.get("format", "")).startswith("siamese-"):
+            return True
+    return False
+
+
+def check_target(target: Path, *, overwrite: bool = False) -> None:
+    """Refuse a target that is a file, or a folder holding anything but a siamese folder (unless ``overwrite``)."""
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputError(f"{target}: cannot write there ({parent} is a file, not a folder)")
+    if target.is_symlink() and not target.exists():
+        raise OutputError(f"{target}: a broken symbolic link is there, not a folder")
+    if target.exists() and not target.is_dir():
+        raise OutputError(f"{target}: a file is there, not a folder")
+    if target.is_dir() and not overwrite and not is_siamese_folder(target):
+        try:
+            names = sorted(p.name for p in target.iterdir())
+        except OSError as e:
+            raise output_error(target, e) from None
+        if names:
+            shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+            raise OutputError(f"{target}: the folder holds files that are not a siamese model or index ({shown}); "
+                              "choose another folder, or pass --overwrite to replace it")
+    if target.resolve() == Path(target.resolve().anchor):
+        raise OutputError(f"{target}: cannot replace the root folder")
+
 
 @contextlib.contextmanager
-def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary folder beside ``target``; on success it replaces ``target`` in one rename."""
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+def target_lock(target: Path, timeout: float | None = None) -> Iterator[None]:
+    """Hold the exclusive lock of ``target`` (``.NAME.lock`` beside it), waiting up to ``timeout`` seconds."""
+    timeout = lock_timeout() if timeout is None else timeout
+    lock = target.with_name(f".{target.name}.lock")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as e:
+            raise output_error(lock, e) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() >= deadline:
+                raise OutputError(f"{target}: another process is writing it (lock {lock.name} held for "
+                                  f"{timeout:g} s; $SIAMESE_LOCK_TIMEOUT sets the wait)") from None
+            time.sleep(0.05)
+            continue
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the previous holder deleted this file: lock the new one
     try:
-        yield tmp
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)
-        for f in tmp.rglob("*"):  # subfolders too (a transformer model's 0_Transformer/)
-            if f.is_file():
-                os.chmod(f, 0o666 & ~umask)
-        if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            os.replace(target, old)
-            os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        os.close(fd)  # releases the lock
+
+
+def recover(target: Path) -> None:
+    """With the lock held: put back an old folder a crash left hidden, delete stale temporary folders."""
+    name = re.escape(target.name)
+    stale_tmp = re.compile(rf"\.{name}\.siamese-[a-z0-9_]+\.tmp")
+    stale_old = re.compile(rf"\.{name}\.old-\d+")
+    olds = sorted((p for p in target.parent.iterdir() if stale_old.fullmatch(p.name)), key=lambda p: p.stat().st_mtime)
+    if olds and not target.exists() and not target.is_symlink():
+        os.replace(olds.pop(), target)  # the fallback crashed between its two renames
+    for p in target.parent.iterdir():
+        if stale_tmp.fullmatch(p.name) or stale_old.fullmatch(p.name):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+
+
+def fsync_tree(root: Path) -> None:
+    """Flush every file and folder under ``root`` (and ``root``) to disk."""
+    for folder, _, files in os.walk(root):
+        for name in files:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(Path(folder))
+
+
+def fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _renameat2():
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return fn
+
+
+_exchange_fn = _renameat2()
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step; False where the system cannot (then nothing changed)."""
+    if _exchange_fn is None:
+        return False
+    if _exchange_fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _publish(tmp: Path, target: Path) -> None:
+    """Put the complete folder ``tmp`` under ``target``'s name (see the module docstring)."""
+    if target.exists() or target.is_symlink():
+        if exchange(tmp, target):
+            fsync_dir(target.parent)
+            shutil.rmtree(tmp, ignore_errors=True)  # the old folder, now under the temporary name
+            return
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        os.replace(target, old)
+        os.replace(tmp, target)
+        fsync_dir(target.parent)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, target)
+        fsync_dir(target.parent)
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+@contextlib.contextmanager
+def atomic_dir(target: str | os.PathLike, *, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a temporary folder beside ``target``; on success it replaces ``target`` atomically.
+
+    ``target`` must not exist, be empty, or be a siamese folder, unless ``overwrite``; OS errors
+    become one-line :class:`OutputError`\\ s."""
+    target = Path(os.path.abspath(target))
+    check_target(target, overwrite=overwrite)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise output_error(target.parent, e) from None
+    with target_lock(target):
+        tmp = None
+        try:
+            recover(target)
+            check_target(target, overwrite=overwrite)  # another writer may have put something there meanwhile
+            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.siamese-", suffix=".tmp", dir=target.parent))
+            yield tmp
+            umask = _umask()
+            os.chmod(tmp, 0o777 & ~umask)
+            for f in tmp.rglob("*"):  # subfolders too (a transformer model's 0_Transformer/)
+                os.chmod(f, (0o777 if f.is_dir() else 0o666) & ~umask)
+            fsync_tree(tmp)
+            _publish(tmp, target)
+            tmp = None
+        except OSError as e:
+            raise output_error(target, e) from None
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextlib.contextmanager
 def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``target``; on success it is renamed over ``target``."""
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(name)
+    """Yield a temporary path beside ``target``; on success it is fsynced and renamed over ``target``."""
+    target = Path(os.path.abspath(target))
+    if target.is_dir():
+        raise OutputError(f"{target}: a folder is there, not a file")
+    tmp = None
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+        tmp = Path(name)
         yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        tmp = None
+        fsync_dir(target.parent)
+    except OSError as e:
+        raise output_error(target, e) from None
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
 
 
 def as_umask_allows(path: str | os.PathLike) -> None:
     """Give a file the permissions a plain ``open()`` would (0666 less the umask): temporary files
     are created private (0600), which the finished output need not be."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
+    os.chmod(path, 0o666 & ~_umask())

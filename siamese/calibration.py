@@ -217,7 +217,7 @@ def calibrate(model: SiameseModel, pairs: Pairs, *, method: str = "auto", target
     summary["ece_after"] = calibration_metrics(calibrator(scores), pairs.labels)["ece"]
     if target_precision is not None or target_recall is not None:
         threshold, choice = threshold_for_target(scores, pairs.labels, precision=target_precision, recall=target_recall)
-        model.threshold = threshold
+        model.set_threshold(threshold)
         model.info["threshold_choice"] = {**choice, "by": "calibrate", "data": fitted_on}
         summary["threshold_choice"] = choice
     summary["threshold"] = model.threshold

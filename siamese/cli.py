@@ -20,6 +20,8 @@ FormatOpt = Annotated[str, typer.Option("--format", help="Data format: auto, quo
 Text1Opt = Annotated[Optional[str], typer.Option("--text1", help="Column holding the first text.")]
 Text2Opt = Annotated[Optional[str], typer.Option("--text2", help="Column holding the second text.")]
 LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Column holding the 0/1 label.")]
+OverwriteOpt = Annotated[bool, typer.Option(
+    "--overwrite", help="Replace --out even when it is a folder of other files (by default only a siamese folder is replaced).")]
 TargetPrecisionOpt = Annotated[Optional[float], typer.Option(
     "--target-precision", help="Set the threshold to the lowest one reaching this precision on the pairs (error if none does).")]
 TargetRecallOpt = Annotated[Optional[float], typer.Option(
@@ -36,8 +38,19 @@ def user_errors(fn):
         except SiameseError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from None
+        except OSError as e:  # unreadable input, full disk...: the file and the reason, on one line
+            where = f"{e.filename}: " if e.filename else ""
+            typer.echo(f"error: {where}{e.strerror or e}", err=True)
+            raise typer.Exit(2) from None
 
     return wrapper
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    """Refuse a bad --out before any work is done (saving checks it again)."""
+    from .atomic import check_target
+
+    check_target(out, overwrite=overwrite)
 
 
 def _read(path: Path, format: str, text1, text2, label):
@@ -66,7 +79,7 @@ def _answer_triplets(data: list[Path], val_data: Path | None, val_fraction: floa
 
 
 def _train_cross(pairs, val, test, *, out: Path, transformer, epochs, batch_size, lr, seed, precision, threshold_metric,
-                 calibrate, checkpoint, resume, run, quiet, as_json) -> None:
+                 calibrate, checkpoint, resume, run, overwrite, quiet, as_json) -> None:
     """``siamese train --cross``: a cross-encoder from --transformer (default minilm)."""
     from .cross import CrossConfig, CrossTrainConfig, train_cross
 
@@ -76,7 +89,7 @@ def _train_cross(pairs, val, test, *, out: Path, transformer, epochs, batch_size
                               threshold_metric=threshold_metric, calibrate=calibrate)
     model = train_cross(pairs, val, model_config=CrossConfig(transformer=transformer or "minilm"), config=config,
                         checkpoint=checkpoint, resume=resume, run=run, progress=not quiet)
-    model.save(out)
+    model.save(out, overwrite=overwrite)
     info = model.info["training"]
     result = {"out": str(out), "kind": "cross", "train_pairs": info["train_pairs"], "val_pairs": info["val_pairs"],
               "epochs": len(info["history"]), "best_epoch": info["best_epoch"], "loss": info["history"][-1]["loss"],
@@ -187,6 +200,7 @@ def train(
     resume: Annotated[Optional[Path], typer.Option(help="Continue the killed run that wrote this --checkpoint folder (its options are read from it; it ends after the same epochs).")] = None,
     workers: Annotated[Optional[int], typer.Option(min=1, help="Threads encoding parts of each batch in parallel (default: one per core).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,
 ):
     """Train a Siamese model: by default the LSTM with the hard-negative triplet loss on duplicate pairs."""
@@ -196,6 +210,7 @@ def train(
         return train(**_saved_train_options(resume), resume=resume, quiet=quiet, as_json=as_json)
     if not data or out is None:
         raise ConfigError("give --data FILE and --out DIR (or --resume CHECKPOINT to continue a run)")
+    _check_out(out, overwrite)
     from .calibration import check_targets
     from .data import Pairs, split_pairs
     from .losses import LossConfig, build_loss
@@ -230,7 +245,7 @@ def train(
         return _train_cross(pairs, val, test, out=out, transformer=transformer, epochs=epochs, batch_size=batch_size,
                             lr=lr, seed=seed, precision=precision, threshold_metric=threshold_metric, calibrate=calibrate,
                             checkpoint=resume or checkpoint, resume=resume is not None, run={"cli": {**command, "resume": None}},
-                            quiet=quiet, as_json=as_json)
+                            overwrite=overwrite, quiet=quiet, as_json=as_json)
     defaults = TrainConfig()
     config = TrainConfig(epochs=epochs or defaults.epochs, batch_size=batch_size or defaults.batch_size, lr=lr, loss_options=loss_options, seed=seed, warmup_steps=warmup_steps,
                          keep_initial=keep_initial, teacher=teacher,
@@ -244,7 +259,7 @@ def train(
                                char_buckets=char_buckets)
     model = run_training(pairs, val, model_config=model_config, config=config, checkpoint=resume or checkpoint,
                          resume=resume is not None, run={"cli": {**command, "resume": None}}, progress=not quiet)
-    model.save(out)
+    model.save(out, overwrite=overwrite)
     info = model.info["training"]
     last = info["history"][-1]
     result = {
@@ -464,15 +479,17 @@ def pretrained_model(
     text1: Text1Opt = None,
     text2: Text2Opt = None,
     label: LabelOpt = None,
+    overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,
 ):
     """Save a pretrained sentence encoder, untrained, as a Siamese model (cosine head, threshold chosen on validation pairs)."""
+    _check_out(out, overwrite)
     from .datasets import validation_sets
     from .sentence_encoder import from_pretrained
 
     parts = [_read(p, format, text1, text2, label) for p in val_data] if val_data else validation_sets()
     model = from_pretrained(source, parts, max_length=max_length, metric=threshold_metric)
-    model.save(out)
+    model.save(out, overwrite=overwrite)
     info = model.info["pretrained"]
     choice = info["threshold_choice"]
     result = {"out": str(out), "source": source, "folder": info["folder"], "pooling": info["pooling"],
@@ -588,9 +605,11 @@ def index_build(
     column: TextColumnOpt = None,
     kind: Annotated[str, typer.Option(help="flat (exact), hnsw or ivf (approximate, for large corpora).")] = "flat",
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,
 ):
     """Encode a corpus into a FAISS index saved with its texts (each distinct text once)."""
+    _check_out(out, overwrite)
     from .data import read_texts
     from .model import SiameseModel
     from .search import DuplicateIndex
@@ -599,7 +618,7 @@ def index_build(
     index = DuplicateIndex(model, kind=kind)
     texts = read_texts(data, column)
     index.add(texts, progress=not quiet)
-    index.save(out)
+    index.save(out, overwrite=overwrite)
     _emit({"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind}, as_json,
           [f"indexed {len(index)} texts ({kind}) into {out}; {len(texts) - len(index)} repeats skipped"])
 
@@ -799,6 +818,7 @@ def distill_command(
     fine_tune_lr: Annotated[float, typer.Option(min=0.0)] = 1e-3,
     val_data: Annotated[Optional[list[Path]], typer.Option("--val-data", help="Labelled pairs to choose the threshold on (repeat). Default: the shared validation sets.")] = None,
     seed: Annotated[int, typer.Option()] = StaticConfig.seed,
+    overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,
 ):
     """Distil a teacher into a static student: token vectors pooled like the bag of words, ~100x faster than MiniLM."""
@@ -806,8 +826,7 @@ def distill_command(
     from .datasets import validation_sets
     from .distill import distill, read_corpus
 
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out}: a file is there, not a folder")
+    _check_out(out, overwrite)
     config = StaticConfig(dim=dim, vocabulary=vocabulary, extra_words=extra_words, epochs=epochs, lr=lr, seed=seed)
     config.check()
     texts = read_corpus(data, column=column) if data else None
@@ -815,7 +834,7 @@ def distill_command(
     tune = Pairs.concat([_read(p, "auto", None, None, None) for p in fine_tune]) if fine_tune else None
     student = distill(teacher, texts, config=config, val_pairs=val, fine_tune=tune, fine_tune_loss=fine_tune_loss,
                       fine_tune_epochs=fine_tune_epochs, fine_tune_lr=fine_tune_lr, progress=not as_json)
-    student.save(out)
+    student.save(out, overwrite=overwrite)
     info = student.info["distillation"]
     choice = info["threshold_choice"]
     result = {"out": str(out), "teacher": info["teacher"].get("source"), "corpus_texts": info["corpus_texts"],
@@ -838,6 +857,7 @@ def export(
     out: Annotated[Path, typer.Option("--out", help="Folder to write: config.json, tokenizer.json, model.onnx (only if the export succeeds).")],
     format: Annotated[str, typer.Option("--format", help="onnx: the encoder runs in ONNX Runtime.")] = "onnx",
     quantize: Annotated[Optional[str], typer.Option(help="int8: dynamic int8 quantisation of the matmuls (faster, 4x smaller, vectors slightly off).")] = None,
+    overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,
 ):
     """Export a model for fast CPU inference; every command opens the exported folder like any model folder."""
@@ -845,7 +865,8 @@ def export(
     from .model import SiameseModel
 
     check_export_options(format, quantize)  # before the model is loaded
-    result = export_model(SiameseModel.load(model_dir), out, format=format, quantize=quantize)
+    _check_out(out, overwrite)
+    result = export_model(SiameseModel.load(model_dir), out, format=format, quantize=quantize, overwrite=overwrite)
     _emit(result, as_json, [f"exported {model_dir} to {out} ({format}{', ' + quantize if quantize else ''}, "
                             f"{result['bytes'] / 1e6:.1f} MB; cosine to the PyTorch model >= {result['min_cosine']:.4f})"])
 

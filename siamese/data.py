@@ -1,7 +1,8 @@
 """Labelled text pairs: readers for the common formats, validation, and splits.
 
-Every reader streams its file row by row (``csv`` module) and checks each value as it goes,
-so a bad row is reported as ``file:line: column 'x': what is wrong`` before anything is built.
+Every reader streams its file row by row (:mod:`siamese.input_files`: malformed quotes, rows of
+the wrong width, repeated header names and a wrong delimiter are errors) and checks each value as
+it goes, so a bad row is reported as ``file:line: column 'x': what is wrong`` before anything is built.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import os
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,8 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import DataError
-
-csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+from .input_files import check_utf8, first_line, open_table, open_text, table_delimiter
 
 
 @dataclass(frozen=True)
@@ -134,7 +133,7 @@ def detect_format(path: str | os.PathLike, *, labelled: bool = True) -> PairForm
     """Pick the format whose header columns are all present in the file's first line (with
     ``labelled=False``, only its two text columns need be)."""
     path = Path(path)
-    first = _first_line(path)
+    first = first_line(path)
     for fmt in FORMATS.values():
         if fmt.columns is not None:
             continue
@@ -183,20 +182,7 @@ def open_pairs(path: str | os.PathLike, fmt: PairFormat, *, labelled: bool = Tru
     ``labelled=False`` the label and score columns are neither required nor read (the file may
     have none): each row still carries all its fields."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    if path.stat().st_size == 0:
-        raise DataError(f"{path}: file is empty")
-    # surrogateescape keeps going past invalid bytes so the bad line can be named below.
-    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
-        reader = csv.reader(f, delimiter=fmt.delimiter, quoting=fmt.quoting)
-        if fmt.columns is None:
-            header = next(reader, None)
-            if not header:
-                raise DataError(f"{path}: file is empty")
-            header = [h.strip() for h in header]
-        else:
-            header = list(fmt.columns)
+    with open_table(path, delimiter=fmt.delimiter, quoting=fmt.quoting, columns=fmt.columns) as (header, rows):
         wanted = [c for c in (fmt.text1, fmt.text2) + ((fmt.label, fmt.score) if labelled else ()) if c]
         missing = [c for c in wanted if c not in header]
         if missing:
@@ -204,21 +190,15 @@ def open_pairs(path: str | os.PathLike, fmt: PairFormat, *, labelled: bool = Tru
                 f"{path}: missing column(s) {', '.join(repr(c) for c in missing)} for format "
                 f"'{fmt.name}' (found: {', '.join(repr(h) for h in header[:12])})"
             )
-        yield PairStream(path, fmt, header, _rows(reader, path, fmt, {c: header.index(c) for c in wanted}, labelled))
+        yield PairStream(path, fmt, header, _rows(rows, path, fmt, {c: header.index(c) for c in wanted}, labelled))
 
 
-def _rows(reader, path: Path, fmt: PairFormat, col: dict[str, int], labelled: bool) -> Iterator[PairRow]:
-    width = max(col.values()) + 1
-    for row in reader:
-        line = reader.line_num
-        if not row or (len(row) == 1 and not row[0].strip()):
-            continue  # blank line
-        if len(row) < width:
-            raise DataError(f"{path}:{line}: expected at least {width} fields, found {len(row)}")
+def _rows(rows, path: Path, fmt: PairFormat, col: dict[str, int], labelled: bool) -> Iterator[PairRow]:
+    for line, row in rows:
         texts = []
         for name in (fmt.text1, fmt.text2):
             text = row[col[name]]
-            _check_utf8(text, path, line, name)
+            check_utf8(text, path, line, name)
             if not text.strip():
                 raise DataError(f"{path}:{line}: column '{name}' is empty")
             texts.append(text)
@@ -303,29 +283,26 @@ def text_rows(path: str | os.PathLike, column: str | None = None, *, skip_empty:
     only with ``fields=True``. Raises DataError for a missing file or column and a file with no texts.
     """
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
     found = False
-    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
-        if path.suffix.lower() in (".csv", ".tsv"):
-            reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
-            header = next(reader, None) or []
-            name = column or (header[0] if header else "")
+    if path.suffix.lower() in (".csv", ".tsv"):
+        with open_table(path, delimiter=table_delimiter(path), skip_blank=skip_empty) as (header, rows):
+            name = column or header[0]
             if name not in header:
                 raise DataError(f"{path}: no column {name!r} (found: {', '.join(header[:12])})")
             i = header.index(name)
-            for n, row in enumerate(reader, 1):
+            for n, (line, row) in enumerate(rows, 1):
                 if len(row) > i and row[i].strip():
-                    _check_utf8(row[i], path, reader.line_num, name)
+                    check_utf8(row[i], path, line, name)
                     found = True
                     yield n, row[i], ({h: v for h, v in zip(header, row) if h != name} if fields else {})
                 elif not skip_empty:
-                    raise DataError(f"{path}:{reader.line_num}: column {name!r}: empty text")
-        else:
+                    raise DataError(f"{path}:{line}: column {name!r}: empty text")
+    else:
+        with open_text(path) as f:
             for n, line in enumerate(f, 1):
                 line = line.rstrip("\r\n")
                 if line.strip():
-                    _check_utf8(line, path, n, "text")
+                    check_utf8(line, path, n, "text")
                     found = True
                     yield n, line, {}
                 elif not skip_empty:
@@ -378,23 +355,6 @@ def resolve_format(path: str | os.PathLike, format: str | PairFormat = "auto", t
     if overrides:
         fmt = PairFormat(**{**fmt.__dict__, **overrides})
     return fmt
-
-
-def _first_line(path: Path) -> str:
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    with open(path, encoding="utf-8-sig", errors="replace") as f:
-        line = f.readline().rstrip("\r\n")
-    if not line:
-        raise DataError(f"{path}: file is empty")
-    return line
-
-
-def _check_utf8(text: str, path: Path, line: int, column: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise DataError(f"{path}:{line}: column '{column}' is not valid UTF-8") from None
 
 
 def _is_float(s: str) -> bool:

@@ -3,7 +3,6 @@ by name: ``load("msrp-test")``. Nothing is downloaded; files are read where they
 
 from __future__ import annotations
 
-import csv
 import os
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import numpy as np
 
 from .data import FORMATS, PairFormat, Pairs, read_pairs
 from .errors import DataError
+from .input_files import open_table
 
 # name -> (path under the data folder, format, rows of the 'split' column to keep or None)
 CATALOGUE: dict[str, tuple[str, str | PairFormat, tuple[str, ...] | None]] = {
@@ -77,9 +77,9 @@ def validation_sets(root: str | os.PathLike | None = None) -> list[Pairs]:
 
 
 def _split_lines(path: Path, splits: tuple[str, ...]) -> np.ndarray:
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        return np.array([reader.line_num for row in reader if row["split"] in splits])
+    with open_table(path) as (header, rows):  # the same line numbers as the pair reader's
+        split = header.index("split")
+        return np.array([line for line, row in rows if row[split] in splits])
 
 
 __all__ = ["CATALOGUE", "FORMATS", "available", "data_root", "load", "load_many", "validation_sets"]

@@ -15,3 +15,7 @@ class ModelError(SiameseError):
 
 class ConfigError(SiameseError, ValueError):
     """An option or hyper-parameter has a value we do not support."""
+
+
+class OutputError(SiameseError, OSError):
+    """An output cannot be written: a bad path, no permission, a folder that is not ours, a busy lock."""

@@ -82,8 +82,9 @@ def check_exportable(model: SiameseModel) -> None:
 
 
 def export_model(model: SiameseModel, out: str | os.PathLike, *, format: str = "onnx",
-                 quantize: str | None = None) -> dict:
-    """Write ``out`` (atomically: complete or not at all) and return what was done."""
+                 quantize: str | None = None, overwrite: bool = False) -> dict:
+    """Write ``out`` (atomically: complete or not at all; an existing folder only if it is a
+    siamese folder, or with ``overwrite``) and return what was done."""
     check_export_options(format, quantize)
     check_exportable(model)
     try:
@@ -92,7 +93,7 @@ def export_model(model: SiameseModel, out: str | os.PathLike, *, format: str = "
     except ImportError:
         raise ModelError("export needs the packages onnx and onnxruntime (pip install onnx onnxruntime)") from None
     out = Path(out)
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, overwrite=overwrite) as tmp:
         raw = tmp / "export.onnx"
         export_graph(model.encoder, raw)
         quantization = None

@@ -21,6 +21,7 @@ class Head(nn.Module):
 
     classifier: bool = False
     unit_vectors: bool = False
+    score_range: tuple[float, float] = (0.0, 1.0)  # what a threshold can sensibly be (clip_threshold)
 
     def matrix(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         raise TypeError(f"{type(self).__name__} scores aligned pairs only, not every pair of a batch")
@@ -35,6 +36,7 @@ class CosineHead(Head):
     """cos(a, b) in [-1, 1] (the foundation model's head)."""
 
     unit_vectors = True  # encoders L2-normalise for this head, so the dot product is the cosine
+    score_range = (-1.0, 1.0)
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return cosine(a, b)
@@ -45,6 +47,8 @@ class CosineHead(Head):
 
 class ManhattanHead(Head):
     """exp(−‖a − b‖₁) in (0, 1] (MaLSTM, Mueller & Thyagarajan 2016), on unnormalised encodings."""
+
+    score_range = (0.0, 1.0)
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.exp(-(a - b).abs().sum(-1))
@@ -109,6 +113,13 @@ HEADS: dict[str, type[Head]] = {
     "concat": ConcatHead,
     "symmetric": SymmetricHead,
 }
+
+
+def clip_threshold(name: str, threshold: float) -> float:
+    """``threshold`` within the scores head ``name`` can give: a threshold chosen just above the
+    top validation score (1.0000005 for a cosine) would otherwise make a model that never says yes."""
+    lo, hi = HEADS[name].score_range
+    return float(min(max(threshold, lo), hi))
 
 
 def build_head(name: str, dim: int) -> Head:

@@ -10,11 +10,20 @@ Built with torch's extension builder (g++ and ninja; ~30 s once, then cached und
 than ``-march=native``, so a cached build runs on any CPU of that set. Where the build fails (no
 compiler, no headers) :func:`load` warns once and returns None, and every caller falls back to
 PyTorch ops. ``SIAMESE_KERNELS=0`` in the environment turns the kernels off.
+
+The build is cached under a name keyed by the source's hash, the torch version, the Python
+version and the instruction set, so checkouts and venvs that differ never rebuild over each
+other. torch guards a build with a plain ``lock`` file that a killed build leaves behind, and
+then every later run waits on it forever; so builders of one cache entry first take an
+``flock`` beside it (released by the kernel when the process dies): holding it, any torch
+``lock`` file there is stale and removed. A build that cannot get the lock within
+``$SIAMESE_KERNELS_TIMEOUT`` seconds (default 600) warns and falls back to PyTorch ops.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shutil
 import sys
@@ -32,6 +41,20 @@ _ISA_FLAGS = {
 }
 
 
+def cache_name(source: bytes, isa: str, torch_version: str = torch.__version__) -> str:
+    """The cached build's name: what it was built from, for which torch, Python and instruction set."""
+    key = hashlib.sha256(b"\0".join([source, torch_version.encode(), sys.version.split()[0].encode(), isa.encode(),
+                                      " ".join(_COMMON_FLAGS + _ISA_FLAGS.get(isa, [])).encode()])).hexdigest()[:12]
+    return f"siamese_kernels_{isa.lower()}_{key}"
+
+
+def build_timeout() -> float:
+    try:
+        return float(os.environ.get("SIAMESE_KERNELS_TIMEOUT", "600"))
+    except ValueError:
+        return 600.0
+
+
 def load():
     """The compiled kernels module, or None (turned off, or no build here)."""
     return None if os.environ.get("SIAMESE_KERNELS", "1") == "0" else _build()
@@ -39,7 +62,11 @@ def load():
 
 @functools.cache
 def _build():
+    from torch.utils.cpp_extension import _get_build_directory
     from torch.utils.cpp_extension import load as build
+
+    from .atomic import target_lock
+    from .errors import OutputError
 
     isa = torch.backends.cpu.get_cpu_capability()
     isa = next((name for name in _ISA_FLAGS if isa.startswith(name)), "generic")
@@ -54,8 +81,16 @@ def _build():
     notice = threading.Timer(2.0, lambda: print("siamese: compiling its C++ kernels (once, ~30 s) ...", file=sys.stderr))
     notice.start()
     try:
-        return build(f"siamese_kernels_{isa.lower()}", [str(_SOURCE)], extra_cflags=_COMMON_FLAGS + _ISA_FLAGS.get(isa, []),
-                     verbose=False)
+        name = cache_name(_SOURCE.read_bytes(), isa)
+        folder = Path(_get_build_directory(name, verbose=False))
+        with target_lock(folder, timeout=build_timeout()):
+            (folder / "lock").unlink(missing_ok=True)  # torch's, left by a killed build: no builder holds it now
+            return build(name, [str(_SOURCE)], extra_cflags=_COMMON_FLAGS + _ISA_FLAGS.get(isa, []),
+                         build_directory=str(folder), verbose=False)
+    except OutputError:
+        warnings.warn(f"siamese's C++ kernels are still being built by another process after {build_timeout():g} s "
+                      "($SIAMESE_KERNELS_TIMEOUT); using PyTorch ops instead", stacklevel=3)
+        return None
     except Exception as e:  # no compiler, no headers: PyTorch ops still work
         lines = str(e).splitlines() or [type(e).__name__]
         reason = next((line for line in lines if "error" in line.lower() and "building extension" not in line), lines[-1])

@@ -20,28 +20,41 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from .atomic import atomic_dir, atomic_file
 from .calibration import Calibrator
 from .encoders import ENCODERS, TransformerEncoder, build_encoder, encoder_class
-from .errors import ConfigError, ModelError
+from .errors import ConfigError, ModelError, SiameseError
 from .glove import embedding_matrix, load_glove
-from .heads import HEADS, build_head
+from .heads import HEADS, build_head, clip_threshold
 from .losses import check_head_and_loss
-from .manifest import read_manifest
+from .manifest import Field, check_fields, read_manifest
 from .parallel import ParallelEncoder, single_threaded_ops
 from .precision import autocast, default_precision, resolve_precision
 from .progress import tqdm
 from .st_layout import encoder_weights, write_layout
 from .text import PretrainedVectorizer, Vectorizer, check_char_ngrams, check_oov_buckets, pad
 from .version import __version__
+from .weights import check_shapes, expected_shapes, load_finite, meta_build, read_header
 
 FORMAT = "siamese-model/1"
 # The decision threshold before one is chosen on validation pairs. It is fitted state, like the
 # calibration: kept on the model (config.json's top-level "threshold"), not in the architecture.
 DEFAULT_THRESHOLD = 0.7
 HEAD_PREFIX = "head."
+_BIG = 1 << 24  # ids, buckets: a bound on sizes no real model reaches, so a tampered config cannot ask for more
+# Every config.json field, checked before anything is built from it.
+MANIFEST_FIELDS = {
+    "encoder": Field(str), "head": Field(str), "loss": Field(str), "tokenizer": Field(str),
+    "dim": Field(int, optional=True, lo=1, hi=1 << 16), "encoder_options": Field(dict),
+    "glove": Field(str, optional=True), "threshold": Field(float), "lowercase": Field(bool),
+    "max_vocab": Field(int, optional=True, lo=1, hi=_BIG), "min_frequency": Field(int, lo=0),
+    "max_length": Field(int, optional=True, lo=1, hi=1 << 20), "oov_buckets": Field(int, lo=0, hi=_BIG),
+    "char_ngrams": Field(list, optional=True, lo=1, hi=64, item=int), "char_buckets": Field(int, lo=1, hi=_BIG),
+    "seed": Field(int), "vocab_size": Field(int, lo=1, hi=_BIG), "info": Field(dict, optional=True),
+    "calibration": Field(dict, optional=True), "cross": Field(bool),
+}
 
 
 @dataclass
@@ -197,6 +210,11 @@ class SiameseModel:
         """Width of the vectors :meth:`encode` returns."""
         return self.encoder.dim
 
+    def set_threshold(self, threshold: float) -> float:
+        """Set the decision threshold, clipped to the head's range of scores; returns it."""
+        self.threshold = clip_threshold(self.config.head, threshold)
+        return self.threshold
+
     # -- inference ---------------------------------------------------------------------------
 
     def encoding_precision(self, precision: str | None = None) -> str:
@@ -301,10 +319,11 @@ class SiameseModel:
 
     # -- persistence -------------------------------------------------------------------------
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the model folder atomically (a temporary folder renamed into place)."""
+    def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+        """Write the model folder atomically (see :mod:`siamese.atomic`). An existing folder is
+        replaced only when it is a siamese folder (or empty), or with ``overwrite``."""
         path = Path(path)
-        with atomic_dir(path) as tmp:
+        with atomic_dir(path, overwrite=overwrite) as tmp:
             self.write(tmp)
         self.path = path.resolve()
         return path
@@ -378,37 +397,52 @@ class SiameseModel:
         config_file = path / "config.json"
         refuse_cross(path)  # a clear line instead of "unsupported format"
         raw = read_manifest(path, "config.json", FORMAT, ModelError, "model")
+        check_fields(raw, MANIFEST_FIELDS, config_file, ModelError)
         known = {f.name for f in fields(ModelConfig)}
         config = ModelConfig(**{k: v for k, v in raw.items() if k in known})
-        config.check()
+        try:
+            config.check()
+        except SiameseError as e:
+            raise ModelError(f"{config_file}: {e}") from None
         cls_ = encoder_class(config.encoder)
         exported = getattr(cls_, "exported", False)
         for name in ("tokenizer.json", getattr(cls_, "weights_file", "model.safetensors")):
             if not (path / name).is_file():
                 raise ModelError(f"{path}: model folder is missing {name}")
-        try:
-            own_tokenizer = getattr(cls_, "own_tokenizer", False)
-            options = config.encoder_kwargs() | ({"folder": path} if exported else {})
-            encoder = build_encoder(config.encoder, None if own_tokenizer else int(raw["vocab_size"]), **options)
-            head = build_head(config.head, encoder.dim)
-        except (KeyError, TypeError, ValueError) as e:
-            raise ModelError(f"{config_file}: missing or invalid field ({e!r})") from None
+        own_tokenizer = getattr(cls_, "own_tokenizer", False)
+        if not own_tokenizer and "vocab_size" not in raw:
+            raise ModelError(f"{config_file}: missing field 'vocab_size'")
+        # The tokenizer first: vocab_size must match it before any layer is sized by it.
         if own_tokenizer or config.tokenizer == "subwords":
             vectorizer = PretrainedVectorizer.load(path / "tokenizer.json", max_length=config.max_length)
-            if not own_tokenizer and vectorizer.vocab_size != int(raw["vocab_size"]):
+            if not own_tokenizer and vectorizer.vocab_size != raw["vocab_size"]:
                 raise ModelError(f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
                                  f"({vectorizer.vocab_size} tokens)")
         else:
             vectorizer = Vectorizer.load(path / "tokenizer.json", oov_buckets=config.oov_buckets,
                                          char_ngrams=config.char_ngrams, char_buckets=config.char_buckets)
-            if vectorizer.vocab_size != int(raw["vocab_size"]):
+            if vectorizer.vocab_size != raw["vocab_size"]:
                 raise ModelError(f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
                                  f"({vectorizer.word_count} words + "
                                  f"{vectorizer.oov_buckets} oov_buckets + {vectorizer.char_buckets} char_buckets)")
-        hf_weights = encoder_weights(path) if isinstance(encoder, TransformerEncoder) else None
+        options = config.encoder_kwargs() | ({"folder": path} if exported else {})
+        vocab = None if own_tokenizer else raw["vocab_size"]
         weights = path / "model.safetensors"
         try:
-            state = {} if exported else load_file(str(weights))  # an exported graph holds its weights
+            if not (own_tokenizer or exported):  # sizes against the weight file before allocating anything
+                try:
+                    shape_of = meta_build(lambda: build_encoder(config.encoder, vocab, **options))
+                    shapes = expected_shapes({"": shape_of, HEAD_PREFIX: meta_build(lambda: build_head(config.head, shape_of.dim))})
+                except RuntimeError as e:  # e.g. sizes whose product overflows
+                    raise ValueError(str(e)) from None
+                check_shapes(weights, read_header(weights, ModelError), shapes, ModelError)
+            encoder = build_encoder(config.encoder, vocab, **options)
+            head = build_head(config.head, encoder.dim)
+        except (KeyError, TypeError, ValueError, AttributeError, NotImplementedError) as e:
+            raise ModelError(f"{config_file}: missing or invalid field ({str(e).splitlines()[0] if str(e) else e!r})") from None
+        hf_weights = encoder_weights(path) if isinstance(encoder, TransformerEncoder) else None
+        try:
+            state = {} if exported else load_finite(weights, ModelError)  # an exported graph holds its weights
             head.load_state_dict({k[len(HEAD_PREFIX):]: v for k, v in state.items() if k.startswith(HEAD_PREFIX)})
             rest = {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIX)}
             if hf_weights is None:  # every other encoder, and transformer folders written before the layout
@@ -417,16 +451,13 @@ class SiameseModel:
                 if rest:
                     raise RuntimeError(f"encoder weights here and in {hf_weights.relative_to(path)}")
                 weights = hf_weights
-                encoder.model.load_state_dict(load_file(str(hf_weights)))
+                encoder.model.load_state_dict(load_finite(hf_weights, ModelError))
         except (RuntimeError, OSError, SafetensorError) as e:
             raise ModelError(f"{weights}: weights do not fit the config ({str(e).splitlines()[0]})") from None
         encoder.eval()
         head.eval()
         model = cls(vectorizer, encoder, config, raw.get("info"), head)
-        threshold = raw.get("threshold", DEFAULT_THRESHOLD)
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
-            raise ModelError(f"{config_file}: threshold must be a number, got {threshold!r}")
-        model.threshold = float(threshold)
+        model.set_threshold(float(raw.get("threshold", DEFAULT_THRESHOLD)))  # checked with the other fields
         if raw.get("calibration") is not None:
             try:
                 model.calibrator = Calibrator.from_dict(raw["calibration"])

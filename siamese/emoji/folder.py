@@ -23,10 +23,11 @@ WEIGHTS = "model.safetensors"
 
 
 def save_folder(path: str | os.PathLike, *, fmt: str, config, module: torch.nn.Module, info: dict,
-                extra: dict | None = None, write_files: Callable[[Path], None] | None = None) -> Path:
+                extra: dict | None = None, write_files: Callable[[Path], None] | None = None,
+                overwrite: bool = False) -> Path:
     """Write ``config`` (a dataclass), ``extra`` JSON fields, ``info`` and the module's weights."""
     path = Path(path)
-    with atomic_dir(path) as tmp:
+    with atomic_dir(path, overwrite=overwrite) as tmp:
         manifest = {"format": fmt, "siamese_version": __version__, **asdict(config), **(extra or {}), "info": info}
         (tmp / "config.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         state = {k: v.detach().contiguous() for k, v in module.state_dict().items()}

@@ -132,8 +132,8 @@ class EmojiSQAM:
         top = np.argsort(-row, kind="stable")[:k]
         return [(self.names[i], float(row[i])) for i in top]
 
-    def save(self, path: str | os.PathLike) -> Path:
-        return save_folder(path, fmt=FORMAT, config=self.config, module=self.network, info=self.info,
+    def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+        return save_folder(path, fmt=FORMAT, config=self.config, module=self.network, info=self.info, overwrite=overwrite,
                            extra={"vocab_size": self.vectorizer.vocab_size, "emojis": self.names},
                            write_files=lambda tmp: self.vectorizer.save(tmp / "tokenizer.json"))
 

@@ -3,7 +3,6 @@ negative, answered by 🎉 (1f389), 😈 (1f608) and 😡 (1f621) as in the seed
 
 from __future__ import annotations
 
-import csv
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +11,7 @@ import numpy as np
 
 from ..datasets import data_root
 from ..errors import DataError
+from ..input_files import check_utf8, open_table
 
 # Class order is fixed: labels are indices into these tuples.
 SENTIMENTS = ("positive", "neutral", "negative")
@@ -39,27 +39,23 @@ def read_tweets(path: str | os.PathLike | None = None, *, text_column: str = "te
                 label_column: str = "airline_sentiment") -> Tweets:
     """Tweets and sentiment labels from a CSV (the Kaggle Twitter US Airline Sentiment columns)."""
     path = Path(path) if path is not None else default_tweets()
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
     texts, labels = [], []
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            reader = csv.DictReader(f)
-            missing = [c for c in (text_column, label_column) if c not in (reader.fieldnames or [])]
-            if missing:
-                raise DataError(f"{path}: missing column {missing[0]!r} (columns: {', '.join(reader.fieldnames or [])})")
-            for row in reader:
-                label = (row[label_column] or "").strip().lower()
-                if label not in SENTIMENTS:
-                    raise DataError(f"{path}, line {reader.line_num}, column {label_column!r}: "
-                                    f"label {row[label_column]!r} is not one of {', '.join(SENTIMENTS)}")
-                text = row[text_column]
-                if not text or not text.strip():
-                    raise DataError(f"{path}, line {reader.line_num}, column {text_column!r}: empty text")
-                texts.append(text)
-                labels.append(SENTIMENTS.index(label))
-    except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    with open_table(path) as (header, rows):
+        missing = [c for c in (text_column, label_column) if c not in header]
+        if missing:
+            raise DataError(f"{path}: missing column {missing[0]!r} (columns: {', '.join(header)})")
+        x, y = header.index(text_column), header.index(label_column)
+        for line, row in rows:
+            label = row[y].strip().lower()
+            if label not in SENTIMENTS:
+                raise DataError(f"{path}:{line}: column {label_column!r}: "
+                                f"label {row[y]!r} is not one of {', '.join(SENTIMENTS)}")
+            text = row[x]
+            if not text.strip():
+                raise DataError(f"{path}:{line}: column {text_column!r}: empty text")
+            check_utf8(text, path, line, text_column)
+            texts.append(text)
+            labels.append(SENTIMENTS.index(label))
     if not texts:
         raise DataError(f"{path}: no tweets in this file")
     return Tweets(texts, np.array(labels, dtype=np.int64))

@@ -115,8 +115,8 @@ class EmojiVAE:
     def reconstruct(self, images: np.ndarray) -> np.ndarray:
         return self.decode(self.encode(images))
 
-    def save(self, path: str | os.PathLike) -> Path:
-        return save_folder(path, fmt=FORMAT, config=self.config, module=self.module, info=self.info)
+    def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+        return save_folder(path, fmt=FORMAT, config=self.config, module=self.module, info=self.info, overwrite=overwrite)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> EmojiVAE:

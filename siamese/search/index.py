@@ -18,12 +18,21 @@ import faiss
 
 from ..atomic import atomic_dir
 from ..errors import ConfigError, ModelError, SiameseError
-from ..manifest import read_manifest
+from ..input_files import open_text
+from ..manifest import Field, check_fields, read_manifest
 from ..model import SiameseModel
 from .records import normalise
 
 FORMAT = "siamese-index/1"
 KINDS = ("flat", "hnsw", "ivf")
+# Every index.json field, checked before the index is opened.
+MANIFEST_FIELDS = {
+    "kind": Field(str), "size": Field(int, lo=0), "dim": Field(int, lo=1, hi=1 << 16),
+    "hnsw_m": Field(int, lo=2, hi=1024), "ef_search": Field(int, lo=1, hi=1 << 20), "nprobe": Field(int, lo=1, hi=1 << 20),
+    "model_fingerprint": Field(str, optional=True), "model_path": Field(str, optional=True), "threshold": Field(float),
+}
+# The FAISS class each kind is saved as.
+_FAISS_KINDS = {"flat": "IndexFlat", "hnsw": "IndexHNSW", "ivf": "IndexIVF"}
 
 
 def ivf_lists(size: int) -> int:
@@ -159,9 +168,10 @@ class DuplicateIndex:
 
     # -- persistence -------------------------------------------------------------------------
 
-    def save(self, path: str | os.PathLike) -> Path:
+    def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+        """Write the index folder atomically; see :meth:`SiameseModel.save` for ``overwrite``."""
         path = Path(path)
-        with atomic_dir(path) as tmp:
+        with atomic_dir(path, overwrite=overwrite) as tmp:
             faiss.write_index(self.index, str(tmp / "index.faiss"))
             with open(tmp / "texts.jsonl", "w", encoding="utf-8") as f:
                 for i, t in zip(self.ids, self.texts):
@@ -179,6 +189,12 @@ class DuplicateIndex:
         """Open an index; with no ``model``, the model folder recorded at build time is loaded."""
         path = Path(path)
         meta = read_manifest(path, "index.json", FORMAT, SearchIndexError, "index")
+        check_fields(meta, MANIFEST_FIELDS, path / "index.json", SearchIndexError)
+        if meta.get("kind") not in KINDS:
+            raise SearchIndexError(f"{path / 'index.json'}: unknown kind {meta.get('kind')!r} (expected one of {', '.join(KINDS)})")
+        for name in ("index.faiss", "texts.jsonl"):
+            if not (path / name).is_file():
+                raise SearchIndexError(f"{path}: index folder is missing {name}")
         if model is None:
             if not meta.get("model_path"):
                 raise SearchIndexError(f"{path}: the index does not record its model folder; pass the model explicitly")
@@ -198,15 +214,35 @@ class DuplicateIndex:
             self.index = faiss.read_index(str(path / "index.faiss"))
         except RuntimeError as e:
             raise SearchIndexError(f"{path / 'index.faiss'}: unreadable ({str(e).splitlines()[0]})") from None
+        found = type(self.index).__name__
+        if not found.startswith(_FAISS_KINDS[self.kind]):
+            raise SearchIndexError(f"{path / 'index.faiss'}: a {found}, but index.json says kind {self.kind!r}")
+        if self.index.d != model.dim or meta.get("dim", model.dim) != model.dim:
+            raise SearchIndexError(f"{path / 'index.faiss'}: vectors of width {self.index.d}, the model's are {model.dim}")
+        if self.index.metric_type != faiss.METRIC_INNER_PRODUCT:
+            raise SearchIndexError(f"{path / 'index.faiss'}: not an inner-product (cosine) index")
         if self.kind == "hnsw":
             self.index.hnsw.efSearch = self.ef_search
         elif self.kind == "ivf":
             self.index.nprobe = self.nprobe
-        with open(path / "texts.jsonl", encoding="utf-8") as f:
-            for line in f:
-                row = json.loads(line)
-                self.ids.append(row["id"])
-                self.texts.append(row["text"])
-        if self.index.ntotal != len(self.texts):
-            raise SearchIndexError(f"{path}: index holds {self.index.ntotal} vectors but texts.jsonl {len(self.texts)} texts")
+        self.ids, self.texts = read_texts_jsonl(path / "texts.jsonl")
+        if self.index.ntotal != len(self.texts) or meta.get("size", len(self.texts)) != len(self.texts):
+            raise SearchIndexError(f"{path}: index holds {self.index.ntotal} vectors, index.json says {meta.get('size')}, "
+                                   f"texts.jsonl has {len(self.texts)} texts")
         return self
+
+
+def read_texts_jsonl(file: Path) -> tuple[list[str], list[str]]:
+    """The ids and texts of an index's ``texts.jsonl``, each line checked."""
+    ids, texts = [], []
+    with open_text(file) as f:
+        for n, line in enumerate(f, 1):
+            try:
+                row = json.loads(line)
+            except (ValueError, RecursionError):
+                raise SearchIndexError(f"{file}:{n}: not a JSON line") from None
+            if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not isinstance(row.get("text"), str):
+                raise SearchIndexError(f"{file}:{n}: expected {{\"id\": string, \"text\": string}}")
+            ids.append(row["id"])
+            texts.append(row["text"])
+    return ids, texts

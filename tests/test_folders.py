@@ -1,0 +1,227 @@
+"""Output folders (siamese.atomic): nothing that is not ours is deleted, a crash at any instant
+leaves the old or the new folder complete under its name, concurrent writers are serialized."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import siamese.atomic as atomic
+from siamese import ModelConfig, SiameseModel
+from siamese.errors import OutputError
+
+from test_cli import assert_user_error, run
+
+PROBES = ["how do i learn python", "what is the best way to learn python", "where is the station"]
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+
+# A writer that saves two different models over one folder, again and again, printing each save.
+# argv: folder, "exchange" or "fallback" (two renames, as where renameat2 is missing).
+WRITER = """
+import sys
+import siamese.atomic
+from siamese import ModelConfig, SiameseModel
+if sys.argv[2] == "fallback":
+    siamese.atomic._exchange_fn = None
+texts = ["how do i learn python", "what is the best way to learn python", "where is the station"]
+models = [SiameseModel.build(texts, ModelConfig(dim=64, seed=s)) for s in (1, 2)]
+print("ready", flush=True)
+for i in range(int(sys.argv[3]) if len(sys.argv) > 3 else 10**9):
+    models[i % 2].save(sys.argv[1])
+print("done", flush=True)
+"""
+
+
+def small_model(seed: int = 0) -> SiameseModel:
+    return SiameseModel.build(PROBES, ModelConfig(dim=16, seed=seed))
+
+
+def names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+# -- never delete what is not ours -------------------------------------------------------------------
+
+
+def test_folder_of_user_files_is_refused_and_untouched(tmp_path):
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / "thesis.txt").write_text("years of work")
+    with pytest.raises(OutputError, match="not a siamese model or index.*--overwrite"):
+        small_model().save(target)
+    assert names(target) == ["thesis.txt"]
+    assert (target / "thesis.txt").read_text() == "years of work"
+    assert names(tmp_path) == ["mine"]  # no temporary folder, no lock left
+
+
+def test_overwrite_replaces_a_foreign_folder(tmp_path):
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / "notes.txt").write_text("x")
+    small_model().save(target, overwrite=True)
+    assert names(target) == ["config.json", "model.safetensors", "tokenizer.json"]
+
+
+def test_empty_folder_and_siamese_folder_are_written(tmp_path):
+    (tmp_path / "empty").mkdir()
+    small_model().save(tmp_path / "empty")
+    small_model(seed=3).save(tmp_path / "empty")  # a siamese folder: replaced without --overwrite
+    assert SiameseModel.load(tmp_path / "empty").config.seed == 3
+
+
+def test_a_file_where_the_folder_belongs_is_refused(tmp_path):
+    target = tmp_path / "model"
+    target.write_text("a file")
+    with pytest.raises(OutputError, match="a file is there"):
+        small_model().save(target, overwrite=True)
+    assert target.read_text() == "a file"
+
+
+def test_cli_refuses_user_folder_and_file_before_any_work(tmp_path, data_dir, model_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("keep")
+    assert_user_error(run("train", "--data", data_dir / "msrp/msr-para-val.tsv", "--out", mine, "--epochs", 1,
+                          check_ok=False), str(mine), "--overwrite")
+    assert names(mine) == ["keep.txt"]
+    texts = tmp_path / "texts.txt"
+    texts.write_text("one question\nanother question\n")
+    file = tmp_path / "out.txt"
+    file.write_text("precious")
+    assert_user_error(run("index", "build", model_path, "--data", texts, "--out", file, check_ok=False),
+                      str(file), "a file is there")
+    assert file.read_text() == "precious"
+    # --out . (the current folder, full of the user's files) is refused too
+    proc = subprocess.run([str(Path(sys.executable).parent / "siamese"), "index", "build", str(model_path), "--data",
+                           str(texts), "--out", "."], cwd=mine, capture_output=True, text=True, env=ENV)
+    assert_user_error(proc, "--overwrite")
+    assert names(mine) == ["keep.txt"]
+    # with --overwrite the user asked for it
+    run("index", "build", model_path, "--data", texts, "--out", mine, "--overwrite", "--quiet")
+    assert "index.json" in names(mine) and "keep.txt" not in names(mine)
+
+
+def test_unwritable_output_is_one_line(tmp_path, model_path):
+    if os.geteuid() == 0:
+        pytest.skip("root ignores permissions")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    texts = tmp_path / "texts.txt"
+    texts.write_text("one question\n")
+    locked.chmod(0o500)
+    try:
+        assert_user_error(run("index", "build", model_path, "--data", texts, "--out", locked / "idx", check_ok=False),
+                          "Permission denied")
+        assert_user_error(run("encode", model_path, "--data", texts, "--out", locked / "v.npy", check_ok=False),
+                          "Permission denied")
+    finally:
+        locked.chmod(0o700)
+    assert names(locked) == []
+
+
+# -- crashes -----------------------------------------------------------------------------------------
+
+
+def test_stale_temporary_folders_are_cleaned_and_a_hidden_old_folder_restored(tmp_path):
+    target = small_model(seed=1).save(tmp_path / "model")
+    # what a writer killed between the fallback's two renames leaves: no model, the old one hidden
+    os.replace(target, tmp_path / ".model.old-999999")
+    (tmp_path / ".model.siamese-abcd1234.tmp").mkdir()  # a killed writer's half folder
+    (tmp_path / ".model.siamese-abcd1234.tmp" / "config.json").write_text("{")
+    (tmp_path / ".model.x.siamese-keep0000.tmp").mkdir()  # another target's ("model.x"): not ours to delete
+    with atomic.target_lock(target):
+        atomic.recover(target)
+    assert SiameseModel.load(target).config.seed == 1
+    assert names(tmp_path) == [".model.x.siamese-keep0000.tmp", "model"]
+
+
+@pytest.mark.parametrize("how", ["exchange", "fallback"])
+def test_kill_at_random_instants_leaves_a_loadable_folder(tmp_path, how):
+    if how == "exchange" and atomic._exchange_fn is None:
+        pytest.skip("no renameat2 here")
+    target = tmp_path / "model"
+    rng = random.Random(0)
+    small_model().save(target)
+    seeds = set()
+    for _ in range(8):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target), how], stdout=subprocess.PIPE, text=True,
+                                env=ENV)
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.0, 0.4))  # many saves per kill: the kill lands anywhere in one
+        proc.kill()
+        proc.wait()
+        if how == "fallback":  # a crash between the two renames is repaired by the next writer
+            with atomic.target_lock(target):
+                atomic.recover(target)
+        model = SiameseModel.load(target)  # complete: old or new
+        assert model.encode(PROBES).shape == (3, model.dim)
+        seeds.add(model.config.seed)
+    small_model(seed=7).save(target)  # the next write cleans up whatever the kills left
+    assert names(tmp_path) == ["model"]
+    assert seeds & {1, 2}  # the writers did replace the folder
+
+
+def test_concurrent_writers_are_serialized(tmp_path):
+    target = tmp_path / "model"
+    small_model().save(target)
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(target), "exchange", "15"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV) for _ in range(3)]
+    missing = 0
+    while any(w.poll() is None for w in writers):  # the name always holds a complete model
+        if not (target / "config.json").is_file():
+            missing += 1
+        time.sleep(0.01)
+    for w in writers:
+        out, err = w.communicate()
+        assert w.returncode == 0, err
+        assert out.split() == ["ready", "done"]
+    assert missing == 0 or atomic._exchange_fn is None
+    assert SiameseModel.load(target).config.seed in (1, 2)
+    assert names(tmp_path) == ["model"]
+
+
+def test_a_held_lock_times_out_with_a_clear_error(tmp_path, monkeypatch):
+    target = tmp_path / "model"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time, siamese.atomic as a, pathlib\n"
+                               "with a.target_lock(pathlib.Path(sys.argv[1])):\n print('held', flush=True); time.sleep(60)",
+                               str(target)], stdout=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        monkeypatch.setenv("SIAMESE_LOCK_TIMEOUT", "0.5")
+        with pytest.raises(OutputError, match="another process is writing it"):
+            small_model().save(target)
+    finally:
+        holder.kill()
+        holder.wait()
+    small_model().save(target)  # the holder is gone: its lock went with it
+    assert names(tmp_path) == ["model"]
+
+
+def test_files_and_folder_are_fsynced_before_the_rename(tmp_path, monkeypatch):
+    synced, order = [], []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(atomic.os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd)))
+    monkeypatch.setattr(atomic.os, "replace", lambda a, b: (order.append(len(synced)), real_replace(a, b)))
+    small_model().save(tmp_path / "model")
+    assert {Path(p).name for p in synced[:order[0]]} >= {"config.json", "model.safetensors", "tokenizer.json"}
+    assert str(tmp_path) in synced[order[0]:]  # the parent, after the rename
+
+
+def test_index_json_marks_an_index_folder_as_ours(tmp_path):
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    (folder / "index.json").write_text(json.dumps({"format": "siamese-index/1"}))
+    (folder / "texts.jsonl").write_text("")
+    assert atomic.is_siamese_folder(folder)
+    (folder / "index.json").write_text(json.dumps({"format": "someone-else"}))
+    assert not atomic.is_siamese_folder(folder)
+    np.testing.assert_equal(names(folder), ["index.json", "texts.jsonl"])

@@ -1,0 +1,183 @@
+"""Malformed input files stop with ``file:line: what`` (exit 2) instead of silently giving wrong
+data: unbalanced quotes, rows of the wrong width, repeated header names, a delimiter that does not
+match the extension, UTF-16, and OS errors on inputs and outputs."""
+
+from __future__ import annotations
+
+import codecs
+import os
+from pathlib import Path
+
+import pytest
+
+from siamese import read_pairs, read_texts
+from siamese.answers import read_trecqa
+from siamese.distill import read_corpus
+from siamese.emoji.tweets import read_tweets
+from siamese.errors import DataError, OutputError
+
+from test_cli import assert_user_error, run
+
+
+@pytest.fixture
+def quora(data_dir) -> list[str]:
+    return (data_dir / "quora/quora_question_pairs_sample300.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+def write(path: Path, lines: list[str], encoding: str = "utf-8") -> Path:
+    path.write_text("".join(lines), encoding=encoding, newline="")
+    return path
+
+
+def open_quote(line: str, field: int = 3) -> str:
+    """The line with a quote opened at the start of one field and never closed (or one quote removed)."""
+    if '"' in line:
+        i = line.index('"')
+        return line[:i] + line[i + 1:]
+    parts = line.split(",")
+    parts[field] = '"' + parts[field]
+    return ",".join(parts)
+
+
+@pytest.mark.parametrize("line", [30, 70, 123, 199, 295])
+def test_unbalanced_quote_is_an_error_naming_the_line(tmp_path, quora, line):
+    lines = list(quora)
+    lines[line - 1] = open_quote(lines[line - 1])
+    with pytest.raises(DataError, match=rf"bad.csv:{line}: unbalanced quote"):
+        read_pairs(write(tmp_path / "bad.csv", lines))
+
+
+def test_unbalanced_quote_that_keeps_the_row_width_is_still_caught(tmp_path):
+    # the quoted field swallows the next line and ends right before a comma: 3 fields, as the header
+    bad = write(tmp_path / "bad.csv", ['text1,text2,label\n', '"How do I learn Python?,What is Python\n',
+                                       'really",1\n', 'a,b,0\n'])
+    with pytest.raises(DataError, match="bad.csv:2: unbalanced quote"):
+        read_pairs(bad)
+    # a properly quoted field over two lines is valid CSV
+    good = write(tmp_path / "good.csv", ['text1,text2,label\n', '"How do I learn\nPython?",What is Python,1\n', 'a,b,0\n'])
+    assert read_pairs(good).text1[0] == "How do I learn\nPython?"
+
+
+def test_cli_evaluate_stops_on_an_unbalanced_quote(tmp_path, quora, model_path):
+    lines = list(quora)
+    lines[122] = open_quote(lines[122])
+    bad = write(tmp_path / "bad.csv", lines)
+    assert_user_error(run("evaluate", model_path, "--data", bad, check_ok=False), "bad.csv:123: unbalanced quote")
+
+
+def test_index_texts_with_an_unbalanced_quote_are_refused(tmp_path, quora, model_path):
+    # the 600 questions of the sample as one column; one quote opened and never closed
+    lines = ["question\n"] + [f'"{q.strip()}"\n' for row in quora[1:] for q in row.split(",")[3:5] if '"' not in q]
+    lines[10] = lines[10][1:]  # the closing quote only: a stray quote inside an unquoted field is fine ...
+    lines[20] = '"' + lines[20].strip().strip('"') + "\n"  # ... an opening one that never closes is not
+    texts = write(tmp_path / "questions.csv", lines)
+    with pytest.raises(DataError, match="questions.csv:21: unbalanced quote"):
+        read_texts(texts)
+    assert_user_error(run("index", "build", model_path, "--data", texts, "--out", tmp_path / "idx", check_ok=False),
+                      "questions.csv:21")
+    assert not (tmp_path / "idx").exists()
+
+
+def test_row_with_the_wrong_number_of_fields(tmp_path, quora):
+    lines = list(quora)
+    lines[41] = lines[41].rstrip("\n") + ",extra\n"
+    with pytest.raises(DataError, match="bad.csv:42: expected 6 fields, found 7"):
+        read_pairs(write(tmp_path / "bad.csv", lines))
+    lines = list(quora)
+    lines[41] = ",".join(lines[41].split(",")[:5]) + "\n"
+    with pytest.raises(DataError, match="bad.csv:42: expected 6 fields, found 5"):
+        read_pairs(write(tmp_path / "bad.csv", lines))
+
+
+def test_duplicate_header_name(tmp_path, quora):
+    lines = list(quora)
+    lines[0] = "id,qid1,qid2,question1,question1,is_duplicate\n"
+    with pytest.raises(DataError, match="bad.csv:1: column 'question1' appears twice"):
+        read_pairs(write(tmp_path / "bad.csv", lines), text1="question1", text2="question2", label="is_duplicate")
+    texts = write(tmp_path / "texts.csv", ["question,question\n", "a,b\n"])
+    with pytest.raises(DataError, match="appears twice"):
+        read_texts(texts)
+
+
+def test_tsv_content_in_a_csv_and_csv_content_in_a_tsv(tmp_path, quora):
+    tsv_lines = [line.replace(",", "\t") for line in quora]  # the sample's texts hold no tab
+    bad = write(tmp_path / "pairs.csv", tsv_lines)
+    with pytest.raises(DataError, match="pairs.csv:1: the first line is tab-separated"):
+        read_pairs(bad, text1="question1", text2="question2", label="is_duplicate")
+    with pytest.raises(DataError, match="tab-separated"):
+        read_texts(bad, "question1")
+    good = write(tmp_path / "pairs.tsv", [line.replace(",", " ") for line in quora[:1]] and ["text1\ttext2\tlabel\n", "a\tb\t1\n"])
+    assert len(read_pairs(good)) == 1
+    csv_in_tsv = write(tmp_path / "other.tsv", ["text1,text2,label\n", "a,b,1\n"])
+    with pytest.raises(DataError, match="other.tsv:1: the first line is comma-separated"):
+        read_pairs(csv_in_tsv, format="generic")
+
+
+def test_utf16_with_a_bom_is_read_and_without_one_refused(tmp_path, quora):
+    expected = read_pairs(write(tmp_path / "utf8.csv", quora))
+    for encoding in ("utf-16", "utf-16-be", "utf-32"):
+        path = tmp_path / f"{encoding}.csv"
+        data = "".join(quora).encode(encoding)
+        if not data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE)):
+            data = codecs.BOM_UTF16_BE + data
+        path.write_bytes(data)
+        pairs = read_pairs(path)
+        assert pairs.text1 == expected.text1 and list(pairs.labels) == list(expected.labels)
+    (tmp_path / "nobom.csv").write_bytes("".join(quora).encode("utf-16-le"))
+    with pytest.raises(DataError, match="nobom.csv: holds NUL bytes.*UTF-16 without a byte-order mark"):
+        read_pairs(tmp_path / "nobom.csv", format="quora")
+    (tmp_path / "lines.txt").write_bytes("first question\nsecond question\n".encode("utf-16"))
+    assert read_texts(tmp_path / "lines.txt") == ["first question", "second question"]
+
+
+def test_other_readers_check_their_csv_too(tmp_path, data_dir):
+    trec = (data_dir / "trecqa/train.csv").read_text(encoding="utf-8").splitlines(keepends=True)[:50]
+    lines = list(trec)
+    lines[0] = "qtext,label,qtext\n"
+    with pytest.raises(DataError, match="appears twice"):
+        read_trecqa(write(tmp_path / "trec.csv", lines))
+    lines = list(trec)
+    lines[9] = lines[9].rstrip("\n") + ",x\n"
+    with pytest.raises(DataError, match="trec.csv:10: expected 3 fields"):
+        read_trecqa(write(tmp_path / "trec.csv", lines))
+    tweets = (data_dir / "airline_tweets/Tweets_12000.csv").read_text(encoding="utf-8").splitlines(keepends=True)[:40]
+    header = tweets[0].split(",")
+    tweets[0] = ",".join(header[:2] + [header[1]] + header[3:])
+    with pytest.raises(DataError, match="appears twice"):
+        read_tweets(write(tmp_path / "tweets.csv", tweets))
+    corpus = write(tmp_path / "corpus.csv", ["text\n", '"one text\n', "two\n"])
+    with pytest.raises(DataError, match="corpus.csv:2: unbalanced quote"):
+        read_corpus([corpus], column="text")
+
+
+def test_os_errors_on_inputs_are_one_line(tmp_path, model_path):
+    (tmp_path / "folder.csv").mkdir()
+    with pytest.raises(DataError, match="folder.csv: is a folder"):
+        read_pairs(tmp_path / "folder.csv", format="generic")
+    assert_user_error(run("evaluate", model_path, "--data", tmp_path / "folder.csv", check_ok=False), "is a folder")
+    assert_user_error(run("encode", model_path, "--data", tmp_path / "folder.csv", "--out", tmp_path / "v.npy",
+                          check_ok=False), "is a folder")
+    if os.geteuid() != 0:  # root reads anything
+        secret = tmp_path / "secret.txt"
+        secret.write_text("a question\n")
+        secret.chmod(0)
+        assert_user_error(run("encode", model_path, "--data", secret, "--out", tmp_path / "v.npy", check_ok=False),
+                          "secret.txt", "Permission denied")
+
+
+def test_os_errors_on_outputs_are_one_line(tmp_path, model_path):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("one question\nanother one\n")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert_user_error(run("encode", model_path, "--data", texts, "--out", blocker / "v.npy", "--quiet", check_ok=False),
+                      str(blocker))
+    assert_user_error(run("index", "build", model_path, "--data", texts, "--out", blocker / "idx", check_ok=False),
+                      str(blocker))
+    (tmp_path / "dir.npy").mkdir()
+    assert_user_error(run("encode", model_path, "--data", texts, "--out", tmp_path / "dir.npy", "--quiet", check_ok=False),
+                      "a folder is there")
+    with pytest.raises(OutputError, match="a folder is there"):
+        from siamese.vectors import write_vectors
+
+        write_vectors(tmp_path / "dir.npy", [[0.0]])
