@@ -116,7 +116,7 @@ def main():
     report = {"model": str(args.model or "quick LSTM (1 epoch, 2,000 MSRP pairs)"), "clients": args.clients,
               "seconds": args.seconds, "cpus": os.cpu_count(), "results": results}
     args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"| | requests/s | p50 ms | p99 ms |\n|---|---|---|---|")
+    print("| | requests/s | p50 ms | p99 ms |\n|---|---|---|---|")
     for name, r in results.items():
         print(f"| {name} | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} |")
 

@@ -8,7 +8,6 @@ import json
 import select
 import socket
 import subprocess
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
