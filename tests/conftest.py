@@ -119,13 +119,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass
+class Served:
+    base: str  # http://127.0.0.1:PORT
+    port: int
+    proc: subprocess.Popen
+    log: Path  # the server's stderr (its access log)
+
+
 @contextlib.contextmanager
-def serving(model_path, index_path=None):
-    """``siamese serve`` in a subprocess on a free 127.0.0.1 port; yields its base URL."""
+def serving(model_path, index_path=None, *args: str, log: Path | None = None, env: dict | None = None):
+    """``siamese serve`` in a subprocess on a free 127.0.0.1 port; yields its base URL (or, with
+    ``log`` given, a Served whose log file holds its stderr). Extra ``args`` go to the command."""
     port = free_port()
     extra = ["--index", str(index_path)] if index_path else []
-    proc = subprocess.Popen([str(SCRIPT), "serve", str(model_path), *extra, "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log_file = Path(log) if log else Path(os.devnull)
+    with open(log_file, "w") as stderr:  # a file, not a pipe: a full pipe would stall the server
+        proc = subprocess.Popen([str(SCRIPT), "serve", str(model_path), *extra, "--port", str(port), *args],
+                                stdout=subprocess.DEVNULL, stderr=stderr, text=True,
+                                env={**os.environ, **(env or {})})
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     try:
@@ -135,11 +147,11 @@ def serving(model_path, index_path=None):
                 break
             except (urllib.error.URLError, ConnectionError):
                 if proc.poll() is not None:
-                    pytest.fail(f"server exited: {proc.stderr.read()}")
+                    pytest.fail(f"server exited: {log_file.read_text() if log else proc.returncode}")
                 time.sleep(0.2)
         else:
             pytest.fail("server did not start within 60 s")
-        yield base
+        yield Served(base, port, proc, log_file) if log else base
     finally:
         proc.terminate()
         try:

@@ -185,3 +185,30 @@ def test_dedupe_verify_lets_the_cross_encoder_decide_the_band(cross_model, train
                "question1", "--out", tmp_path / "cli", "--threshold", 0.8, "--verify", path, "--verify-all", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["verified"]["band"] is None
+
+
+def test_served_cross_encoder_answers_similarity_and_refuses_vectors(cross_model):
+    import urllib.error
+    import urllib.request
+
+    from conftest import serving
+
+    model, path = cross_model
+    pairs = [["How do I learn Python?", "What is the best way to learn Python?"], ["How do I learn Python?", "Where is Paris?"]]
+
+    def post(base, route, body):
+        request = urllib.request.Request(base + route, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    with serving(path) as base:
+        status, out = post(base, "/similarity", {"pairs": pairs, "explain": True})
+        assert status == 200
+        expected = model.similarity([a for a, _ in pairs], [b for _, b in pairs])
+        assert [r["similarity"] for r in out["results"]] == pytest.approx(expected.tolist(), abs=1e-5)
+        assert out["results"][0]["explanation"]["method"] == "occlusion"
+        status, out = post(base, "/embed", {"texts": ["a question"]})
+        assert status == 400 and "cross-encoder" in out["detail"]

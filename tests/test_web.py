@@ -167,4 +167,16 @@ def test_links_to_the_api_docs(server, browser):
         link.click()
     assert page.url == server[0] + "/docs"
     assert "siamese" in page.title()  # FastAPI's interactive docs page of this app
+
+
+def test_csp_blocks_injected_scripts(server, browser):
+    """The page's own script runs (it fills the footer), an injected inline one does not."""
+    page = browser.new_page()
+    blocked = []
+    page.on("console", lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None)
+    page.goto(server[0] + "/")
+    page.locator("#footer").filter(has_text="indexed").wait_for()
+    ran = page.evaluate("""() => { const s = document.createElement('script'); s.textContent = 'window.injected = 1';
+                                   document.body.append(s); return window.injected === 1; }""")
+    assert ran is False and blocked
     page.close()

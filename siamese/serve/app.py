@@ -1,22 +1,33 @@
-"""The HTTP API: similarity, search, embeddings (also OpenAI-compatible), health.
+"""The HTTP API: similarity, search, embeddings (also OpenAI-compatible), health, metrics.
 
 Thin by design: requests are validated (sizes limited, clear 4xx), then the Python API does the
-work. Bad input never yields a 5xx.
+work. Bad input never yields a 5xx. Around the handlers, from the outside in: metrics and the
+access log (metrics.py), security headers and API keys (security.py), body limits and strict
+JSON (limits.py); the model's encoding goes through the batcher (batching.py).
 """
 
 from __future__ import annotations
 
 import base64
+import copy
+from collections.abc import Sequence
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import anyio.to_thread
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 
+from ..errors import ConfigError
 from ..model import SiameseModel
 from ..search import DuplicateIndex
 from ..version import __version__
+from .batching import BatchConfig, BatchedModel, Batcher, Overloaded
+from .limits import BodyLimits
+from .metrics import Metrics, Observe
+from .security import ApiKeys, SecurityHeaders
 
 
 @dataclass(frozen=True)
@@ -25,6 +36,7 @@ class Limits:
     max_chars: int = 2_000  # characters per text
     max_body_bytes: int = 1_000_000
     max_k: int = 100
+    read_timeout: float = 15.0  # seconds for a request's headers, and again for its body (408)
 
 
 class PairsRequest(BaseModel):
@@ -55,16 +67,52 @@ class OpenAIEmbeddingRequest(BaseModel):
     user: str | None = None
 
 
-def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits: Limits = Limits()) -> FastAPI:
-    app = FastAPI(title="siamese", version=__version__, description="Siamese similarity service")
+def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits: Limits = Limits(), *,
+               batching: BatchConfig = BatchConfig(), api_keys: Sequence[str] = ()) -> FastAPI:
+    metrics = Metrics()
     model_name = model.path.name if model.path else "siamese"
+    # A cross-encoder (siamese.cross) scores pairs only: /similarity, no vectors, so no batcher of
+    # texts to encode (each request's pairs are one call) and no index.
+    cross = getattr(model, "kind", None) == "cross"
+    if cross and index is not None:
+        raise ConfigError("a cross-encoder has no vectors to search an index with; serve it without --index")
+    batcher = None if cross else Batcher(model.encode, batching, on_batch=metrics.observe_batch)
+    if not cross:
+        model = BatchedModel(model, batcher)  # the handlers below encode through the batcher
+    if index is not None:
+        index = copy.copy(index)  # the same FAISS index and texts, searched with the batched model
+        index.model = model
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):
-        size = request.headers.get("content-length")
-        if size is not None and size.isdigit() and int(size) > limits.max_body_bytes:
-            return JSONResponse({"detail": f"request body over {limits.max_body_bytes} bytes"}, status_code=413)
-        return await call_next(request)
+    @asynccontextmanager
+    async def lifespan(app):
+        # waiting requests each hold a worker thread: let the queue, not the thread pool, be the limit
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        limiter.total_tokens = max(limiter.total_tokens, batching.max_queue + 16)
+        yield
+        if batcher is not None:
+            batcher.close()
+
+    app = FastAPI(title="siamese", version=__version__, description="Siamese similarity service", lifespan=lifespan)
+    page = Path(__file__).with_name("static") / "index.html"
+    # add_middleware wraps what is there: the last added runs first
+    app.add_middleware(BodyLimits, max_bytes=limits.max_body_bytes, timeout=limits.read_timeout)
+    app.add_middleware(ApiKeys, keys=api_keys)
+    app.add_middleware(SecurityHeaders, page=page)
+    routes: set[str] = set()  # filled once the routes below exist
+    app.add_middleware(Observe, metrics=metrics, routes=routes)
+
+    @app.exception_handler(Overloaded)
+    async def overloaded(request: Request, e: Overloaded):
+        return JSONResponse({"detail": f"server busy: {e}"}, status_code=429, headers={"Retry-After": "1"})
+
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus_metrics():
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
+
+    def needs_vectors() -> None:
+        if cross:
+            raise HTTPException(400, "this model is a cross-encoder: it scores pairs (/similarity) and has no vectors")
 
     def check_texts(texts: list[str], field: str) -> None:
         if not texts:
@@ -76,8 +124,6 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
                 raise HTTPException(413, f"'{field}'[{i}] has {len(t)} characters; at most {limits.max_chars}")
             if not t.strip():
                 raise HTTPException(422, f"'{field}'[{i}] is empty")
-
-    page = Path(__file__).with_name("static") / "index.html"
 
     @app.get("/", include_in_schema=False)
     def home():
@@ -116,12 +162,14 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
 
     @app.post("/embed")
     def embed(req: EmbedRequest):
+        needs_vectors()
         check_texts(req.texts, "texts")
         vectors = model.encode(req.texts)
         return {"dim": int(vectors.shape[1]), "embeddings": vectors.tolist()}
 
     @app.post("/v1/embeddings")
     def openai_embeddings(req: OpenAIEmbeddingRequest):
+        needs_vectors()
         texts = [req.input] if isinstance(req.input, str) else req.input
         check_texts(texts, "input")
         if req.encoding_format not in ("float", "base64"):
@@ -137,4 +185,5 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
         return {"object": "list", "data": data, "model": req.model or model_name,
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
+    routes.update(route.path for route in app.routes)
     return app

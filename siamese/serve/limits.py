@@ -1,0 +1,134 @@
+"""Request bodies read under limits: size counted as bytes arrive (413), a deadline (408), strict JSON (422).
+
+An ASGI middleware in front of the app. It reads the whole body itself before the app sees the
+request, so the limits hold whatever the transfer encoding (a chunked body has no Content-Length
+to check) and a slow or half-sent body cannot hold a worker. The body is then checked as strict
+JSON: Python's parser accepts NaN/Infinity, 1e400 (inf) and lone surrogates ("\\ud800"), which
+later break the tokenizer or the JSON response (a 500); deep nesting exhausts its recursion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+MAX_DEPTH = 32  # our requests nest 3 deep ({"pairs": [[a, b]]})
+DRAIN_BYTES = 8_000_000  # a refused body up to this declared size is read and dropped, not cut off
+
+
+def must_close(scope: Scope) -> bool:
+    """Whether an early answer should close the connection rather than let the server drop the
+    rest of the body. Closing with bytes unread resets the connection, and many clients (urllib,
+    requests) then report a broken pipe instead of our answer: only do it for big or unsized bodies."""
+    headers = dict(scope["headers"])
+    declared = headers.get(b"content-length", b"")
+    if declared.isdigit():
+        return int(declared) > DRAIN_BYTES
+    return b"transfer-encoding" in headers
+
+
+class BadBody(ValueError):
+    """A body Python's json would take but the API cannot: non-finite number, lone surrogate, deep nesting."""
+
+
+async def reply(send: Send, status: int, detail: str, *, close: bool = False, headers: dict[str, str] | None = None):
+    """A JSON error response; ``close`` when the rest of the body is left unread."""
+    body = json.dumps({"detail": detail}).encode()
+    extra = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *([(b"connection", b"close")] if close else []), *extra]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _constant(name: str):
+    raise BadBody(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise BadBody(f"number {text[:20]} is out of range")
+    return value
+
+
+def check_json(body: bytes) -> None:
+    """Raise BadBody (or ValueError for malformed JSON) naming what and where."""
+    try:
+        doc = json.loads(body, parse_constant=_constant, parse_float=_finite)
+    except RecursionError:
+        raise BadBody(f"nested more than {MAX_DEPTH} levels deep") from None
+    stack = [(doc, "body", 0)]  # iterative: the walk itself must not recurse
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise BadBody(f"nested more than {MAX_DEPTH} levels deep (at {where})")
+        if isinstance(value, str):
+            _check_text(value, where)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                _check_text(key, f"{where} key {key[:20]!r}")
+                stack.append((item, f"{where}.{key[:40]}", depth + 1))
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value))
+
+
+def _check_text(text: str, where: str) -> None:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise BadBody(f"{where} holds a lone surrogate (\\u{ord(text[e.start]):04x}), which is not text") from None
+
+
+class BodyLimits:
+    """ASGI middleware: at most ``max_bytes`` read within ``timeout`` seconds, then checked as JSON."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int, timeout: float):
+        self.app, self.max_bytes, self.timeout = app, max_bytes, timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        too_big = f"request body over {self.max_bytes} bytes"
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            return await reply(send, 413, too_big, close=must_close(scope))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        chunks, size, more = [], 0, True
+        while more:
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                return await reply(send, 408, f"request body not received within {self.timeout:g} s", close=True)
+            if message["type"] == "http.disconnect":
+                return  # the client left: nobody to answer
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                return await reply(send, 413, too_big, close=True)
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        if body and scope["method"] in ("POST", "PUT", "PATCH"):
+            try:
+                check_json(body)
+            except BadBody as e:
+                return await reply(send, 422, f"request body: {e}")
+            except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, too many digits
+                return await reply(send, 422, f"request body is not valid JSON: {str(e)[:200]}")
+
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()  # the app waits for a disconnect, as it would
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)

@@ -1,0 +1,98 @@
+"""Who may call the API (optional API keys) and what a browser may do with our answers (security headers).
+
+With keys set, every request needs ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``, except
+the web page itself and /health (load balancers probe it). The page's own calls then need a key too.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..errors import ConfigError
+from .limits import must_close, reply
+
+OPEN_PATHS = frozenset({"/", "/health"})
+ENV_KEYS = "SIAMESE_API_KEYS"
+
+
+def api_keys(given: Iterable[str] | None) -> list[str]:
+    """The keys from the command line, else from $SIAMESE_API_KEYS (comma-separated); [] = no auth."""
+    keys = list(given or []) or [k.strip() for k in os.environ.get(ENV_KEYS, "").split(",") if k.strip()]
+    for key in keys:
+        if len(key) < 8 or not key.isprintable() or not key.isascii() or " " in key:
+            raise ConfigError("an API key must be at least 8 printable ASCII characters without spaces")
+    return keys
+
+
+class ApiKeys:
+    """ASGI middleware: 401 for requests without a valid key (when keys are set)."""
+
+    def __init__(self, app: ASGIApp, *, keys: Iterable[str]):
+        self.app = app
+        self.keys = [k.encode() for k in keys]
+
+    def allowed(self, scope: Scope) -> bool:
+        headers = dict(scope["headers"])
+        given = headers.get(b"x-api-key")
+        scheme, _, token = headers.get(b"authorization", b"").partition(b" ")
+        if given is None and scheme.lower() == b"bearer":
+            given = token.strip()
+        # compare_digest against every key: the time taken does not tell which bytes matched
+        return given is not None and any([hmac.compare_digest(given, key) for key in self.keys])
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self.keys or scope["path"] in OPEN_PATHS or self.allowed(scope):
+            return await self.app(scope, receive, send)
+        await reply(send, 401, "missing or invalid API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
+                    close=must_close(scope), headers={"WWW-Authenticate": "Bearer"})
+
+
+def inline_hashes(page: Path) -> str:
+    """CSP sources for the page's inline <script> and <style> blocks, so nothing else inline runs."""
+    html = page.read_text(encoding="utf-8")
+    sources = {}
+    for tag in ("script", "style"):
+        digests = [base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
+                   for body in re.findall(rf"<{tag}>(.*?)</{tag}>", html, flags=re.S)]
+        sources[tag] = " ".join(f"'sha256-{d}'" for d in digests) or "'none'"
+    return (f"default-src 'none'; script-src {sources['script']}; style-src {sources['style']}; "
+            "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+
+
+# FastAPI's /docs and /redoc load Swagger UI / ReDoc from jsdelivr and start them with an inline script
+DOCS_CSP = ("default-src 'none'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+            "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; img-src 'self' data: https://fastapi.tiangolo.com; "
+            "connect-src 'self'; worker-src blob:; frame-ancestors 'none'")
+API_CSP = "default-src 'none'; frame-ancestors 'none'"
+
+
+class SecurityHeaders:
+    """ASGI middleware: the same protective headers on every response, a CSP fitting each kind."""
+
+    def __init__(self, app: ASGIApp, *, page: Path):
+        self.app = app
+        self.page_csp = inline_hashes(page)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope["path"]
+        csp = self.page_csp if path == "/" else DOCS_CSP if path in ("/docs", "/redoc") else API_CSP
+        extra = [(b"content-security-policy", csp.encode()), (b"x-content-type-options", b"nosniff"),
+                 (b"x-frame-options", b"DENY"), (b"referrer-policy", b"no-referrer"),
+                 (b"cross-origin-resource-policy", b"same-origin")]
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
