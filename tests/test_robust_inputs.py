@@ -176,7 +176,7 @@ def test_os_errors_on_outputs_are_one_line(tmp_path, model_path):
                       str(blocker))
     (tmp_path / "dir.npy").mkdir()
     assert_user_error(run("encode", model_path, "--data", texts, "--out", tmp_path / "dir.npy", "--quiet", check_ok=False),
-                      "a folder is there")
+                      "is a folder")
     with pytest.raises(OutputError, match="a folder is there"):
         from siamese.vectors import write_vectors
 
