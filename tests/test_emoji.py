@@ -152,8 +152,8 @@ def test_reads_airline_tweets_with_three_sentiments(data_dir):
 
 
 @pytest.mark.parametrize("content, message", [
-    ("text,airline_sentiment\nhello,happy\n", "line 2, column 'airline_sentiment': label 'happy'"),
-    ("text,airline_sentiment\n,positive\n", "line 2, column 'text': empty text"),
+    ("text,airline_sentiment\nhello,happy\n", "csv:2: column 'airline_sentiment': label 'happy'"),
+    ("text,airline_sentiment\n,positive\n", "csv:2: column 'text': empty text"),
     ("tweet,airline_sentiment\nhello,positive\n", "missing column 'text'"),
 ])
 def test_bad_tweet_files_name_line_and_column(tmp_path, content, message):
@@ -277,7 +277,7 @@ def test_bad_inputs_exit_with_one_line_and_write_nothing(tmp_path, small_vae, em
     tweets.write_text("text,airline_sentiment\n@united ok,positive\n@united meh,so-so\n")
     model = tmp_path / "model"
     assert_user_error(run("emoji", "train", "--vae", small_vae[1], "--out", model, "--data", tweets,
-                          "--images", emoji_dir, "--quiet", check_ok=False), "line 3", "airline_sentiment", "so-so")
+                          "--images", emoji_dir, "--quiet", check_ok=False), "tweets.csv:3:", "airline_sentiment", "so-so")
     assert not model.exists()
 
     assert_user_error(run("emoji", "suggest", tmp_path, "hello", check_ok=False), "not a siamese emoji SQAM model folder")
