@@ -20,6 +20,7 @@ FormatOpt = Annotated[str, typer.Option("--format", help="Data format: auto, quo
 Text1Opt = Annotated[Optional[str], typer.Option("--text1", help="Column holding the first text.")]
 Text2Opt = Annotated[Optional[str], typer.Option("--text2", help="Column holding the second text.")]
 LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Column holding the 0/1 label.")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="auto (a GPU when there is one, else the CPU), cpu, cuda, cuda:N or mps.")]
 TargetPrecisionOpt = Annotated[Optional[float], typer.Option(
     "--target-precision", help="Set the threshold to the lowest one reaching this precision on the pairs (error if none does).")]
 TargetRecallOpt = Annotated[Optional[float], typer.Option(
@@ -105,6 +106,36 @@ def _encoder_options(pairs: list[str] | None, **named) -> dict:
     return options
 
 
+def _in_workers() -> bool:
+    from .distributed import world
+
+    return world().distributed
+
+
+def _launch_workers(nproc: int, command, options: dict) -> None:
+    """Run ``command(**options)`` on ``nproc`` local workers (siamese.distributed.launch); a user
+    error in a worker (it printed its own ``error: ...``) exits 2 here too."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    from .distributed import launch
+
+    try:
+        launch(nproc, _worker, command, options)
+    except ChildFailedError as e:
+        codes = {failure.exitcode for failure in e.failures.values()}
+        if codes == {2}:
+            raise typer.Exit(2) from None
+        raise SiameseError(f"a training worker failed (exit codes {sorted(codes)}); see its messages above") from None
+
+
+def _worker(command, options: dict) -> None:
+    """One launched worker: the command, with its user errors as exit code 2."""
+    try:
+        command(**options)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+
+
 def _emit(result: dict, as_json: bool, lines: list[str]) -> None:
     if as_json:
         typer.echo(json.dumps(result))
@@ -158,12 +189,18 @@ def train(
     checkpoint: Annotated[Optional[Path], typer.Option(help="After every epoch, rewrite this folder: a model folder of that epoch's weights plus what --resume needs.")] = None,
     resume: Annotated[Optional[Path], typer.Option(help="Continue the killed run that wrote this --checkpoint folder (its options are read from it; it ends after the same epochs).")] = None,
     workers: Annotated[Optional[int], typer.Option(min=1, help="Threads encoding parts of each batch in parallel (default: one per core).")] = None,
+    device: DeviceOpt = "auto",
+    nproc: Annotated[int, typer.Option(min=1, help="Train on N local worker processes (torch.distributed: DDP, gloo on CPUs, nccl on GPUs), each on its shard of every batch; across machines use torchrun --nnodes M --nproc-per-node N -m siamese train ...")] = 1,
+    gather: Annotated[bool, typer.Option("--gather/--no-gather", help="With several workers: the loss of the whole batch, its vectors gathered from every worker (as one process); --no-gather: each worker's shard alone (fewer in-batch negatives).")] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     as_json: JsonOpt = False,
 ):
     """Train a Siamese model: by default the LSTM with the hard-negative triplet loss on duplicate pairs."""
+    given = dict(locals())
+    if nproc > 1 and not _in_workers():  # the launched workers run this command again, as torchrun's do
+        return _launch_workers(nproc, train, given)
     command = {k: [str(p) for p in v] if isinstance(v, list) else str(v) if isinstance(v, Path) else v
-               for k, v in locals().items()}  # this run's options, kept in the checkpoint for --resume
+               for k, v in given.items()}  # this run's options, kept in the checkpoint for --resume
     if resume is not None and data is None:
         return train(**_saved_train_options(resume), resume=resume, quiet=quiet, as_json=as_json)
     if not data or out is None:
@@ -198,7 +235,8 @@ def train(
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, loss_options=loss_options, seed=seed, warmup_steps=warmup_steps,
                          keep_initial=keep_initial, teacher=teacher,
                          precision=precision, threshold_metric=threshold_metric, workers=workers,
-                         calibrate=calibrate, target_precision=target_precision, target_recall=target_recall)
+                         calibrate=calibrate, target_precision=target_precision, target_recall=target_recall,
+                         device=device, gather=gather)
     options = _encoder_options(option, pooling=pooling, path=transformer,
                                frozen_layers=frozen_layers or None)
     model_config = ModelConfig(encoder=encoder, head=head, loss=loss, dim=dim, encoder_options=options,
@@ -207,6 +245,8 @@ def train(
                                char_buckets=char_buckets)
     model = run_training(pairs, val, model_config=model_config, config=config, checkpoint=resume or checkpoint,
                          resume=resume is not None, run={"cli": {**command, "resume": None}}, progress=not quiet)
+    if "threshold" not in model.info["training"]:  # a worker other than rank 0: it writes and says nothing
+        return
     model.save(out)
     info = model.info["training"]
     last = info["history"][-1]
@@ -265,13 +305,14 @@ def evaluate(
     text1: Text1Opt = None,
     text2: Text2Opt = None,
     label: LabelOpt = None,
+    device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
     """Accuracy, precision, recall, F1, ROC-AUC, AP, calibration (Brier, ECE, log-loss) and the confusion matrix on labelled pairs."""
     from .evaluation import evaluate_pairs
     from .model import SiameseModel
 
-    model = SiameseModel.load(model_dir)
+    model = SiameseModel.load(model_dir, device=device)
     ev = evaluate_pairs(model, _read(data, format, text1, text2, label), threshold=threshold)
     result = dict(ev.metrics)
     if report is not None:
@@ -649,6 +690,7 @@ def serve(
     index_dir: Annotated[Optional[Path], typer.Option("--index", help="Index folder for /search.")] = None,
     host: str = "127.0.0.1",
     port: int = 8000,
+    device: DeviceOpt = "auto",
 ):
     """Serve the model over HTTP: /similarity, /search, /embed, /v1/embeddings, /health, /docs."""
     import uvicorn
@@ -657,7 +699,7 @@ def serve(
     from .search import DuplicateIndex
     from .serve import create_app
 
-    model = SiameseModel.load(model_dir)
+    model = SiameseModel.load(model_dir, device=device)
     index = DuplicateIndex.load(index_dir, model) if index_dir else None
     uvicorn.run(create_app(model, index), host=host, port=port, log_level="warning")
 

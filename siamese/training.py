@@ -302,9 +302,9 @@ def _train(train_pairs: Pairs, val_pairs: Pairs | None, *, model_config: ModelCo
     if world.distributed:
         from torch.nn.parallel import DistributedDataParallel
 
-        # find_unused_parameters: a transformer's pooler, for one, gets no gradient with mean pooling
+        # find_unused_parameters: a pretrained transformer's pooler gets no gradient with mean pooling
         net = DistributedDataParallel(step_loss, device_ids=[device.index] if device.type == "cuda" else None,
-                                      find_unused_parameters=True)
+                                      find_unused_parameters=encoder.pretrained)
 
     def batch_loss(data: PairTensors, rows: np.ndarray, sharded: bool = False) -> torch.Tensor:
         """The loss of ``rows``; ``sharded`` (a training step of several workers): this worker
