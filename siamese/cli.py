@@ -21,6 +21,8 @@ Text1Opt = Annotated[Optional[str], typer.Option("--text1", help="Column holding
 Text2Opt = Annotated[Optional[str], typer.Option("--text2", help="Column holding the second text.")]
 LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Column holding the 0/1 label.")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto (a GPU when there is one, else the CPU), cpu, cuda, cuda:N or mps.")]
+EngineOpt = Annotated[str, typer.Option("--engine", help="local (this process) or ray (a Ray cluster: Ray Data actors, one model each; pip install 'siamese[ray]').")]
+AddressOpt = Annotated[Optional[str], typer.Option("--address", help="--engine ray: the cluster to join (ray://HOST:10001 or HOST:6379; default: a local cluster on this machine's CPUs).")]
 TargetPrecisionOpt = Annotated[Optional[float], typer.Option(
     "--target-precision", help="Set the threshold to the lowest one reaching this precision on the pairs (error if none does).")]
 TargetRecallOpt = Annotated[Optional[float], typer.Option(
@@ -134,6 +136,19 @@ def _worker(command, options: dict) -> None:
         command(**options)
     except typer.Exit as e:
         sys.exit(e.exit_code)
+
+
+def _corpus_engine(engine: str, address: str | None, device: str, quiet: bool):
+    """None (this process) or the Ray engine; Ray is imported only here."""
+    from .ray_engine import check_engine
+
+    if check_engine(engine) == "local":
+        if address is not None:
+            raise ConfigError("--address is the Ray cluster to join: give it with --engine ray")
+        return None
+    from .ray_engine import RayEngine
+
+    return RayEngine(address, device=device, progress=not quiet)
 
 
 def _emit(result: dict, as_json: bool, lines: list[str]) -> None:
@@ -499,6 +514,9 @@ def encode(
     out: Annotated[Path, typer.Option("--out", help="Vectors to write: a float32 .npy, one row per text in file order.")],
     column: Annotated[Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")] = None,
     batch_size: Annotated[Optional[int], typer.Option(min=1, help="Texts per batch (default: the encoder's).")] = None,
+    device: DeviceOpt = "auto",
+    engine: EngineOpt = "local",
+    address: AddressOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     as_json: JsonOpt = False,
 ):
@@ -508,9 +526,10 @@ def encode(
     from .vectors import check_target, encode_to_file
 
     check_target(out)
-    model = SiameseModel.load(model_dir)
+    model = SiameseModel.load(model_dir, device=device)
     texts = read_texts(data, column, skip_empty=False)  # row i of the output is text i: no silent skips
-    result = encode_to_file(model, texts, out, batch_size=batch_size, progress=not quiet and not as_json)
+    runner = _corpus_engine(engine, address, device, quiet or as_json)
+    result = encode_to_file(model, texts, out, batch_size=batch_size, progress=not quiet and not as_json, engine=runner)
     _emit(result, as_json, [f"encoded {result['n']} texts into {result['dim']}-d vectors in {result['seconds']:.2f}s "
                             f"({result['texts_per_second']} texts/s); written to {out}"]
           + ([] if model.config.head == "cosine" else [f"note: head {model.config.head!r}: raw encoder features, not unit vectors"]))
@@ -591,6 +610,9 @@ def index_build(
     out: Annotated[Path, typer.Option("--out", help="Index folder to write.")],
     column: TextColumnOpt = None,
     kind: Annotated[str, typer.Option(help="flat (exact), hnsw or ivf (approximate, for large corpora).")] = "flat",
+    device: DeviceOpt = "auto",
+    engine: EngineOpt = "local",
+    address: AddressOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     as_json: JsonOpt = False,
 ):
@@ -599,9 +621,10 @@ def index_build(
     from .model import SiameseModel
     from .search import DuplicateIndex
 
-    model = SiameseModel.load(model_dir)
+    model = SiameseModel.load(model_dir, device=device)
     index = DuplicateIndex(model, kind=kind)
-    index.add(read_texts(data, column), progress=not quiet)
+    texts = read_texts(data, column)
+    index.add(texts, progress=not quiet, engine=_corpus_engine(engine, address, device, quiet or as_json))
     index.save(out)
     _emit({"out": str(out), "size": len(index), "kind": kind}, as_json, [f"indexed {len(index)} texts ({kind}) into {out}"])
 
@@ -669,6 +692,9 @@ def dedupe(
         help="components (all texts linked by a chain of duplicates) or communities (tight: each member "
              "a duplicate of its cluster's centre).")] = "components",
     min_size: Annotated[int, typer.Option(min=2, help="Smallest cluster written.")] = 2,
+    device: DeviceOpt = "auto",
+    engine: EngineOpt = "local",
+    address: AddressOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     as_json: JsonOpt = False,
 ):
@@ -677,8 +703,10 @@ def dedupe(
     from .model import SiameseModel
     from .search import dedupe as run_dedupe
 
-    summary = run_dedupe(SiameseModel.load(model_dir), read_texts(data, column), out, threshold=threshold, k=k,
-                         kind=kind, clustering=clusters, min_size=min_size, progress=not quiet)
+    model = SiameseModel.load(model_dir, device=device)
+    texts = read_texts(data, column)
+    summary = run_dedupe(model, texts, out, threshold=threshold, k=k, kind=kind, clustering=clusters, min_size=min_size,
+                         progress=not quiet, engine=_corpus_engine(engine, address, device, quiet or as_json))
     _emit(summary, as_json, [f"{summary['pairs']} duplicate pairs in {summary['clusters']} clusters "
                              f"({summary['clustered_texts']} of {summary['texts']} texts); written to {out}"])
 

@@ -65,21 +65,36 @@ def duplicate_pairs(vectors: np.ndarray, threshold: float, *, k: int = 20, kind:
     to 50,000 texts and IVF (approximate, near-linear) beyond.
     """
     n = len(vectors)
+    index = pair_index(vectors, k=k, kind=kind)
+    found = [neighbour_pairs(index, vectors[start : start + chunk], start, n, k, threshold)
+             for start in tqdm(range(0, n, chunk), desc="dedupe", unit="chunk", disable=not progress)]
+    return merge_pairs(found, n)
+
+
+def pair_index(vectors: np.ndarray, *, k: int = 20, kind: str = "auto"):
+    """The FAISS index the pair search queries (``auto``: exact up to 50,000 texts, IVF beyond)."""
     if kind == "auto":
-        kind = "flat" if n <= EXACT_UP_TO else "ivf"
-    index = fill_index(faiss_index(kind, vectors.shape[1], size=n, ef_search=max(64, 2 * k)), vectors)
+        kind = "flat" if len(vectors) <= EXACT_UP_TO else "ivf"
+    return fill_index(faiss_index(kind, vectors.shape[1], size=len(vectors), ef_search=max(64, 2 * k)), vectors)
+
+
+def neighbour_pairs(index, queries: np.ndarray, start: int, n: int, k: int, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (as keys ``min·n + max``) and similarities of rows ``start..`` (``queries``) with
+    their ``k`` nearest neighbours above ``threshold``: one chunk of the search, on any engine."""
     k = min(k + 1, n)  # + the text itself
-    keys, sims = [], []
-    for start in tqdm(range(0, n, chunk), desc="dedupe", unit="chunk", disable=not progress):
-        scores, rows = index.search(vectors[start : start + chunk], k)
-        i = np.repeat(np.arange(start, start + len(rows), dtype=np.int64), k)
-        j, s = rows.ravel().astype(np.int64), scores.ravel()
-        keep = (s > threshold) & (j >= 0) & (j != i)
-        i, j, s = i[keep], j[keep], s[keep]
-        keys.append(np.minimum(i, j) * n + np.maximum(i, j))
-        sims.append(s)
-    keys, first = np.unique(np.concatenate(keys or [np.empty(0, np.int64)]), return_index=True)
-    sims = np.concatenate(sims or [np.empty(0, np.float32)])[first]
+    scores, rows = index.search(queries, k)
+    i = np.repeat(np.arange(start, start + len(rows), dtype=np.int64), k)
+    j, s = rows.ravel().astype(np.int64), scores.ravel()
+    keep = (s > threshold) & (j >= 0) & (j != i)
+    i, j, s = i[keep], j[keep], s[keep]
+    return np.minimum(i, j) * n + np.maximum(i, j), s
+
+
+def merge_pairs(found, n: int) -> DuplicatePairs:
+    """The chunks' pairs, each pair once (found from both ends, or by two chunks)."""
+    found = list(found)
+    keys, first = np.unique(np.concatenate([f[0] for f in found] or [np.empty(0, np.int64)]), return_index=True)
+    sims = np.concatenate([f[1] for f in found] or [np.empty(0, np.float32)])[first]
     return DuplicatePairs(keys // n, keys % n, sims.astype(np.float32))
 
 
@@ -121,8 +136,11 @@ def _groups(labels: np.ndarray, keep: np.ndarray) -> list[list[int]]:
 
 def dedupe(model: SiameseModel, texts: Sequence[str], out: str | os.PathLike, *, threshold: float | None = None,
            k: int = 20, kind: str = "auto", clustering: str = "components", min_size: int = 2,
-           progress: bool = False) -> dict:
+           progress: bool = False, engine=None) -> dict:
     """Group near-duplicate texts into clusters and write them as JSON lines (atomically).
+
+    ``engine``: where the encoding and pair search run (default: this process), e.g. a
+    :class:`siamese.ray_engine.RayEngine`; the clustering is the same either way.
 
     Each line: ``{"cluster": n, "size": s, "members": [{"row", "text"}...]}``, largest first; with
     ``clustering="communities"`` the first member is the cluster's centre.
@@ -133,8 +151,12 @@ def dedupe(model: SiameseModel, texts: Sequence[str], out: str | os.PathLike, *,
         raise ConfigError(f"unknown index kind {kind!r}; choose one of: auto, {', '.join(KINDS)}")
     require_cosine(model)
     t = model.threshold if threshold is None else threshold
-    vectors = model.encode(list(texts), progress=progress)
-    pairs = duplicate_pairs(vectors, t, k=k, kind=kind, progress=progress)
+    if engine is None:
+        vectors = model.encode(list(texts), progress=progress)
+        pairs = duplicate_pairs(vectors, t, k=k, kind=kind, progress=progress)
+    else:  # e.g. siamese.ray_engine.RayEngine: the encoding and the pair search on a cluster
+        vectors = engine.encode(model, texts)
+        pairs = engine.duplicate_pairs(vectors, t, k=k, kind=kind)
     group = components if clustering == "components" else communities
     groups = group(len(texts), pairs, min_size=min_size)
     with atomic_file(out) as tmp, open(tmp, "w", encoding="utf-8") as f:

@@ -105,15 +105,17 @@ class DuplicateIndex:
     def __len__(self) -> int:
         return len(self.texts)
 
-    def add(self, texts: Sequence[str], ids: Sequence[str] | None = None, *, progress: bool = False) -> None:
-        """Encode and append texts (only the new ones are encoded)."""
+    def add(self, texts: Sequence[str], ids: Sequence[str] | None = None, *, progress: bool = False,
+            engine=None) -> None:
+        """Encode and append texts (only the new ones are encoded; on ``engine``, e.g. a
+        :class:`siamese.ray_engine.RayEngine`, when given)."""
         texts = list(texts)
         ids = [str(len(self.texts) + i) for i in range(len(texts))] if ids is None else [str(i) for i in ids]
         if len(ids) != len(texts):
             raise ConfigError(f"{len(ids)} ids for {len(texts)} texts")
         if not texts:
             return
-        vectors = self.model.encode(texts, progress=progress)
+        vectors = engine.encode(self.model, texts) if engine is not None else self.model.encode(texts, progress=progress)
         if not self.index.is_trained:  # IVF: lists are learnt from the first texts added
             self.index = self._empty(size=len(vectors))
         fill_index(self.index, vectors)
