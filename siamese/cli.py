@@ -116,26 +116,39 @@ def _in_workers() -> bool:
 
 def _launch_workers(nproc: int, command, options: dict) -> None:
     """Run ``command(**options)`` on ``nproc`` local workers (siamese.distributed.launch); a user
-    error in a worker (it printed its own ``error: ...``) exits 2 here too."""
+    error in the workers (rank 0 printed it as ``error: ...``) exits 2 here too."""
+    import logging
+
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
     from .distributed import launch
 
+    elastic = logging.getLogger("torch.distributed.elastic")
+    level = elastic.level
+    elastic.setLevel(logging.CRITICAL)  # its traceback of a worker's exit code 2 would bury our one line
     try:
         launch(nproc, _worker, command, options)
     except ChildFailedError as e:
         codes = {failure.exitcode for failure in e.failures.values()}
         if codes == {2}:
             raise typer.Exit(2) from None
-        raise SiameseError(f"a training worker failed (exit codes {sorted(codes)}); see its messages above") from None
+        for failure in e.failures.values():
+            typer.echo(failure.message if isinstance(failure.message, str) else json.dumps(failure.message), err=True)
+        raise SiameseError(f"a training worker failed (exit codes {sorted(codes)})") from None
+    finally:
+        elastic.setLevel(level)
 
 
 def _worker(command, options: dict) -> None:
-    """One launched worker: the command, with its user errors as exit code 2."""
+    """One launched worker: the command; a user error is printed once (by rank 0) and exits 2."""
+    from .distributed import world
+
     try:
-        command(**options)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
+        command.__wrapped__(**options)  # without user_errors: every worker would print the same line
+    except SiameseError as e:
+        if world().main:
+            typer.echo(f"error: {e}", err=True)
+        sys.exit(2)
 
 
 def _corpus_engine(engine: str, address: str | None, device: str, quiet: bool):
