@@ -622,7 +622,8 @@ def index_build(
     data: Annotated[Path, typer.Option("--data", help="Texts: a .txt file (one per line) or a CSV/TSV column.")],
     out: Annotated[Path, typer.Option("--out", help="Index folder to write.")],
     column: TextColumnOpt = None,
-    kind: Annotated[str, typer.Option(help="flat (exact), hnsw or ivf (approximate, for large corpora).")] = "flat",
+    kind: Annotated[str, typer.Option(help="flat (exact), hnsw or ivf (approximate, for large corpora), or ondisk (ivf with its lists on disk, memory-mapped: a corpus larger than memory).")] = "flat",
+    shard_size: Annotated[int, typer.Option(min=1, help="--kind ondisk: vectors added to the lists per shard (what is in memory at a time).")] = 1_000_000,
     device: DeviceOpt = "auto",
     engine: EngineOpt = "local",
     address: AddressOpt = None,
@@ -636,6 +637,7 @@ def index_build(
 
     model = SiameseModel.load(model_dir, device=device)
     index = DuplicateIndex(model, kind=kind)
+    index.shard_size = shard_size
     texts = read_texts(data, column)
     index.add(texts, progress=not quiet, engine=_corpus_engine(engine, address, device, quiet or as_json))
     index.save(out)

@@ -147,8 +147,9 @@ def dedupe(model: SiameseModel, texts: Sequence[str], out: str | os.PathLike, *,
     """
     if clustering not in CLUSTERINGS:
         raise ConfigError(f"unknown clustering {clustering!r}; choose one of: {', '.join(CLUSTERINGS)}")
-    if kind not in ("auto", *KINDS):  # checked before the (long) encoding
-        raise ConfigError(f"unknown index kind {kind!r}; choose one of: auto, {', '.join(KINDS)}")
+    kinds = [k for k in KINDS if k != "ondisk"]  # the pair search's index lives in memory
+    if kind not in ("auto", *kinds):  # checked before the (long) encoding
+        raise ConfigError(f"unknown index kind {kind!r}; choose one of: auto, {', '.join(kinds)}")
     require_cosine(model)
     t = model.threshold if threshold is None else threshold
     if engine is None:
