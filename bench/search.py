@@ -142,9 +142,10 @@ def main() -> None:
     res["ivf"]["nprobe_sweep"] = sweep(ivf, "nprobe", args.nprobe)
     del flat, hnsw, ivf
 
-    # The dedupe command's own code path, end to end: encode, IVF pairs, components, JSON lines out.
+    # The dedupe command's own code path, end to end: encode, IVF pairs, components, the run folder out.
     with tempfile.TemporaryDirectory() as tmp:
-        summary, s = timed(dedupe, model, texts, Path(tmp) / "clusters.jsonl", threshold=t, k=10)
+        run, s = timed(dedupe, model, texts, Path(tmp) / "run", threshold=t, k=10)
+        summary = run.summary()
     res["dedupe_end_to_end"] = {**{k: summary[k] for k in ("threshold", "pairs", "clusters", "clustered_texts")},
                                 "k": 10, "kind": "auto (ivf)", "clustering": "components", "seconds": round(s, 1)}
     print(json.dumps(res["dedupe_end_to_end"]), flush=True)

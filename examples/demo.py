@@ -5,7 +5,7 @@ beside TF-IDF, and score the seed's two example pairs.
 Data: the public sets in $SIAMESE_DATA (default ../shared/data): their texts outside the test
 splits teach the student, their validation pairs choose the threshold. The model is saved to
 runs/demo-model; try `siamese predict runs/demo-model "..." "..."` or `siamese dedupe runs/demo-model
---data questions.txt --out clusters.jsonl` afterwards. `siamese train` trains the seed's Siamese
+--data questions.txt --out runs/clusters` afterwards. `siamese train` trains the seed's Siamese
 LSTM and the other recipes (README).
 """
 

@@ -630,7 +630,7 @@ def index_build(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     as_json: JsonOpt = False,
 ):
-    """Encode a corpus into a FAISS index saved with its texts."""
+    """Encode a corpus into a FAISS index saved with its texts (each distinct text once)."""
     from .data import read_texts
     from .model import SiameseModel
     from .search import DuplicateIndex
@@ -641,7 +641,8 @@ def index_build(
     texts = read_texts(data, column)
     index.add(texts, progress=not quiet, engine=_corpus_engine(engine, address, device, quiet or as_json))
     index.save(out)
-    _emit({"out": str(out), "size": len(index), "kind": kind}, as_json, [f"indexed {len(index)} texts ({kind}) into {out}"])
+    _emit({"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind}, as_json,
+          [f"indexed {len(index)} texts ({kind}) into {out}; {len(texts) - len(index)} repeats skipped"])
 
 
 def _open_index(index_dir: Path, model_dir: Path | None):
@@ -659,18 +660,20 @@ def index_add(
     data: Annotated[Path, typer.Option("--data", help="New texts: a .txt file or a CSV/TSV column.")],
     model_dir: Annotated[Optional[Path], typer.Option("--model", help="Model folder (default: the one that built the index).")] = None,
     column: TextColumnOpt = None,
+    allow_duplicates: Annotated[bool, typer.Option(
+        "--allow-duplicates", help="Also add texts already indexed (by exact text, whitespace collapsed).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     as_json: JsonOpt = False,
 ):
-    """Append texts to an index, encoding only the new ones."""
+    """Append texts to an index, encoding only the new ones; texts already indexed are skipped."""
     from .data import read_texts
 
     index = _open_index(index_dir, model_dir)
-    before = len(index)
-    index.add(read_texts(data, column), progress=not quiet)
+    texts = read_texts(data, column)
+    added = index.add(texts, allow_duplicates=allow_duplicates, progress=not quiet)
     index.save(index_dir)
-    _emit({"out": str(index_dir), "added": len(index) - before, "size": len(index)}, as_json,
-          [f"added {len(index) - before} texts; {index_dir} now holds {len(index)}"])
+    _emit({"out": str(index_dir), "added": added, "skipped": len(texts) - added, "size": len(index)}, as_json,
+          [f"added {added} texts ({len(texts) - added} already indexed, skipped); {index_dir} now holds {len(index)}"])
 
 
 @app.command()
@@ -695,35 +698,86 @@ def search(
 @app.command()
 @user_errors
 def dedupe(
-    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
-    data: Annotated[Path, typer.Option("--data", help="Texts: a .txt file or a CSV/TSV column.")],
-    out: Annotated[Path, typer.Option("--out", help="Clusters as JSON lines.")],
+    path: Annotated[Path, typer.Argument(help="Model folder; with --rethreshold, a finished run's folder.")],
+    data: Annotated[Optional[Path], typer.Option("--data", help="Texts: a .txt file or a CSV/TSV column.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Run folder to write (results, candidate pairs, vectors).")] = None,
+    against: Annotated[Optional[Path], typer.Option(
+        "--against", help="Reference set (a .txt/CSV/TSV file or an index folder): flag the texts that duplicate it.")] = None,
+    rethreshold: Annotated[Optional[float], typer.Option(
+        "--rethreshold", help="Regroup the run folder PATH at this threshold (at or above its floor), without encoding.")] = None,
     threshold: Annotated[Optional[float], typer.Option(help="Duplicate threshold (default: the model's).")] = None,
+    floor: Annotated[Optional[float], typer.Option(
+        help="Keep candidate pairs down to this similarity for later --rethreshold (default: threshold - 0.05).")] = None,
     column: TextColumnOpt = None,
+    id_column: Annotated[Optional[str], typer.Option("--id-column", help="CSV column of unique ids (default: row number).")] = None,
+    against_column: Annotated[Optional[str], typer.Option(help="Text column of a CSV reference (default: --column).")] = None,
+    against_id_column: Annotated[Optional[str], typer.Option(help="Id column of a CSV reference (default: --id-column).")] = None,
     k: Annotated[int, typer.Option("-k", min=1, help="Neighbours examined per text.")] = 20,
     kind: Annotated[str, typer.Option(
         help="auto (exact up to 50,000 texts, ivf beyond), flat (exact), ivf or hnsw (approximate).")] = "auto",
-    clusters: Annotated[str, typer.Option(
-        help="components (all texts linked by a chain of duplicates) or communities (tight: each member "
-             "a duplicate of its cluster's centre).")] = "components",
-    min_size: Annotated[int, typer.Option(min=2, help="Smallest cluster written.")] = 2,
+    clusters: Annotated[Optional[str], typer.Option(
+        help="components (all texts linked by a chain of duplicates; the default) or communities (tight: each "
+             "member a duplicate of its cluster's centre).")] = None,
+    min_size: Annotated[Optional[int], typer.Option(min=2, help="Smallest cluster written (default 2).")] = None,
+    explain: Annotated[bool, typer.Option("--explain", help="Also show the least similar pairs accepted as duplicates.")] = False,
+    explain_count: Annotated[int, typer.Option(min=1, help="How many pairs --explain shows.")] = 10,
     device: DeviceOpt = "auto",
     engine: EngineOpt = "local",
     address: AddressOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     as_json: JsonOpt = False,
 ):
-    """Group near-duplicate texts into clusters of duplicates above the threshold."""
-    from .data import read_texts
-    from .model import SiameseModel
-    from .search import dedupe as run_dedupe
+    """Group near-duplicate texts (or, with --against, flag the texts that duplicate a reference set);
+    the run folder can be re-thresholded later without encoding."""
+    from .search import DedupeRun
 
+    if rethreshold is not None:
+        run = DedupeRun.load(path)
+        summary = run.rethreshold(rethreshold, clustering=clusters, min_size=min_size)
+    else:
+        if data is None or out is None:
+            raise ConfigError("dedupe needs --data and --out (or --rethreshold T RUN_FOLDER)")
+        run = _new_dedupe_run(path, data, out, against, threshold=threshold, floor=floor, column=column,
+                              id_column=id_column, against_column=against_column, against_id_column=against_id_column,
+                              k=k, kind=kind, clustering=clusters or "components", min_size=min_size or 2, quiet=quiet,
+                              device=device, engine=_corpus_engine(engine, address, device, quiet or as_json))
+        summary = run.summary()
+    least = run.least_similar(explain_count) if explain else []
+    if explain:
+        summary["least_similar"] = [a.as_json() for a in least]
+    if summary["mode"] == "self":
+        lines = [f"{summary['pairs']} duplicate pairs in {summary['clusters']} clusters ({summary['clustered_texts']} "
+                 f"of {summary['texts']} texts, {summary['exact_duplicates']} exact copies) at {summary['threshold']}; "
+                 f"written to {summary['out']}"]
+    else:
+        lines = [f"{summary['flagged']} of {summary['texts']} texts duplicate the reference ({summary['exact_matches']} "
+                 f"exactly) at {summary['threshold']}; written to {summary['out']}"]
+    lines += [f"{a.similarity:.4f} [{a.first.id}] {a.first.text} ~ [{a.second.id}] {a.second.text}" for a in least]
+    _emit(summary, as_json, lines)
+
+
+def _new_dedupe_run(model_dir: Path, data: Path, out: Path, against: Path | None, *, column, id_column, against_column,
+                    against_id_column, clustering: str, min_size: int, quiet: bool, device: str, **options):
+    """Read the texts (and the reference), load the model and run the dedupe (``engine``: None or Ray)."""
+    from .model import SiameseModel
+    from .search import dedupe_against, read_records
+    from .search import dedupe as self_dedupe
+
+    records = read_records(data, column, id_column)
+    sources = {"data": str(data), "column": column, "id_column": id_column}
     model = SiameseModel.load(model_dir, device=device)
-    texts = read_texts(data, column)
-    summary = run_dedupe(model, texts, out, threshold=threshold, k=k, kind=kind, clustering=clusters, min_size=min_size,
-                         progress=not quiet, engine=_corpus_engine(engine, address, device, quiet or as_json))
-    _emit(summary, as_json, [f"{summary['pairs']} duplicate pairs in {summary['clusters']} clusters "
-                             f"({summary['clustered_texts']} of {summary['texts']} texts); written to {out}"])
+    if against is None:
+        return self_dedupe(model, records, out, clustering=clustering, min_size=min_size, progress=not quiet,
+                           sources=sources, **options)
+    if against.is_dir():
+        from .search import DuplicateIndex
+
+        reference = DuplicateIndex.load(against, model)
+    else:
+        reference = read_records(against, against_column or column,
+                                 against_id_column if against_id_column is not None else id_column)
+    return dedupe_against(model, records, reference, out, progress=not quiet,
+                          sources={**sources, "against": str(against)}, **options)
 
 
 @app.command()

@@ -291,10 +291,21 @@ def read_texts(path: str | os.PathLike, column: str | None = None, *, skip_empty
     """Read one text per line from a .txt file, or one column (default: the first) of a CSV/TSV.
     Empty texts are skipped, or with ``skip_empty=False`` refused naming the file and line (so
     that the n-th text is the n-th line or row)."""
+    return [text for _, text, _ in text_rows(path, column, skip_empty=skip_empty)]
+
+
+def text_rows(path: str | os.PathLike, column: str | None = None, *, skip_empty: bool = True,
+              fields: bool = False) -> Iterator[tuple[int, str, dict[str, str]]]:
+    """``(row number, text, other columns)`` for each text of a .txt file or a CSV/TSV column.
+
+    The row number counts data rows from 1 (a .txt file's line, a CSV's record after the header);
+    the other columns (a CSV's fields by header name, the text column left out) are collected
+    only with ``fields=True``. Raises DataError for a missing file or column and a file with no texts.
+    """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    texts: list[str] = []
+    found = False
     with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
         if path.suffix.lower() in (".csv", ".tsv"):
             reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
@@ -303,10 +314,11 @@ def read_texts(path: str | os.PathLike, column: str | None = None, *, skip_empty
             if name not in header:
                 raise DataError(f"{path}: no column {name!r} (found: {', '.join(header[:12])})")
             i = header.index(name)
-            for row in reader:
+            for n, row in enumerate(reader, 1):
                 if len(row) > i and row[i].strip():
                     _check_utf8(row[i], path, reader.line_num, name)
-                    texts.append(row[i])
+                    found = True
+                    yield n, row[i], ({h: v for h, v in zip(header, row) if h != name} if fields else {})
                 elif not skip_empty:
                     raise DataError(f"{path}:{reader.line_num}: column {name!r}: empty text")
         else:
@@ -314,12 +326,12 @@ def read_texts(path: str | os.PathLike, column: str | None = None, *, skip_empty
                 line = line.rstrip("\r\n")
                 if line.strip():
                     _check_utf8(line, path, n, "text")
-                    texts.append(line)
+                    found = True
+                    yield n, line, {}
                 elif not skip_empty:
                     raise DataError(f"{path}:{n}: empty line (one text per line)")
-    if not texts:
+    if not found:
         raise DataError(f"{path}: no texts")
-    return texts
 
 
 def split_pairs(

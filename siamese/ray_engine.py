@@ -9,7 +9,7 @@ Imported only when a command is given ``--engine ray`` (``pip install siamese[ra
   ``.npy`` for ``siamese encode``: the vectors never need to fit in the driver's memory).
 * Pair search (dedupe): the driver builds the FAISS index once, puts it in Ray's object store,
   and tasks search chunks of the corpus against it with the same code as the local engine
-  (:func:`siamese.search.dedupe.neighbour_pairs`), so the pairs and the clusters are the same.
+  (:func:`siamese.search.dedupe.neighbours`), so the pairs and the clusters are the same.
 
 One CPU of the cluster is left to Ray's readers and the driver: ``actors`` defaults to the
 cluster's CPUs minus one. Each actor runs single-threaded torch ops on its CPU.
@@ -49,14 +49,16 @@ class _EncodeActor:
         return {"row": batch["row"], "vector": self.model.encode(batch["text"].tolist())}
 
 
-def _search_chunk(index_bytes: np.ndarray, vectors: np.ndarray, start: int, stop: int, n: int, k: int,
-                  threshold: float):
+def _search_chunk(index_bytes: np.ndarray, vectors: np.ndarray, start: int, stop: int, k: int, threshold: float):
+    """Rows start..stop against the whole index: the local engine's chunk of the search."""
     import faiss
 
-    from .search.dedupe import neighbour_pairs
+    from .search.dedupe import neighbours, pair_keys
 
     faiss.omp_set_num_threads(1)  # one task per CPU
-    return neighbour_pairs(faiss.deserialize_index(index_bytes), vectors[start:stop], start, n, k, threshold)
+    index, n = faiss.deserialize_index(index_bytes), len(vectors)
+    return [pair_keys(i + start, j, s, n)
+            for i, j, s in neighbours(index, vectors[start:stop], min(k + 1, n), threshold, chunk=stop - start)]
 
 
 class RayEngine:
@@ -116,13 +118,13 @@ class RayEngine:
         """:func:`siamese.search.dedupe.duplicate_pairs`, its chunks searched by Ray tasks."""
         import faiss
 
-        from .search.dedupe import merge_pairs, pair_index
+        from .search.dedupe import merge_pairs, vector_index
 
         n = len(vectors)
-        index_ref = self.ray.put(faiss.serialize_index(pair_index(vectors, k=k, kind=kind)))
+        index_ref = self.ray.put(faiss.serialize_index(vector_index(vectors, kind, k=k)))
         vectors_ref = self.ray.put(np.ascontiguousarray(vectors))
         search = self.ray.remote(num_cpus=1)(_search_chunk)
         chunk = max(1, math.ceil(n / (4 * self.actors)))
-        found = self.ray.get([search.remote(index_ref, vectors_ref, start, min(start + chunk, n), n, k, threshold)
+        found = self.ray.get([search.remote(index_ref, vectors_ref, start, min(start + chunk, n), k, threshold)
                               for start in range(0, n, chunk)])
-        return merge_pairs(found, n)
+        return merge_pairs([part for parts in found for part in parts], n)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -23,7 +24,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from .errors import ModelError
+from .errors import ConfigError, ModelError
 from .progress import tqdm
 
 STATE_TENSORS = "trainer_state.safetensors"
@@ -111,6 +112,9 @@ class Trainer:
             if self.progress:
                 tqdm.write(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
             score = record.get("val_loss", record["loss"])
+            if not math.isfinite(score):  # NaN/inf weights never recover: stop with a reason, not a crash later
+                raise ConfigError(f"training diverged: the {'validation ' if 'val_loss' in record else ''}loss is "
+                                  f"{score} at epoch {epoch} (try a lower learning rate, --lr)")
             if score < fitted.best_score:
                 fitted.best_score, fitted.best_epoch = score, epoch
                 fitted.best_weights = copy.deepcopy(self.module.state_dict())

@@ -160,15 +160,16 @@ def test_communities_on_real_questions(trained, corpus):
 
 
 def test_dedupe_writes_clusters(trained, corpus, tmp_path):
-    out = tmp_path / "clusters.jsonl"
-    summary = dedupe(trained.model, corpus[:3000], out, threshold=0.95)
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    out = tmp_path / "run"
+    summary = dedupe(trained.model, corpus[:3000], out, threshold=0.95).summary()
+    lines = [json.loads(line) for line in (out / "clusters.jsonl").read_text().splitlines()]
     assert len(lines) == summary["clusters"] > 0
     assert sum(c["size"] for c in lines) == summary["clustered_texts"]
     assert [c["size"] for c in lines] == sorted((c["size"] for c in lines), reverse=True)
-    rows = [m["row"] for c in lines for m in c["members"]]
+    assert all(c["size"] == 1 + len(c["duplicates"]) for c in lines)
+    rows = [m["row"] for c in lines for m in [c, *c["duplicates"]]]
     assert len(rows) == len(set(rows))  # a text is in one cluster at most
-    assert all(m["text"] == corpus[m["row"]] for c in lines for m in c["members"])
+    assert all(m["text"] == corpus[m["row"]] for c in lines for m in [c, *c["duplicates"]])
 
 
 def test_cli_index_search_add_dedupe(model_path, data_dir, tmp_path):
@@ -182,21 +183,23 @@ def test_cli_index_search_add_dedupe(model_path, data_dir, tmp_path):
     new = tmp_path / "new.txt"
     new.write_text("Can my landlord raise the rent for renters insurance?\n\nIs a vasectomy covered by health plans?\n")
     added = run_json("index", "add", idx, "--data", new, "--quiet")
-    assert added == {"out": str(idx), "added": 2, "size": 16891}
+    assert added == {"out": str(idx), "added": 2, "skipped": 0, "size": 16891}
+    again = run_json("index", "add", idx, "--data", new, "--quiet")  # already indexed: skipped, nothing encoded
+    assert again == {"out": str(idx), "added": 0, "skipped": 2, "size": 16891}
     res = run_json("search", idx, "Is a vasectomy covered by health plans?", "-k", 1)
     assert res["hits"][0]["id"] == "16890"
-    out = tmp_path / "clusters.jsonl"
+    out = tmp_path / "run"
     summary = run_json("dedupe", model_path, "--data", src, "--column", "question", "--out", out,
                        "--threshold", 0.97, "--quiet")
-    assert summary["clusters"] == len(out.read_text().splitlines()) > 0
+    assert summary["clusters"] == len((out / "clusters.jsonl").read_text().splitlines()) > 0
     tight = run_json("dedupe", model_path, "--data", src, "--column", "question", "--out", out,
                      "--threshold", 0.97, "--clusters", "communities", "--min-size", 3, "--quiet")
-    sizes = [json.loads(line)["size"] for line in out.read_text().splitlines()]
+    sizes = [json.loads(line)["size"] for line in (out / "clusters.jsonl").read_text().splitlines()]
     assert tight["clustering"] == "communities" and len(sizes) == tight["clusters"] > 0 and min(sizes) >= 3
-    proc = run("dedupe", model_path, "--data", src, "--column", "question", "--out", tmp_path / "x.jsonl",
+    proc = run("dedupe", model_path, "--data", src, "--column", "question", "--out", tmp_path / "x",
                "--clusters", "cliques", check_ok=False)
     assert_user_error(proc, "clustering", "'cliques'")
-    assert not (tmp_path / "x.jsonl").exists()
+    assert not (tmp_path / "x").exists()
 
 
 def test_cli_search_errors(model_path, tmp_path):

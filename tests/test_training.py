@@ -350,3 +350,9 @@ def test_lazy_adam_skips_parameters_without_gradient():
     p = torch.nn.Parameter(torch.ones(3, 2))
     LazyAdam([p]).step()
     assert torch.equal(p.detach(), torch.ones(3, 2))
+
+
+def test_a_diverging_run_stops_with_a_reason(small_pairs, small_val):
+    # Was: NaN losses never beat the best score, so no best weights were kept and loading them crashed.
+    with pytest.raises(ConfigError, match="training diverged: the validation loss is nan at epoch 1"):
+        quick(small_pairs, small_val, lr=float("inf"))

@@ -1,4 +1,4 @@
-"""De-duplication of a corpus: every pair above a threshold, then clusters of duplicates.
+"""De-duplication: every pair above a threshold (within a corpus or against a reference), then clusters.
 
 Pairs come from a k-nearest-neighbour search of every text against the corpus (exact or HNSW),
 a chunk at a time, kept as three NumPy arrays — a million texts with a few million pairs fit
@@ -13,27 +13,24 @@ in a few hundred MB. Two ways to group them:
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from ..atomic import atomic_file
 from ..errors import ConfigError
-from ..model import SiameseModel
 from ..progress import tqdm
-from .index import KINDS, faiss_index, fill_index, require_cosine
+from .index import KINDS, faiss_index, fill_index
 
 CLUSTERINGS = ("components", "communities")
 
 
 @dataclass
 class DuplicatePairs:
-    """Pairs ``(first[n], second[n])`` with first < second, and their cosine similarity."""
+    """Pairs ``(first[n], second[n])`` and their cosine similarity: within one corpus first < second;
+    against a reference, first is the new text's row and second the reference's."""
 
     first: np.ndarray
     second: np.ndarray
@@ -52,8 +49,44 @@ class DuplicatePairs:
         sims = np.concatenate([self.similarity, self.similarity])
         return coo_matrix((sims, (rows, cols)), shape=(n, n)).tocsr()
 
+    def above(self, threshold: float) -> DuplicatePairs:
+        """The pairs whose similarity is above ``threshold``."""
+        keep = self.similarity > threshold
+        return DuplicatePairs(self.first[keep], self.second[keep], self.similarity[keep])
+
+    @classmethod
+    def concat(cls, *parts: DuplicatePairs) -> DuplicatePairs:
+        return cls(*(np.concatenate([getattr(p, a) for p in parts]) for a in ("first", "second", "similarity")))
+
 
 EXACT_UP_TO = 50_000  # kind="auto": exact neighbours up to this many texts, IVF beyond
+
+
+def check_kind(kind: str) -> str:
+    """``kind`` if it is an index kind or auto (checked before any long encoding)."""
+    kinds = [k for k in KINDS if k != "ondisk"]  # the pair search's index lives in memory
+    if kind not in ("auto", *kinds):
+        raise ConfigError(f"unknown index kind {kind!r}; choose one of: auto, {', '.join(kinds)}")
+    return kind
+
+
+def vector_index(vectors: np.ndarray, kind: str = "auto", *, k: int = 20):
+    """A FAISS index of ``vectors``: ``auto`` is exact up to 50,000 vectors and IVF beyond."""
+    if check_kind(kind) == "auto":
+        kind = "flat" if len(vectors) <= EXACT_UP_TO else "ivf"
+    return fill_index(faiss_index(kind, vectors.shape[1], size=len(vectors), ef_search=max(64, 2 * k)), vectors)
+
+
+def neighbours(index, queries: np.ndarray, k: int, threshold: float, *, chunk: int = 8192,
+               progress: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``(query rows, index rows, similarities)`` of each query's ``k`` nearest neighbours above ``threshold``,
+    a chunk of queries at a time."""
+    for start in tqdm(range(0, len(queries), chunk), desc="dedupe", unit="chunk", disable=not progress):
+        scores, rows = index.search(queries[start : start + chunk], k)
+        i = np.repeat(np.arange(start, start + len(rows), dtype=np.int64), k)
+        j, s = rows.ravel().astype(np.int64), scores.ravel()
+        keep = (s > threshold) & (j >= 0)
+        yield i[keep], j[keep], s[keep]
 
 
 def duplicate_pairs(vectors: np.ndarray, threshold: float, *, k: int = 20, kind: str = "auto",
@@ -65,29 +98,17 @@ def duplicate_pairs(vectors: np.ndarray, threshold: float, *, k: int = 20, kind:
     to 50,000 texts and IVF (approximate, near-linear) beyond.
     """
     n = len(vectors)
-    index = pair_index(vectors, k=k, kind=kind)
-    found = [neighbour_pairs(index, vectors[start : start + chunk], start, n, k, threshold)
-             for start in tqdm(range(0, n, chunk), desc="dedupe", unit="chunk", disable=not progress)]
-    return merge_pairs(found, n)
+    index = vector_index(vectors, kind, k=k)
+    return merge_pairs([pair_keys(i, j, s, n) for i, j, s in
+                        neighbours(index, vectors, min(k + 1, n), threshold, chunk=chunk, progress=progress)], n)  # k + itself
 
 
-def pair_index(vectors: np.ndarray, *, k: int = 20, kind: str = "auto"):
-    """The FAISS index the pair search queries (``auto``: exact up to 50,000 texts, IVF beyond)."""
-    if kind == "auto":
-        kind = "flat" if len(vectors) <= EXACT_UP_TO else "ivf"
-    return fill_index(faiss_index(kind, vectors.shape[1], size=len(vectors), ef_search=max(64, 2 * k)), vectors)
-
-
-def neighbour_pairs(index, queries: np.ndarray, start: int, n: int, k: int, threshold: float) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (as keys ``min·n + max``) and similarities of rows ``start..`` (``queries``) with
-    their ``k`` nearest neighbours above ``threshold``: one chunk of the search, on any engine."""
-    k = min(k + 1, n)  # + the text itself
-    scores, rows = index.search(queries, k)
-    i = np.repeat(np.arange(start, start + len(rows), dtype=np.int64), k)
-    j, s = rows.ravel().astype(np.int64), scores.ravel()
-    keep = (s > threshold) & (j >= 0) & (j != i)
-    i, j, s = i[keep], j[keep], s[keep]
-    return np.minimum(i, j) * n + np.maximum(i, j), s
+def pair_keys(i: np.ndarray, j: np.ndarray, s: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A chunk of neighbours (rows i, j of one corpus of n) as pair keys ``min·n + max`` and their
+    similarities, each text with itself left out: what any engine's chunk of the search returns."""
+    other = j != i
+    i, j = i[other], j[other]
+    return np.minimum(i, j) * n + np.maximum(i, j), s[other]
 
 
 def merge_pairs(found, n: int) -> DuplicatePairs:
@@ -96,6 +117,15 @@ def merge_pairs(found, n: int) -> DuplicatePairs:
     keys, first = np.unique(np.concatenate([f[0] for f in found] or [np.empty(0, np.int64)]), return_index=True)
     sims = np.concatenate([f[1] for f in found] or [np.empty(0, np.float32)])[first]
     return DuplicatePairs(keys // n, keys % n, sims.astype(np.float32))
+
+
+def cross_pairs(queries: np.ndarray, index, threshold: float, *, k: int = 20, chunk: int = 8192,
+                progress: bool = False) -> DuplicatePairs:
+    """Pairs ``(query row, indexed row)`` above ``threshold`` among each query's ``k`` nearest indexed vectors."""
+    found = list(neighbours(index, queries, min(k, index.ntotal), threshold, chunk=chunk, progress=progress))
+    empty = np.empty(0, np.int64)
+    return DuplicatePairs(np.concatenate([f[0] for f in found] or [empty]), np.concatenate([f[1] for f in found] or [empty]),
+                          np.concatenate([f[2] for f in found] or [np.empty(0, np.float32)]).astype(np.float32))
 
 
 def components(n: int, pairs: DuplicatePairs, *, min_size: int = 2) -> list[list[int]]:
@@ -127,42 +157,27 @@ def communities(n: int, pairs: DuplicatePairs, *, min_size: int = 2) -> list[lis
     return sorted(found, key=lambda g: -len(g))
 
 
+def check_clustering(clustering: str) -> str:
+    if clustering not in CLUSTERINGS:
+        raise ConfigError(f"unknown clustering {clustering!r}; choose one of: {', '.join(CLUSTERINGS)}")
+    return clustering
+
+
+def clusters(n: int, pairs: DuplicatePairs, clustering: str = "components", *, min_size: int = 2) -> list[list[int]]:
+    """Clusters by ``clustering``, each with a centre first: a community's own centre, or the
+    component's member with the most duplicates (the earliest row on a tie)."""
+    if check_clustering(clustering) == "communities":
+        return communities(n, pairs, min_size=min_size)
+    degree = np.bincount(np.concatenate([pairs.first, pairs.second]), minlength=n)
+    found = []
+    for group in components(n, pairs, min_size=min_size):
+        centre = group[int(np.argmax(degree[group]))]
+        found.append([centre, *(x for x in group if x != centre)])
+    return found
+
+
 def _groups(labels: np.ndarray, keep: np.ndarray) -> list[list[int]]:
     order = np.argsort(labels, kind="stable")
     cuts = np.flatnonzero(np.diff(labels[order])) + 1
     groups = [g.tolist() for g in np.split(order, cuts) if keep[labels[g[0]]]]
     return sorted(groups, key=lambda g: (-len(g), g[0]))
-
-
-def dedupe(model: SiameseModel, texts: Sequence[str], out: str | os.PathLike, *, threshold: float | None = None,
-           k: int = 20, kind: str = "auto", clustering: str = "components", min_size: int = 2,
-           progress: bool = False, engine=None) -> dict:
-    """Group near-duplicate texts into clusters and write them as JSON lines (atomically).
-
-    ``engine``: where the encoding and pair search run (default: this process), e.g. a
-    :class:`siamese.ray_engine.RayEngine`; the clustering is the same either way.
-
-    Each line: ``{"cluster": n, "size": s, "members": [{"row", "text"}...]}``, largest first; with
-    ``clustering="communities"`` the first member is the cluster's centre.
-    """
-    if clustering not in CLUSTERINGS:
-        raise ConfigError(f"unknown clustering {clustering!r}; choose one of: {', '.join(CLUSTERINGS)}")
-    kinds = [k for k in KINDS if k != "ondisk"]  # the pair search's index lives in memory
-    if kind not in ("auto", *kinds):  # checked before the (long) encoding
-        raise ConfigError(f"unknown index kind {kind!r}; choose one of: auto, {', '.join(kinds)}")
-    require_cosine(model)
-    t = model.threshold if threshold is None else threshold
-    if engine is None:
-        vectors = model.encode(list(texts), progress=progress)
-        pairs = duplicate_pairs(vectors, t, k=k, kind=kind, progress=progress)
-    else:  # e.g. siamese.ray_engine.RayEngine: the encoding and the pair search on a cluster
-        vectors = engine.encode(model, texts)
-        pairs = engine.duplicate_pairs(vectors, t, k=k, kind=kind)
-    group = components if clustering == "components" else communities
-    groups = group(len(texts), pairs, min_size=min_size)
-    with atomic_file(out) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        for n, g in enumerate(groups):
-            members = [{"row": r, "text": texts[r]} for r in g]
-            f.write(json.dumps({"cluster": n, "size": len(g), "members": members}, ensure_ascii=False) + "\n")
-    return {"texts": len(texts), "pairs": len(pairs), "clusters": len(groups), "clustering": clustering,
-            "clustered_texts": sum(len(g) for g in groups), "threshold": t, "out": str(out)}

@@ -22,6 +22,7 @@ from ..atomic import atomic_dir
 from ..errors import ConfigError, ModelError, SiameseError
 from ..manifest import read_manifest
 from ..model import SiameseModel
+from .records import normalise
 
 FORMAT = "siamese-index/1"
 KINDS = ("flat", "hnsw", "ivf", "ondisk")  # ondisk: IVF with its lists on disk (see ondisk.py)
@@ -85,10 +86,7 @@ class DuplicateIndex:
 
     ``kind="flat"`` is exact search; ``kind="hnsw"`` (graph, ``hnsw_m`` links per node) and
     ``kind="ivf"`` (inverted lists trained on the first texts added, ``nprobe`` scanned per query)
-    are approximate and much faster on large corpora. ``kind="ondisk"`` is that IVF with its
-    lists in a file beside the index, memory-mapped when opened (a corpus larger than memory):
-    its texts' vectors are kept in a scratch memory map ($TMPDIR) until :meth:`save` builds it in
-    shards (see :mod:`siamese.search.ondisk`); it is built whole, and not extended.
+    are approximate and much faster on large corpora.
     """
 
     def __init__(self, model: SiameseModel, *, kind: str = "flat", hnsw_m: int = 32, ef_search: int = 128,
@@ -101,6 +99,7 @@ class DuplicateIndex:
         self.nprobe = nprobe
         self.ids: list[str] = []
         self.texts: list[str] = []
+        self._seen: set[str] | None = None
         self.index = self._empty(size=0)
         self.pending: np.ndarray | None = None  # ondisk, before save: the vectors, memory-mapped
         self.shard_size = 1_000_000  # ondisk: vectors added to the lists per shard
@@ -112,25 +111,41 @@ class DuplicateIndex:
     def __len__(self) -> int:
         return len(self.texts)
 
-    def add(self, texts: Sequence[str], ids: Sequence[str] | None = None, *, progress: bool = False,
-            engine=None) -> None:
+    def add(self, texts: Sequence[str], ids: Sequence[str] | None = None, *, allow_duplicates: bool = False,
+            progress: bool = False, engine=None) -> int:
         """Encode and append texts (only the new ones are encoded; on ``engine``, e.g. a
-        :class:`siamese.ray_engine.RayEngine`, when given)."""
+        :class:`siamese.ray_engine.RayEngine`, when given); returns how many were added.
+
+        Texts already indexed, or repeated among ``texts`` (equal after collapsing whitespace), are
+        skipped unless ``allow_duplicates``. Default ids are the texts' positions in the index.
+        """
         texts = list(texts)
-        ids = [str(len(self.texts) + i) for i in range(len(texts))] if ids is None else [str(i) for i in ids]
-        if len(ids) != len(texts):
+        if ids is not None and len(ids) != len(texts):
             raise ConfigError(f"{len(ids)} ids for {len(texts)} texts")
+        keys = [normalise(t) for t in texts]
+        if not allow_duplicates:
+            seen, keep = self._keys(), {}
+            for i, key in enumerate(keys):
+                if key not in seen:
+                    keep.setdefault(key, i)
+            rows = list(keep.values())
+            texts, keys = [texts[i] for i in rows], [keys[i] for i in rows]
+            ids = None if ids is None else [ids[i] for i in rows]
+        ids = [str(len(self.texts) + i) for i in range(len(texts))] if ids is None else [str(i) for i in ids]
         if not texts:
-            return
+            return 0
         if self.kind == "ondisk":
             self._add_pending(texts, ids, engine, progress)
-            return
+            self._keys().update(keys)
+            return len(texts)
         vectors = engine.encode(self.model, texts) if engine is not None else self.model.encode(texts, progress=progress)
         if not self.index.is_trained:  # IVF: lists are learnt from the first texts added
             self.index = self._empty(size=len(vectors))
         fill_index(self.index, vectors)
         self.texts.extend(texts)
         self.ids.extend(ids)
+        self._keys().update(keys)
+        return len(texts)
 
     def _add_pending(self, texts: list[str], ids: list[str], engine, progress: bool) -> None:
         """ondisk: encode into a scratch memory map, a chunk at a time (the vectors need not fit in memory)."""
@@ -151,12 +166,18 @@ class DuplicateIndex:
         self.texts.extend(texts)
         self.ids.extend(ids)
 
+    def _keys(self) -> set[str]:
+        """The indexed texts as exact-duplicate checks compare them (built on first use)."""
+        if self._seen is None:
+            self._seen = {normalise(t) for t in self.texts}
+        return self._seen
+
     def search(self, queries: Sequence[str], k: int = 5, *, threshold: float | None = None) -> list[list[Hit]]:
         """The ``k`` most similar indexed texts for each query, best first."""
-        if isinstance(queries, str):
-            queries = [queries]
         if self.pending is not None:
             raise ConfigError("an on-disk index is searched once saved: save() it, then DuplicateIndex.load() it")
+        if isinstance(queries, str):
+            queries = [queries]
         if not len(self):
             return [[] for _ in queries]
         t = self.model.threshold if threshold is None else threshold
@@ -175,7 +196,7 @@ class DuplicateIndex:
                 from .ondisk import build_ondisk
 
                 if self.pending is None:
-                    raise ConfigError("an on-disk index is saved once, when built: rebuild it with siamese index build")
+                    raise ConfigError("an on-disk index is built whole, once: rebuild it with siamese index build")
                 build_ondisk(self.pending, tmp, shard_size=self.shard_size, nprobe=self.nprobe)
             else:
                 faiss.write_index(self.index, str(tmp / "index.faiss"))

@@ -1,0 +1,368 @@
+"""A dedupe run: texts grouped with their duplicates (or checked against a reference set), saved as a
+folder that can be re-thresholded without encoding anything again.
+
+Folder layout (written at once with ``atomic_dir``; a re-threshold rewrites only the results,
+each file atomically, ``result.json`` last)::
+
+    run.json          format, mode (self | against), floor, k, index kind, model fingerprint and
+                      folder, the sources read (inputs: never rewritten)
+    records.jsonl     every input record in order: {"id", "row", "text", "columns"?}
+    pairs.npz         candidate pairs above the floor (NumPy arrays, no pickles): first, second,
+                      similarity, and text_of (for each row, the distinct text it is a copy of);
+                      self: first/second are distinct texts; against: first is a distinct new
+                      text, second a reference position
+    vectors.npy       self: the unit vectors of the distinct texts (members' similarity to their
+                      cluster's kept record, whatever the clustering)
+    reference.jsonl   against: the reference records named by a pair: {"ref", "id", "text", ...}
+    clusters.jsonl    self results: one kept record per line with its duplicates
+    matches.jsonl     against results: one flagged new record per line with its reference matches
+    result.json       threshold, clustering, min_size and counts of the current results
+
+A re-threshold is exact: the candidates are each text's ``k`` nearest neighbours above the floor,
+so keeping those above a higher threshold gives the pairs a fresh run at that threshold finds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..atomic import as_umask_allows, atomic_dir, atomic_file
+from ..errors import ConfigError
+from ..manifest import read_manifest
+from ..model import SiameseModel
+from .dedupe import DuplicatePairs, check_clustering, check_kind, clusters, cross_pairs, duplicate_pairs, vector_index
+from .index import DuplicateIndex, SearchIndexError, require_cosine
+from .records import Record, as_records, exact_groups, normalise
+
+FORMAT = "siamese-dedupe/1"
+FLOOR_MARGIN = 0.05  # default floor: this far under the threshold, so a run can be re-thresholded a little lower
+
+
+@dataclass
+class Duplicate:
+    """A record found to duplicate another: its similarity to it, and the id of the record it is an
+    exact copy of (same text after collapsing whitespace), if it is one."""
+
+    record: Record
+    similarity: float
+    exact_of: str | None = None
+
+    def as_json(self) -> dict:
+        out = {**self.record.as_json(), "similarity": self.similarity}
+        if self.exact_of is not None:
+            out["exact_of"] = self.exact_of
+        return out
+
+
+@dataclass
+class Cluster:
+    """A kept record and its duplicates, each with its similarity to the kept record, best first."""
+
+    kept: Record
+    duplicates: list[Duplicate]
+
+    @property
+    def size(self) -> int:
+        return 1 + len(self.duplicates)
+
+    def as_json(self, number: int) -> dict:
+        return {"cluster": number, "size": self.size, **self.kept.as_json(),
+                "duplicates": [d.as_json() for d in self.duplicates]}
+
+
+@dataclass
+class Flagged:
+    """A new record that duplicates reference records (its matches, best first)."""
+
+    record: Record
+    matches: list[Duplicate]
+
+    def as_json(self) -> dict:
+        return {**self.record.as_json(), "matches": [m.as_json() for m in self.matches]}
+
+
+@dataclass
+class Accepted:
+    """A pair accepted as duplicates: the kept (or new) record, its duplicate (or reference match), the similarity."""
+
+    first: Record
+    second: Record
+    similarity: float
+
+    def as_json(self) -> dict:
+        return {"similarity": self.similarity, "first": self.first.as_json(), "second": self.second.as_json()}
+
+
+def _floor(threshold: float, floor: float | None) -> float:
+    floor = round(threshold - FLOOR_MARGIN, 6) if floor is None else floor
+    if floor > threshold:
+        raise ConfigError(f"floor {floor} is above the threshold {threshold}; it must be at or below it")
+    return floor
+
+
+class DedupeRun:
+    """A finished dedupe, in memory and in its folder (see the module's docstring)."""
+
+    def __init__(self, path: Path, meta: dict, records: list[Record], text_of: np.ndarray, pairs: DuplicatePairs,
+                 *, vectors: np.ndarray | None = None, reference: dict[int, Record] | None = None):
+        self.path, self.meta, self.records, self.text_of, self.pairs = Path(path), meta, records, text_of, pairs
+        self.vectors, self.reference = vectors, reference
+        self.distinct = np.unique(text_of, return_index=True)[1]  # row of each distinct text's first record
+        self.threshold = self.clustering = self.min_size = None
+
+    @property
+    def mode(self) -> str:
+        return self.meta["mode"]
+
+    # -- results -------------------------------------------------------------------------
+
+    def clusters(self) -> list[Cluster]:
+        """Self mode: each kept record with its duplicates (clusters of at least ``min_size`` records)."""
+        if self.mode != "self":
+            raise ConfigError(f"{self.path}: a run against a reference has matches, not clusters")
+        copies = self._copies()
+        found = []
+        grouped = set()
+        for group in clusters(len(self.distinct), self.pairs.above(self.threshold), self.clustering):
+            grouped.update(group)
+            centre, members = group[0], np.asarray(group[1:], dtype=np.int64)
+            sims = self.vectors[members] @ self.vectors[centre] if len(members) else np.empty(0)
+            kept = self.records[self.distinct[centre]]
+            dups = [Duplicate(self.records[r], 1.0, kept.id) for r in copies.get(centre, [])]
+            for m, s in sorted(zip(members.tolist(), sims.tolist()), key=lambda x: (-x[1], x[0])):
+                first = self.records[self.distinct[m]]
+                s = round(float(s), 6)
+                dups.append(Duplicate(first, s))
+                dups.extend(Duplicate(self.records[r], s, first.id) for r in copies.get(m, []))
+            found.append(Cluster(kept, dups))
+        for d, rows in copies.items():  # texts with exact copies only
+            if d not in grouped:
+                kept = self.records[self.distinct[d]]
+                found.append(Cluster(kept, [Duplicate(self.records[r], 1.0, kept.id) for r in rows]))
+        found = [c for c in found if c.size >= self.min_size]
+        return sorted(found, key=lambda c: (-c.size, c.kept.row))
+
+    def flagged(self) -> list[Flagged]:
+        """Against mode: every new record above the threshold to a reference record, in input order."""
+        if self.mode != "against":
+            raise ConfigError(f"{self.path}: a self dedupe has clusters, not matches against a reference")
+        pairs = self.pairs.above(self.threshold)
+        order = np.lexsort((pairs.second, -pairs.similarity, pairs.first))
+        matches: dict[int, list[Duplicate]] = {}
+        for d, ref, s in zip(pairs.first[order].tolist(), pairs.second[order].tolist(), pairs.similarity[order].tolist()):
+            r = self.reference[ref]
+            exact = normalise(r.text) == normalise(self.records[self.distinct[d]].text)
+            matches.setdefault(d, []).append(Duplicate(r, 1.0 if exact else round(s, 6), r.id if exact else None))
+        return [Flagged(rec, matches[d]) for rec, d in zip(self.records, self.text_of.tolist()) if d in matches]
+
+    def least_similar(self, n: int = 10) -> list[Accepted]:
+        """The ``n`` least similar pairs accepted as duplicates (exact copies left out): the borderline
+        cases to review. Self: a kept record and a member; against: a new record and a reference match."""
+        if self.mode == "self":
+            pairs = [Accepted(c.kept, d.record, d.similarity) for c in self.clusters() for d in c.duplicates
+                     if d.exact_of is None]
+        else:
+            pairs = [Accepted(f.record, m.record, m.similarity) for f in self.flagged() for m in f.matches
+                     if m.exact_of is None]
+        return sorted(pairs, key=lambda p: (p.similarity, p.first.row, p.second.row))[:n]
+
+    def results(self) -> list[Cluster] | list[Flagged]:
+        """The clusters (self) or the flagged new records (against) at the current threshold."""
+        return self.clusters() if self.mode == "self" else self.flagged()
+
+    def summary(self, results: list | None = None) -> dict:
+        """Counts of the current results (pass ``results`` to reuse them)."""
+        found = self.results() if results is None else results
+        out = {"mode": self.mode, "threshold": self.threshold, "floor": self.meta["floor"], "texts": len(self.records),
+               "distinct_texts": len(self.distinct), "out": str(self.path)}
+        if self.mode == "self":
+            return {**out, "clustering": self.clustering, "min_size": self.min_size,
+                    "pairs": int((self.pairs.similarity > self.threshold).sum()), "clusters": len(found),
+                    "clustered_texts": sum(c.size for c in found),
+                    "exact_duplicates": sum(d.exact_of is not None for c in found for d in c.duplicates)}
+        return {**out, "reference": self.meta["reference"], "flagged": len(found),
+                "exact_matches": sum(any(m.exact_of for m in f.matches) for f in found)}
+
+    # -- persistence ---------------------------------------------------------------------
+
+    def rethreshold(self, threshold: float, *, clustering: str | None = None, min_size: int | None = None) -> dict:
+        """Recompute the results at another threshold (at or above the run's floor) from the saved
+        candidate pairs, and rewrite the results in the folder. Returns the new summary."""
+        if threshold < self.meta["floor"]:
+            raise ConfigError(f"{self.path}: threshold {threshold} is under this run's floor {self.meta['floor']}; "
+                              "run the dedupe again with a lower --floor")
+        self._set(threshold, clustering or self.clustering or "components", min_size or self.min_size or 2)
+        return self._write_results(self.path)
+
+    def _set(self, threshold: float, clustering: str, min_size: int) -> None:
+        if min_size < 2:
+            raise ConfigError(f"min_size must be at least 2, got {min_size}")
+        self.threshold, self.clustering, self.min_size = float(threshold), check_clustering(clustering), int(min_size)
+
+    def _copies(self) -> dict[int, list[int]]:
+        """Distinct text → rows of its exact copies (after the first)."""
+        rows = np.flatnonzero(self.distinct[self.text_of] != np.arange(len(self.text_of)))
+        copies: dict[int, list[int]] = {}
+        for r in rows.tolist():
+            copies.setdefault(int(self.text_of[r]), []).append(r)
+        return copies
+
+    def _write_results(self, folder: Path) -> dict:
+        found = self.results()
+        name = "clusters.jsonl" if self.mode == "self" else "matches.jsonl"
+        rows = (c.as_json(n) for n, c in enumerate(found)) if self.mode == "self" else (x.as_json() for x in found)
+        with atomic_file(folder / name) as tmp:
+            _write_jsonl(tmp, rows)
+            as_umask_allows(tmp)
+        summary = self.summary(found)
+        result = {"threshold": self.threshold, "clustering": self.clustering, "min_size": self.min_size, "summary": summary}
+        with atomic_file(folder / "result.json") as tmp:
+            tmp.write_text(json.dumps(result, indent=2) + "\n")
+            as_umask_allows(tmp)
+        return summary
+
+    def _save(self) -> None:
+        with atomic_dir(self.path) as tmp:
+            (tmp / "run.json").write_text(json.dumps(self.meta, indent=2) + "\n")
+            _write_jsonl(tmp / "records.jsonl", (r.as_json() for r in self.records))
+            np.savez(tmp / "pairs.npz", first=self.pairs.first, second=self.pairs.second,
+                     similarity=self.pairs.similarity, text_of=self.text_of)
+            if self.vectors is not None:
+                np.save(tmp / "vectors.npy", self.vectors)
+            if self.reference is not None:
+                _write_jsonl(tmp / "reference.jsonl", ({"ref": k, **r.as_json()} for k, r in sorted(self.reference.items())))
+            self._write_results(tmp)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> DedupeRun:
+        """Open a finished run's folder (no model needed)."""
+        path = Path(path)
+        meta = read_manifest(path, "run.json", FORMAT, SearchIndexError, "dedupe run")
+        try:
+            records = [Record(row["row"], row["id"], row["text"], row.get("columns", {}))
+                       for row in _read_jsonl(path / "records.jsonl")]
+            with np.load(path / "pairs.npz", allow_pickle=False) as z:
+                pairs = DuplicatePairs(z["first"], z["second"], z["similarity"])
+                text_of = z["text_of"]
+            vectors = np.load(path / "vectors.npy", mmap_mode="r", allow_pickle=False) if meta["mode"] == "self" else None
+            reference = None
+            if meta["mode"] == "against":
+                reference = {row["ref"]: Record(row["row"], row["id"], row["text"], row.get("columns", {}))
+                             for row in _read_jsonl(path / "reference.jsonl")}
+            result = json.loads((path / "result.json").read_text())
+        except (OSError, KeyError, ValueError) as e:
+            raise SearchIndexError(f"{path}: damaged dedupe run ({type(e).__name__}: {e})") from None
+        self = cls(path, meta, records, text_of, pairs, vectors=vectors, reference=reference)
+        self._set(result["threshold"], result.get("clustering") or "components", result.get("min_size") or 2)
+        return self
+
+
+def _write_jsonl(path: Path, rows) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def _meta(model: SiameseModel, mode: str, floor: float, k: int, kind: str, sources: dict | None) -> dict:
+    return {"format": FORMAT, "mode": mode, "floor": floor, "k": k, "kind": kind,
+            "model_fingerprint": model.fingerprint(), "model_path": str(model.path) if model.path else None,
+            "sources": sources or {}}
+
+
+def dedupe(model: SiameseModel, texts: Sequence[str] | Sequence[Record], out: str | os.PathLike, *,
+           threshold: float | None = None, floor: float | None = None, k: int = 20, kind: str = "auto",
+           clustering: str = "components", min_size: int = 2, progress: bool = False,
+           sources: dict | None = None, engine=None) -> DedupeRun:
+    """Group the near-duplicates among ``texts`` (plain texts or :class:`Record`) and save the run to ``out``.
+
+    ``engine`` (e.g. :class:`siamese.ray_engine.RayEngine`): where the encoding and the pair
+    search run (default: this process); the pairs and clusters are the same.
+
+    Exact copies (equal after collapsing whitespace) are encoded once and linked to their first
+    occurrence; candidate pairs above ``floor`` (default: threshold - 0.05) are kept so that
+    :meth:`DedupeRun.rethreshold` can regroup at any threshold from the floor up.
+    """
+    check_clustering(clustering)
+    check_kind(kind)  # before the (long) encoding
+    require_cosine(model)
+    t = model.threshold if threshold is None else threshold
+    floor = _floor(t, floor)
+    records = as_records(texts)
+    distinct, text_of = exact_groups([r.text for r in records])
+    texts = [records[r].text for r in distinct.tolist()]
+    if engine is None:
+        vectors = model.encode(texts, progress=progress)
+        pairs = duplicate_pairs(vectors, floor, k=k, kind=kind, progress=progress)
+    else:
+        vectors = engine.encode(model, texts)
+        pairs = engine.duplicate_pairs(vectors, floor, k=k, kind=kind)
+    run = DedupeRun(Path(out), _meta(model, "self", floor, k, kind, sources), records, text_of, pairs, vectors=vectors)
+    run._set(t, clustering, min_size)
+    run._save()
+    return run
+
+
+def dedupe_against(model: SiameseModel, texts: Sequence[str] | Sequence[Record],
+                   reference: Sequence[str] | Sequence[Record] | DuplicateIndex, out: str | os.PathLike, *,
+                   threshold: float | None = None, floor: float | None = None, k: int = 20, kind: str = "auto",
+                   progress: bool = False, sources: dict | None = None, engine=None) -> DedupeRun:
+    """Which of ``texts`` duplicate a ``reference`` set (texts, records, or an index built by this
+    model): each flagged text with its nearest reference records above the threshold.
+
+    A new text equal to a reference text (after collapsing whitespace) is matched to it with
+    similarity 1 and not encoded; the rest are encoded once per distinct text and searched among
+    the reference's ``k`` nearest (an index folder's own FAISS index, else exact up to 50,000
+    reference texts and IVF beyond). The run is saved to ``out`` like :func:`dedupe`'s. ``engine``:
+    where the texts are encoded (the search against the reference runs here).
+    """
+
+    def encode(texts: list[str]) -> np.ndarray:
+        return model.encode(texts, progress=progress) if engine is None else engine.encode(model, texts)
+
+    check_kind(kind)
+    require_cosine(model)
+    t = model.threshold if threshold is None else threshold
+    floor = _floor(t, floor)
+    records = as_records(texts)
+    distinct, text_of = exact_groups([r.text for r in records])
+    if isinstance(reference, DuplicateIndex):
+        if reference.model.fingerprint() != model.fingerprint():
+            raise SearchIndexError("the reference index was built by a different model; rebuild it with this model")
+        refs = [Record(i, rid, text) for i, (rid, text) in enumerate(zip(reference.ids, reference.texts))]
+        index, position = reference.index, np.arange(len(refs), dtype=np.int64)
+        described = {"index": len(refs)}
+    else:
+        refs = as_records(reference)
+        position, _ = exact_groups([r.text for r in refs])  # a reference text is encoded once
+        index = vector_index(encode([refs[p].text for p in position.tolist()]), kind, k=k)
+        described = {"texts": len(refs), "distinct_texts": len(position)}
+    first_ref: dict[str, int] = {}
+    for i, r in enumerate(refs):
+        first_ref.setdefault(normalise(r.text), i)
+    exact = [(d, first_ref.get(normalise(records[row].text))) for d, row in enumerate(distinct.tolist())]
+    exact_pairs = [(d, ref) for d, ref in exact if ref is not None]
+    to_encode = np.asarray([d for d, ref in exact if ref is None], dtype=np.int64)
+    found = cross_pairs(encode([records[distinct[d]].text for d in to_encode.tolist()]),
+                        index, floor, k=k, progress=progress) if len(to_encode) and index.ntotal else \
+        DuplicatePairs(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32))
+    pairs = DuplicatePairs.concat(
+        DuplicatePairs(np.asarray([d for d, _ in exact_pairs], dtype=np.int64),
+                       np.asarray([r for _, r in exact_pairs], dtype=np.int64), np.ones(len(exact_pairs), np.float32)),
+        DuplicatePairs(to_encode[found.first], position[found.second], found.similarity))
+    named = {int(x): refs[int(x)] for x in np.unique(pairs.second)}
+    meta = {**_meta(model, "against", floor, k, kind, sources), "reference": described}
+    run = DedupeRun(Path(out), meta, records, text_of, pairs, reference=named)
+    run._set(t, "components", 2)
+    run._save()
+    return run
