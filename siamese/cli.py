@@ -22,6 +22,9 @@ Text2Opt = Annotated[Optional[str], typer.Option("--text2", help="Column holding
 LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Column holding the 0/1 label.")]
 OverwriteOpt = Annotated[bool, typer.Option(
     "--overwrite", help="Replace --out even when it is a folder of other files (by default only a siamese folder is replaced).")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="auto (a GPU when there is one, else the CPU), cpu, cuda, cuda:N or mps.")]
+EngineOpt = Annotated[str, typer.Option("--engine", help="local (this process) or ray (a Ray cluster: Ray Data actors, one model each; pip install 'siamese[ray]').")]
+AddressOpt = Annotated[Optional[str], typer.Option("--address", help="--engine ray: the cluster to join (ray://HOST:10001 or HOST:6379; default: a local cluster on this machine's CPUs).")]
 TargetPrecisionOpt = Annotated[Optional[float], typer.Option(
     "--target-precision", help="Set the threshold to the lowest one reaching this precision on the pairs (error if none does).")]
 TargetRecallOpt = Annotated[Optional[float], typer.Option(
@@ -145,6 +148,62 @@ def _encoder_options(pairs: list[str] | None, **named) -> dict:
     return options
 
 
+def _in_workers() -> bool:
+    from .distributed import world
+
+    return world().distributed
+
+
+def _launch_workers(nproc: int, command, options: dict) -> None:
+    """Run ``command(**options)`` on ``nproc`` local workers (siamese.distributed.launch); a user
+    error in the workers (rank 0 printed it as ``error: ...``) exits 2 here too."""
+    import logging
+
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    from .distributed import launch
+
+    elastic = logging.getLogger("torch.distributed.elastic")
+    level = elastic.level
+    elastic.setLevel(logging.CRITICAL)  # its traceback of a worker's exit code 2 would bury our one line
+    try:
+        launch(nproc, _worker, command, options)
+    except ChildFailedError as e:
+        codes = {failure.exitcode for failure in e.failures.values()}
+        if codes == {2}:
+            raise typer.Exit(2) from None
+        for failure in e.failures.values():
+            typer.echo(failure.message if isinstance(failure.message, str) else json.dumps(failure.message), err=True)
+        raise SiameseError(f"a training worker failed (exit codes {sorted(codes)})") from None
+    finally:
+        elastic.setLevel(level)
+
+
+def _worker(command, options: dict) -> None:
+    """One launched worker: the command; a user error is printed once (by rank 0) and exits 2."""
+    from .distributed import world
+
+    try:
+        command.__wrapped__(**options)  # without user_errors: every worker would print the same line
+    except SiameseError as e:
+        if world().main:
+            typer.echo(f"error: {e}", err=True)
+        sys.exit(2)
+
+
+def _corpus_engine(engine: str, address: str | None, device: str, quiet: bool):
+    """None (this process) or the Ray engine; Ray is imported only here."""
+    from .ray_engine import check_engine
+
+    if check_engine(engine) == "local":
+        if address is not None:
+            raise ConfigError("--address is the Ray cluster to join: give it with --engine ray")
+        return None
+    from .ray_engine import RayEngine
+
+    return RayEngine(address, device=device, progress=not quiet)
+
+
 def _emit(result: dict, as_json: bool, lines: list[str]) -> None:
     if as_json:
         typer.echo(json.dumps(result))
@@ -199,13 +258,19 @@ def train(
     checkpoint: Annotated[Optional[Path], typer.Option(help="After every epoch, rewrite this folder: a model folder of that epoch's weights plus what --resume needs.")] = None,
     resume: Annotated[Optional[Path], typer.Option(help="Continue the killed run that wrote this --checkpoint folder (its options are read from it; it ends after the same epochs).")] = None,
     workers: Annotated[Optional[int], typer.Option(min=1, help="Threads encoding parts of each batch in parallel (default: one per core).")] = None,
+    device: DeviceOpt = "auto",
+    nproc: Annotated[int, typer.Option(min=1, help="Train on N local worker processes (torch.distributed: DDP, gloo on CPUs, nccl on GPUs), each on its shard of every batch; across machines use torchrun --nnodes M --nproc-per-node N -m siamese train ...")] = 1,
+    gather: Annotated[bool, typer.Option("--gather/--no-gather", help="With several workers: the loss of the whole batch, its vectors gathered from every worker (as one process); --no-gather: each worker's shard alone (fewer in-batch negatives).")] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,
 ):
     """Train a Siamese model: by default the LSTM with the hard-negative triplet loss on duplicate pairs."""
+    given = dict(locals())
+    if nproc > 1 and not _in_workers():  # the launched workers run this command again, as torchrun's do
+        return _launch_workers(nproc, train, given)
     command = {k: [str(p) for p in v] if isinstance(v, list) else str(v) if isinstance(v, Path) else v
-               for k, v in locals().items()}  # this run's options, kept in the checkpoint for --resume
+               for k, v in given.items()}  # this run's options, kept in the checkpoint for --resume
     if resume is not None and data is None:
         return train(**_saved_train_options(resume), resume=resume, quiet=quiet, as_json=as_json)
     if not data or out is None:
@@ -250,7 +315,8 @@ def train(
     config = TrainConfig(epochs=epochs or defaults.epochs, batch_size=batch_size or defaults.batch_size, lr=lr, loss_options=loss_options, seed=seed, warmup_steps=warmup_steps,
                          keep_initial=keep_initial, teacher=teacher,
                          precision=precision, threshold_metric=threshold_metric, workers=workers,
-                         calibrate=calibrate, target_precision=target_precision, target_recall=target_recall)
+                         calibrate=calibrate, target_precision=target_precision, target_recall=target_recall,
+                         device=device, gather=gather)
     options = _encoder_options(option, pooling=pooling, path=transformer,
                                frozen_layers=frozen_layers or None)
     model_config = ModelConfig(encoder=encoder, head=head, loss=loss, dim=dim, encoder_options=options,
@@ -259,6 +325,8 @@ def train(
                                char_buckets=char_buckets)
     model = run_training(pairs, val, model_config=model_config, config=config, checkpoint=resume or checkpoint,
                          resume=resume is not None, run={"cli": {**command, "resume": None}}, progress=not quiet)
+    if "threshold" not in model.info["training"]:  # a worker other than rank 0: it writes and says nothing
+        return
     model.save(out, overwrite=overwrite)
     info = model.info["training"]
     last = info["history"][-1]
@@ -317,13 +385,14 @@ def evaluate(
     text1: Text1Opt = None,
     text2: Text2Opt = None,
     label: LabelOpt = None,
+    device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
     """Accuracy, precision, recall, F1, ROC-AUC, AP, calibration (Brier, ECE, log-loss) and the confusion matrix on labelled pairs."""
     from .evaluation import evaluate_pairs
     from .loading import load_model
 
-    model = load_model(model_dir)
+    model = load_model(model_dir, device=device)
     ev = evaluate_pairs(model, _read(data, format, text1, text2, label), threshold=threshold)
     result = dict(ev.metrics)
     if report is not None:
@@ -512,6 +581,9 @@ def encode(
     out: Annotated[Path, typer.Option("--out", help="Vectors to write: a float32 .npy, one row per text in file order.")],
     column: Annotated[Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")] = None,
     batch_size: Annotated[Optional[int], typer.Option(min=1, help="Texts per batch (default: the encoder's).")] = None,
+    device: DeviceOpt = "auto",
+    engine: EngineOpt = "local",
+    address: AddressOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     as_json: JsonOpt = False,
 ):
@@ -521,9 +593,10 @@ def encode(
     from .vectors import check_target, encode_to_file
 
     check_target(out)
-    model = SiameseModel.load(model_dir)
+    model = SiameseModel.load(model_dir, device=device)
     texts = read_texts(data, column, skip_empty=False)  # row i of the output is text i: no silent skips
-    result = encode_to_file(model, texts, out, batch_size=batch_size, progress=not quiet and not as_json)
+    runner = _corpus_engine(engine, address, device, quiet or as_json)
+    result = encode_to_file(model, texts, out, batch_size=batch_size, progress=not quiet and not as_json, engine=runner)
     _emit(result, as_json, [f"encoded {result['n']} texts into {result['dim']}-d vectors in {result['seconds']:.2f}s "
                             f"({result['texts_per_second']} texts/s); written to {out}"]
           + ([] if model.config.head == "cosine" else [f"note: head {model.config.head!r}: raw encoder features, not unit vectors"]))
@@ -603,7 +676,11 @@ def index_build(
     data: Annotated[Path, typer.Option("--data", help="Texts: a .txt file (one per line) or a CSV/TSV column.")],
     out: Annotated[Path, typer.Option("--out", help="Index folder to write.")],
     column: TextColumnOpt = None,
-    kind: Annotated[str, typer.Option(help="flat (exact), hnsw or ivf (approximate, for large corpora).")] = "flat",
+    kind: Annotated[str, typer.Option(help="flat (exact), hnsw or ivf (approximate, for large corpora), or ondisk (ivf with its lists on disk, memory-mapped: a corpus larger than memory).")] = "flat",
+    shard_size: Annotated[int, typer.Option(min=1, help="--kind ondisk: vectors added to the lists per shard (what is in memory at a time).")] = 1_000_000,
+    device: DeviceOpt = "auto",
+    engine: EngineOpt = "local",
+    address: AddressOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,
@@ -614,10 +691,11 @@ def index_build(
     from .model import SiameseModel
     from .search import DuplicateIndex
 
-    model = SiameseModel.load(model_dir)
+    model = SiameseModel.load(model_dir, device=device)
     index = DuplicateIndex(model, kind=kind)
+    index.shard_size = shard_size
     texts = read_texts(data, column)
-    index.add(texts, progress=not quiet)
+    index.add(texts, progress=not quiet, engine=_corpus_engine(engine, address, device, quiet or as_json))
     index.save(out, overwrite=overwrite)
     _emit({"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind}, as_json,
           [f"indexed {len(index)} texts ({kind}) into {out}; {len(texts) - len(index)} repeats skipped"])
@@ -718,6 +796,9 @@ def dedupe(
     verify_all: Annotated[bool, typer.Option("--verify-all", help="With --verify: every candidate pair is verified, not only the band.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Also show the least similar pairs accepted as duplicates.")] = False,
     explain_count: Annotated[int, typer.Option(min=1, help="How many pairs --explain shows.")] = 10,
+    device: DeviceOpt = "auto",
+    engine: EngineOpt = "local",
+    address: AddressOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     as_json: JsonOpt = False,
 ):
@@ -738,7 +819,8 @@ def dedupe(
             extra = {"verify": _open_cross(verify), "verify_band": None if verify_all else verify_band}
         run = _new_dedupe_run(path, data, out, against, **extra, threshold=threshold, floor=floor, column=column,
                               id_column=id_column, against_column=against_column, against_id_column=against_id_column,
-                              k=k, kind=kind, clustering=clusters or "components", min_size=min_size or 2, quiet=quiet)
+                              k=k, kind=kind, clustering=clusters or "components", min_size=min_size or 2, quiet=quiet,
+                              device=device, engine=_corpus_engine(engine, address, device, quiet or as_json))
         summary = run.summary()
     if "verified" in run.meta:
         summary["verified"] = run.meta["verified"]
@@ -757,15 +839,15 @@ def dedupe(
 
 
 def _new_dedupe_run(model_dir: Path, data: Path, out: Path, against: Path | None, *, column, id_column, against_column,
-                    against_id_column, clustering: str, min_size: int, quiet: bool, **options):
-    """Read the texts (and the reference), load the model and run the dedupe."""
+                    against_id_column, clustering: str, min_size: int, quiet: bool, device: str, **options):
+    """Read the texts (and the reference), load the model and run the dedupe (``engine``: None or Ray)."""
     from .model import SiameseModel
     from .search import dedupe_against, read_records
     from .search import dedupe as self_dedupe
 
     records = read_records(data, column, id_column)
     sources = {"data": str(data), "column": column, "id_column": id_column}
-    model = SiameseModel.load(model_dir)
+    model = SiameseModel.load(model_dir, device=device)
     if against is None:
         return self_dedupe(model, records, out, clustering=clustering, min_size=min_size, progress=not quiet,
                            sources=sources, **options)
@@ -794,6 +876,7 @@ def serve(
     max_queue: Annotated[int, typer.Option(help="Requests waiting for the model; more are answered 429.")] = 64,
     read_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds for a request's headers, and again for its body (408).")] = 15.0,
     log_level: Annotated[str, typer.Option(help="critical, error, warning, info (one access line per request) or debug.")] = "info",
+    device: DeviceOpt = "auto",
 ):
     """Serve the model over HTTP: /similarity, /search, /embed, /v1/embeddings, /health, /metrics, /docs."""
     from .loading import load_model
@@ -805,7 +888,7 @@ def serve(
     config = BatchConfig(enabled=batching, max_batch=max_batch, wait_ms=batch_wait_ms, max_queue=max_queue)
     config.check()
     keys = api_keys(api_key)
-    model = load_model(model_dir)  # a bi-encoder, or a cross-encoder (/similarity only)
+    model = load_model(model_dir, device=device)  # a bi-encoder, or a cross-encoder (/similarity only)
     if index_dir and getattr(model, "kind", None) == "cross":
         raise ConfigError("a cross-encoder has no vectors to search an index with; serve it without --index")
     index = DuplicateIndex.load(index_dir, model) if index_dir else None

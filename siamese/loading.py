@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import ModelError
+from .errors import ConfigError, ModelError
 from .manifest import read_json_object
 
 CROSS_FORMAT = "siamese-cross/1"
@@ -20,15 +20,17 @@ def folder_format(path: str | os.PathLike) -> str | None:
     return read_json_object(file, ModelError).get("format")
 
 
-def load_model(path: str | os.PathLike, *, precision: str | None = None):
+def load_model(path: str | os.PathLike, *, precision: str | None = None, device: str | None = None):
     """A :class:`siamese.SiameseModel` or a :class:`siamese.cross.CrossEncoder`, by the folder's format."""
     if folder_format(path) == CROSS_FORMAT:
         from .cross import CrossEncoder
 
+        if device not in (None, "auto", "cpu"):
+            raise ConfigError(f"{path}: cross-encoders run on the CPU here (--device {device} is for bi-encoders)")
         return CrossEncoder.load(path, precision=precision)
     from .model import SiameseModel
 
-    return SiameseModel.load(path, precision=precision)
+    return SiameseModel.load(path, precision=precision, device=device or "auto")
 
 
 def refuse_cross(path: str | os.PathLike) -> None:

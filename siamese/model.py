@@ -24,6 +24,7 @@ from safetensors.torch import save_file
 
 from .atomic import atomic_dir, atomic_file
 from .calibration import Calibrator
+from .devices import is_cpu, resolve_device
 from .encoders import ENCODERS, TransformerEncoder, build_encoder, encoder_class
 from .errors import ConfigError, ModelError, SiameseError
 from .glove import embedding_matrix, load_glove
@@ -161,6 +162,7 @@ class SiameseModel:
         self.path: Path | None = None  # the folder it was loaded from or saved to
         # What encode() computes in: "auto", "bf16" or "fp32"; None: $SIAMESE_PRECISION, else auto.
         self.precision: str | None = None
+        self.device = torch.device("cpu")  # where the encoder and head weights are (see to())
 
     @classmethod
     def build(cls, texts: Iterable[str], config: ModelConfig | None = None) -> SiameseModel:
@@ -205,6 +207,17 @@ class SiameseModel:
         config.encoder_options = saved
         return cls(vectorizer, encoder, config, info)
 
+    def to(self, device: str | torch.device | None = "auto") -> SiameseModel:
+        """Move the weights to ``device`` (auto, cpu, cuda, cuda:N, mps; see :mod:`siamese.devices`)."""
+        device = resolve_device(device)
+        if self.encoder.exported and not is_cpu(device):
+            raise ConfigError(f"an exported model runs in ONNX Runtime on the CPU, not on {device}; use --device cpu")
+        if not self.encoder.exported:
+            self.encoder.to(device)
+        self.head.to(device)
+        self.device = device
+        return self
+
     @property
     def dim(self) -> int:
         """Width of the vectors :meth:`encode` returns."""
@@ -226,7 +239,7 @@ class SiameseModel:
         if asked == "auto" and not self.encoder.bf16_inference:
             resolve_precision(asked)  # still refuses a misspelt value
             return "fp32"
-        return resolve_precision(asked)
+        return resolve_precision(asked, self.device)
 
     @torch.inference_mode()
     def encode(self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False,
@@ -248,19 +261,22 @@ class SiameseModel:
                 for b in range(0, len(order), batch_size):
                     rows = order[b : b + batch_size]
                     batch, lengths = pad([ids[i] for i in rows], self.vectorizer.pad_id)
-                    vectors = runner(torch.from_numpy(batch), torch.from_numpy(lengths))
-                    out[start + rows] = vectors.float().numpy()
+                    vectors = runner(torch.from_numpy(batch).to(self.device), torch.from_numpy(lengths).to(self.device))
+                    out[start + rows] = vectors.float().cpu().numpy()
                     bar.update(len(rows))
         bar.close()
         return out
 
     def _runner(self, precision: str = "fp32") -> ParallelEncoder:
-        """Batches are split into length groups encoded on one thread per core."""
-        key = (self.encoder, precision)
+        """Batches are split into length groups encoded on one thread per core (on the CPU; a GPU
+        takes each batch whole)."""
+        key = (self.encoder, precision, self.device)
         if getattr(self, "_parallel", None) is None or self._parallel_key != key:
             if getattr(self, "_parallel", None) is not None:
                 self._parallel.close()
-            self._parallel, self._parallel_key = ParallelEncoder(self.encoder, autocast=autocast(precision)), key
+            self._parallel = ParallelEncoder(self.encoder, None if is_cpu(self.device) else 1,
+                                             autocast(precision, self.device.type))
+            self._parallel_key = key
         return self._parallel
 
     def similarity(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
@@ -278,7 +294,7 @@ class SiameseModel:
     def score(self, a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
         """The head on encodings (rows of :meth:`encode`)."""
         self.head.eval()
-        return self.head(a, b).float().numpy()
+        return self.head(a.to(self.device), b.to(self.device)).float().cpu().numpy()
 
     def probability(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
         """Calibrated duplicate probability per pair (see :mod:`siamese.calibration`)."""
@@ -383,17 +399,21 @@ class SiameseModel:
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Encoder weights under their own names (as the first format had them), head weights under ``head.``."""
-        state = {k: v.detach().contiguous() for k, v in self.encoder.state_dict().items()}
-        state.update({f"{HEAD_PREFIX}{k}": v.detach().contiguous() for k, v in self.head.state_dict().items()})
+        state = {k: v.detach().cpu().contiguous() for k, v in self.encoder.state_dict().items()}
+        state.update({f"{HEAD_PREFIX}{k}": v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()})
         return state
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, precision: str | None = None) -> SiameseModel:
+    def load(cls, path: str | os.PathLike, *, precision: str | None = None,
+             device: str | torch.device | None = "auto") -> SiameseModel:
         """Open a model folder (PyTorch or exported). ``precision``: what :meth:`encode` computes
-        in (auto, bf16, fp32; default $SIAMESE_PRECISION, else auto)."""
+        in (auto, bf16, fp32; default $SIAMESE_PRECISION, else auto). ``device``: auto (a GPU
+        when there is one; an exported model stays on the CPU), cpu, cuda, cuda:N or mps."""
         from .loading import refuse_cross
 
         path = Path(path)
+        auto = device is None or str(device).strip().lower() == "auto"
+        device = resolve_device(device)  # an unavailable device is refused before the weights are read
         config_file = path / "config.json"
         refuse_cross(path)  # a clear line instead of "unsupported format"
         raw = read_manifest(path, "config.json", FORMAT, ModelError, "model")
@@ -406,6 +426,8 @@ class SiameseModel:
             raise ModelError(f"{config_file}: {e}") from None
         cls_ = encoder_class(config.encoder)
         exported = getattr(cls_, "exported", False)
+        if exported and auto:
+            device = torch.device("cpu")  # ONNX Runtime runs the graph on the CPU
         for name in ("tokenizer.json", getattr(cls_, "weights_file", "model.safetensors")):
             if not (path / name).is_file():
                 raise ModelError(f"{path}: model folder is missing {name}")
@@ -465,7 +487,7 @@ class SiameseModel:
                 raise ModelError(f"{config_file}: invalid calibration ({e})") from None
         model.path = path.resolve()
         model.precision = precision
-        return model
+        return model.to(device)
 
 
 def glove_embeddings(path: str, vectorizer: Vectorizer, seed: int) -> tuple[np.ndarray, dict]:

@@ -34,7 +34,7 @@ class LazyAdam(torch.optim.Optimizer):
                 state["step"] += 1
                 t = state["step"]
                 compiled = kernels.load()
-                if compiled is not None and p.dtype == torch.float32 and p.is_contiguous():
+                if compiled is not None and p.device.type == "cpu" and p.dtype == torch.float32 and p.is_contiguous():
                     compiled.lazy_adam_(p.data, state["m"], state["v"], rows.contiguous(), values.contiguous(), group["lr"],
                                         beta1, beta2, group["eps"], t)
                     continue

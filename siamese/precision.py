@@ -23,10 +23,15 @@ def native_bf16() -> bool:
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
-def resolve_precision(precision: str) -> str:
-    """"auto" → bf16 where the CPU computes it natively (AVX512-BF16 / AMX), else fp32."""
+def resolve_precision(precision: str, device: torch.device | None = None) -> str:
+    """"auto" → bf16 where the CPU computes it natively (AVX512-BF16 / AMX), else fp32. On a GPU
+    (``device`` not the CPU) "auto" is fp32 and "bf16" is CUDA's own autocast."""
     if precision not in PRECISIONS:
         raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if device is not None and device.type != "cpu":
+        if precision == "bf16" and device.type != "cuda":
+            raise ConfigError(f"precision 'bf16' is for the CPU or a CUDA GPU, not device {device.type!r}")
+        return "bf16" if precision == "bf16" else "fp32"
     native = native_bf16()
     if precision == "bf16" and not native:
         raise ConfigError("precision 'bf16' needs a CPU with native bfloat16 (AVX512-BF16 or AMX); "
@@ -44,8 +49,8 @@ def default_precision() -> str:
     return value
 
 
-def autocast(precision: str):
+def autocast(precision: str, device_type: str = "cpu"):
     """A factory of the context that runs ops in ``precision`` (a resolved one: bf16 or fp32)."""
     if precision == "bf16":
-        return lambda: torch.autocast("cpu", dtype=torch.bfloat16)
+        return lambda: torch.autocast(device_type, dtype=torch.bfloat16)
     return contextlib.nullcontext

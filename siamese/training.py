@@ -17,6 +17,8 @@ import torch
 
 from . import kernels
 from .data import Pairs
+from .devices import is_cpu, resolve_device
+from .distributed import World, gather, mean_over_workers, process_group, world as current_world
 from .errors import ConfigError, DataError, ModelError
 from .calibration import check_targets, data_record, fit_calibrator
 from .evaluation import choose_threshold, threshold_for_target
@@ -63,6 +65,11 @@ class TrainConfig:
     # the lowest reaching this precision, or the highest reaching this recall.
     target_precision: float | None = None
     target_recall: float | None = None
+    device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, cuda:N, mps
+    # Several workers (torchrun, --nproc): the loss of the whole global batch, its vectors gathered
+    # from every worker (as one process computes it); False: each worker's own shard only (1/N
+    # of the in-batch negatives). See siamese.distributed.gather.
+    gather: bool = True
 
 
 @contextlib.contextmanager
@@ -84,10 +91,10 @@ def seed_everything(seed: int) -> np.random.Generator:
 
 
 def batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator, *, bucket: bool = True, span: int = 50,
-            rows: np.ndarray | None = None) -> list[np.ndarray]:
+            rows: np.ndarray | None = None, min_rows: int = 2) -> list[np.ndarray]:
     """Shuffled index batches; with ``bucket`` each pool of ``span`` batches is sorted by length
     before cutting, so a batch pads to a length close to its texts' own. ``rows`` (default: all)
-    are the rows this epoch draws, repeats allowed."""
+    are the rows this epoch draws, repeats allowed. A last batch under ``min_rows`` joins the one before."""
     order = rng.permutation(len(lengths)) if rows is None else rng.permutation(rows)
     if bucket:
         pool = batch_size * span
@@ -95,7 +102,7 @@ def batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator, *, b
             [chunk[np.argsort(lengths[chunk], kind="stable")] for chunk in np.split(order, range(pool, len(order), pool))]
         )
     out = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    if len(out) > 1 and len(out[-1]) < 2:  # the in-batch losses need a negative
+    if len(out) > 1 and len(out[-1]) < min_rows:  # the in-batch losses need a negative (per worker when sharded)
         out[-2:] = [np.concatenate(out[-2:])]
     rng.shuffle(out)
     return out
@@ -135,6 +142,29 @@ class PairTensors:
     def teacher_batch(self, rows: np.ndarray) -> tuple[torch.Tensor, ...]:
         """The teacher's vectors of the batch, one (n, teacher width) tensor per side."""
         return tuple(self.teacher.vectors[side[rows]] for side in self.teacher_rows)
+
+
+class BatchLoss(torch.nn.Module):
+    """A batch (its sides stacked) → the loss: encoder, head and loss in one module's forward, the
+    unit DistributedDataParallel wraps, so every trained weight's gradient is averaged over the
+    workers. ``sizes`` (several workers): the rows each worker holds; the sides, labels and teacher
+    vectors are then gathered and the loss is the whole global batch's."""
+
+    def __init__(self, encoder: torch.nn.Module, head: torch.nn.Module, runner: ParallelEncoder, loss_fn: PairLoss):
+        super().__init__()
+        self.encoder, self.head = encoder, head
+        self.runner, self.loss_fn = runner, [loss_fn]  # in a list: not a submodule (no weights, not DDP's business)
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, n: int, labels: torch.Tensor | None,
+                teacher: tuple[torch.Tensor, ...] | None, sizes: list[int] | None = None) -> torch.Tensor:
+        sides = self.runner(ids, lengths).float().split(n)  # n rows per side
+        if sizes is not None:
+            sides = [gather(side, sizes) for side in sides]
+            labels = gather(labels, sizes) if labels is not None else None
+            teacher = tuple(gather(t, sizes) for t in teacher) if teacher is not None else None
+        extra = {"teacher": teacher} if teacher is not None else {}
+        return self.loss_fn[0](sides[0], sides[1], negative=sides[2] if len(sides) > 2 else None, labels=labels,
+                               head=self.head, **extra)
 
 
 def training_data(data, loss_fn: PairLoss):
@@ -180,13 +210,27 @@ def train(
     epoch's weights plus the optimizer, scheduler and random-generator state and ``run`` (JSON the
     caller wants back on resume, e.g. its command line). ``resume``: continue the run saved there,
     called with the same data and configuration; it ends after the same number of epochs, as if
-    it had never stopped."""
+    it had never stopped.
+
+    Under torchrun (or ``siamese train --nproc N``) each worker calls this with the same arguments:
+    the workers train one DDP model on shards of each batch (see :mod:`siamese.distributed`);
+    rank 0 alone logs, writes the checkpoint and chooses the threshold and calibration, so save
+    rank 0's model (the others return the same weights without them)."""
     config = config or TrainConfig()
     if model_config is not None and model_config.cross:
         from .cross.training import train_from_configs
 
         return train_from_configs(train_pairs, val_pairs, model_config, config, checkpoint=checkpoint, resume=resume,
                                   run=run, progress=progress)
+    world = current_world()
+    with process_group(world, resolve_device(config.device)):
+        return _train(train_pairs, val_pairs, model_config=model_config, config=config, checkpoint=checkpoint,
+                      resume=resume, run=run, progress=progress, initial=initial, world=world)
+
+
+def _train(train_pairs: Pairs, val_pairs: Pairs | None, *, model_config: ModelConfig | None, config: TrainConfig,
+           checkpoint, resume: bool, run: dict | None, progress: bool, initial: SiameseModel | None,
+           world: World) -> SiameseModel:
     resume_state = _resume_state(checkpoint, config) if resume else None
     if initial is not None:
         model_config = replace(initial.config, loss=model_config.loss if model_config else initial.config.loss)
@@ -197,7 +241,12 @@ def train(
     model_config = replace(model_config, seed=config.seed)
     model_config.check()
     check_trainable(model_config)  # before a teacher encodes anything
-    precision = resolve_precision(config.precision)
+    device = resolve_device(config.device)
+    precision = resolve_precision(config.precision, device)
+    progress = progress and world.main
+    if world.distributed and config.batch_size < 2 * world.size:
+        raise ConfigError(f"batch size {config.batch_size} for {world.size} workers: give each at least 2 rows "
+                          f"(--batch-size {2 * world.size} or more)")
     if config.threshold_metric not in ("accuracy", "f1"):
         raise ConfigError(f"threshold_metric must be 'accuracy' or 'f1', got {config.threshold_metric!r}")
     check_targets(config.target_precision, config.target_recall)
@@ -234,6 +283,7 @@ def train(
                              copy.deepcopy(initial.head))
     else:
         model = SiameseModel.build([t for side in train_pairs.sides() for t in side], model_config)
+    model.to(device)
     encoder, head = model.encoder, model.head
     graded = getattr(loss_fn, "uses_scores", False)
     train_data = PairTensors(model, data, graded, teacher)
@@ -248,19 +298,37 @@ def train(
     optimizers = [torch.optim.Adam(dense, lr=lr, fused=True)] if dense else []  # fused: one kernel, ~3x faster steps
     if sparse:  # lazy Adam: only the embedding rows seen in the batch are updated
         optimizers.append(LazyAdam(sparse, lr=lr))
-    runner = ParallelEncoder(encoder, config.workers, precision_autocast(precision))
+    # Length groups on threads are the CPU's way to use every core in one process; workers (each
+    # with cores / N torch threads) replace them in a distributed run, and a GPU takes batches whole.
+    runner = ParallelEncoder(encoder, 1 if world.distributed or not is_cpu(device) else config.workers,
+                             precision_autocast(precision, device.type))
+    step_loss = BatchLoss(encoder, head, runner, loss_fn)
+    net = step_loss
+    if world.distributed:
+        from torch.nn.parallel import DistributedDataParallel
 
-    def batch_loss(data: PairTensors, rows: np.ndarray) -> torch.Tensor:
-        sides = runner(*data.batch(rows)).float().split(len(rows))
-        labels = data.labels[rows] if data.labels is not None else None
-        extra = {"teacher": data.teacher_batch(rows)} if data.teacher is not None else {}
-        return loss_fn(sides[0], sides[1], negative=sides[2] if len(sides) > 2 else None, labels=labels, head=head, **extra)
+        # find_unused_parameters: a pretrained transformer's pooler gets no gradient with mean pooling
+        net = DistributedDataParallel(step_loss, device_ids=[device.index] if device.type == "cuda" else None,
+                                      find_unused_parameters=encoder.pretrained)
+
+    def batch_loss(data: PairTensors, rows: np.ndarray, sharded: bool = False) -> torch.Tensor:
+        """The loss of ``rows``; ``sharded`` (a training step of several workers): this worker
+        encodes its shard of them (see siamese.distributed)."""
+        sizes = None
+        if sharded:
+            sizes = world.shard_sizes(len(rows)) if config.gather else None
+            rows = world.shard(rows)
+        ids, lengths = data.batch(rows)
+        labels = data.labels[rows].to(device) if data.labels is not None else None
+        teacher = tuple(t.to(device) for t in data.teacher_batch(rows)) if data.teacher is not None else None
+        return (net if sharded else step_loss)(ids.to(device), lengths.to(device), len(rows), labels, teacher, sizes)
 
     modules = torch.nn.ModuleList([encoder, head])
     # Linear warm-up: early steps of a pretrained encoder otherwise take full-size Adam steps on noisy moments.
     schedulers = [torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / (config.warmup_steps + 1)))
                   for opt in optimizers] if config.warmup_steps else []
-    callbacks = [Checkpoint(checkpoint, model.write, {"train_config": _jsonable(config), "run": run or {}})] if checkpoint else []
+    callbacks = [Checkpoint(checkpoint, model.write, {"train_config": _jsonable(config), "run": run or {}})] \
+        if checkpoint and world.main else []
     trainer = Trainer(modules, optimizers, epochs=config.epochs, rng=rng, schedulers=schedulers, progress=progress,
                       item="pair", on_epoch_end=callbacks, after_backward=runner.backward)
     if resume_state is not None:
@@ -271,19 +339,24 @@ def train(
 
     def plan(rng: np.random.Generator) -> list[np.ndarray]:
         rows = weighted_rows(train_data.weights, rng) if train_data.weights is not None else None
-        return batches(train_data.lengths, config.batch_size, rng, bucket=config.bucket, span=config.bucket_span, rows=rows)
+        return batches(train_data.lengths, config.batch_size, rng, bucket=config.bucket, span=config.bucket_span, rows=rows,
+                       min_rows=2 * world.size)
 
-    validate = (lambda: validation_loss(modules, val_data, config, batch_loss)) if val_data is not None else None
-    if precision == "bf16":
+    validate = (lambda: validation_loss(modules, val_data, config, batch_loss, world, device)) if val_data is not None else None
+    if precision == "bf16" and is_cpu(device):
         kernels.load()  # a first build (~30 s, once per install) must not count as training time
     started = time.perf_counter()
     with single_threaded_ops(runner.workers > 1), gc_frozen():
-        fitted = trainer.fit(plan, lambda rows: batch_loss(train_data, rows), validate=validate)
+        fitted = trainer.fit(plan, lambda rows: batch_loss(train_data, rows, sharded=world.distributed), validate=validate)
     modules.load_state_dict(fitted.best_weights)
     if initial is not None:
         mix_weights(encoder, initial, config.keep_initial)
     modules.eval()
     runner.close()
+    if not world.main:  # the threshold, calibration and summary are rank 0's
+        model.info["training"] = {"rank": world.rank, "workers": world.size, "best_epoch": fitted.best_epoch,
+                                  "history": fitted.history}
+        return model
     threshold_info = {}
     both_labels = val_pairs is not None and not val_pairs.triplets and len(set(val_pairs.labels.tolist())) == 2
     if both_labels:
@@ -319,6 +392,8 @@ def train(
         "config": {**asdict(replace(config, teacher=None)), "teacher": teacher_info and teacher_info["source"], "lr": lr,
                    "margin": loss_fn.margin, "scale": loss_fn.scale},
         "precision": precision,
+        "device": str(device),
+        "workers": world.size,
         "loss": model_config.loss,
         **({"teacher": teacher_info} if teacher_info else {}),
         "train_pairs": len(data),
@@ -350,7 +425,9 @@ def _resume_state(checkpoint: str | os.PathLike | None, config: TrainConfig) -> 
         raise ConfigError("resume needs the checkpoint folder the run wrote (checkpoint=..., --checkpoint DIR)")
     tensors, skeleton, meta = read_checkpoint(checkpoint)
     saved, ours = meta.get("train_config", {}), _jsonable(config)
-    differs = sorted(k for k in ours if saved.get(k) != ours[k])
+    defaults = _jsonable(TrainConfig())  # keys a checkpoint from before they existed lacks
+    # the device may change between runs (trained on a GPU, resumed on the CPU)
+    differs = sorted(k for k in ours if k != "device" and saved.get(k, defaults[k]) != ours[k])
     if differs:
         raise ConfigError(f"{checkpoint}: the checkpoint was trained with other settings ({', '.join(differs)} differ); "
                           "resume with the same ones")
@@ -367,15 +444,18 @@ def check_teacher(config: TrainConfig, model_config: ModelConfig, loss_fn: PairL
 
 
 @torch.no_grad()
-def validation_loss(modules, data: PairTensors, config: TrainConfig, batch_loss) -> float:
-    """Mean per-batch loss on the validation data (fixed, unshuffled length-sorted batches)."""
+def validation_loss(modules, data: PairTensors, config: TrainConfig, batch_loss, world: World = World(),
+                    device: torch.device | None = None) -> float:
+    """Mean per-batch loss on the validation data (fixed, unshuffled length-sorted batches);
+    several workers each take every N-th batch and average the sums, so all get the same score
+    (and so keep the same best epoch)."""
     modules.eval()
     order = np.argsort(data.lengths, kind="stable")
     rows = [order[i : i + config.batch_size] for i in range(0, len(order), config.batch_size)]
-    rows = [r for r in rows if len(r) >= 2]
+    rows = [r for r in rows if len(r) >= 2][world.rank :: world.size]
     losses = [batch_loss(data, r).item() for r in rows]
     modules.train()
-    return float(np.mean(losses))
+    return mean_over_workers(float(np.sum(losses)), len(losses), device or torch.device("cpu"))
 
 
 @torch.no_grad()

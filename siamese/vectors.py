@@ -47,13 +47,27 @@ def write_vectors(path: str | os.PathLike, vectors: np.ndarray) -> Path:
 
 
 def encode_to_file(model, texts: Sequence[str], out: str | os.PathLike, *, batch_size: int | None = None,
-                   progress: bool = False) -> dict:
+                   progress: bool = False, engine=None) -> dict:
     """Encode ``texts`` with ``model`` into ``out``; returns ``n``, ``dim``, ``seconds`` (encoding
-    only), ``texts_per_second`` and ``out``."""
+    only), ``texts_per_second`` and ``out``. ``engine`` (e.g. :class:`siamese.ray_engine.RayEngine`):
+    the encoding runs there and its vectors stream into the file (a memory map), so they never
+    sit in memory all at once."""
     out = check_target(out)  # before the encoding, not after it
     started = time.perf_counter()
-    vectors = model.encode(list(texts), batch_size=batch_size, progress=progress)
-    seconds = time.perf_counter() - started
-    write_vectors(out, vectors)
+    if engine is not None:
+        texts = list(texts)
+        try:
+            with atomic_file(out) as tmp:
+                vectors = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(len(texts), model.dim))
+                engine.encode(model, texts, out=vectors)
+                vectors.flush()
+                as_umask_allows(tmp)
+        except OSError as e:
+            raise DataError(f"{out}: cannot write ({e.strerror or e})") from None
+        seconds = time.perf_counter() - started
+    else:
+        vectors = model.encode(list(texts), batch_size=batch_size, progress=progress)
+        seconds = time.perf_counter() - started
+        write_vectors(out, vectors)
     return {"n": int(vectors.shape[0]), "dim": int(vectors.shape[1]), "seconds": round(seconds, 3),
             "texts_per_second": round(vectors.shape[0] / seconds, 1) if seconds > 0 else None, "out": str(out)}

@@ -64,8 +64,9 @@ EXACT_UP_TO = 50_000  # kind="auto": exact neighbours up to this many texts, IVF
 
 def check_kind(kind: str) -> str:
     """``kind`` if it is an index kind or auto (checked before any long encoding)."""
-    if kind not in ("auto", *KINDS):
-        raise ConfigError(f"unknown index kind {kind!r}; choose one of: auto, {', '.join(KINDS)}")
+    kinds = [k for k in KINDS if k != "ondisk"]  # the pair search's index lives in memory
+    if kind not in ("auto", *kinds):
+        raise ConfigError(f"unknown index kind {kind!r}; choose one of: auto, {', '.join(kinds)}")
     return kind
 
 
@@ -98,14 +99,23 @@ def duplicate_pairs(vectors: np.ndarray, threshold: float, *, k: int = 20, kind:
     """
     n = len(vectors)
     index = vector_index(vectors, kind, k=k)
-    keys, sims = [], []
-    for i, j, s in neighbours(index, vectors, min(k + 1, n), threshold, chunk=chunk, progress=progress):  # + itself
-        other = j != i
-        i, j = i[other], j[other]
-        keys.append(np.minimum(i, j) * n + np.maximum(i, j))
-        sims.append(s[other])
-    keys, first = np.unique(np.concatenate(keys or [np.empty(0, np.int64)]), return_index=True)
-    sims = np.concatenate(sims or [np.empty(0, np.float32)])[first]
+    return merge_pairs([pair_keys(i, j, s, n) for i, j, s in
+                        neighbours(index, vectors, min(k + 1, n), threshold, chunk=chunk, progress=progress)], n)  # k + itself
+
+
+def pair_keys(i: np.ndarray, j: np.ndarray, s: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A chunk of neighbours (rows i, j of one corpus of n) as pair keys ``min·n + max`` and their
+    similarities, each text with itself left out: what any engine's chunk of the search returns."""
+    other = j != i
+    i, j = i[other], j[other]
+    return np.minimum(i, j) * n + np.maximum(i, j), s[other]
+
+
+def merge_pairs(found, n: int) -> DuplicatePairs:
+    """The chunks' pairs, each pair once (found from both ends, or by two chunks)."""
+    found = list(found)
+    keys, first = np.unique(np.concatenate([f[0] for f in found] or [np.empty(0, np.int64)]), return_index=True)
+    sims = np.concatenate([f[1] for f in found] or [np.empty(0, np.float32)])[first]
     return DuplicatePairs(keys // n, keys % n, sims.astype(np.float32))
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
+import numpy as np
 
 from ..atomic import atomic_dir
 from ..errors import ConfigError, ModelError, SiameseError
@@ -24,7 +26,7 @@ from ..model import SiameseModel
 from .records import normalise
 
 FORMAT = "siamese-index/1"
-KINDS = ("flat", "hnsw", "ivf")
+KINDS = ("flat", "hnsw", "ivf", "ondisk")  # ondisk: IVF with its lists on disk (see ondisk.py)
 # Every index.json field, checked before the index is opened.
 MANIFEST_FIELDS = {
     "kind": Field(str), "size": Field(int, lo=0), "dim": Field(int, lo=1, hi=1 << 16),
@@ -54,7 +56,7 @@ def faiss_index(kind: str, dim: int, *, size: int = 0, hnsw_m: int = 32, ef_sear
         index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efSearch = ef_search
         return index
-    if kind == "ivf":
+    if kind in ("ivf", "ondisk"):  # ondisk: the same IVF, its lists moved to disk when saved
         index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, ivf_lists(size), faiss.METRIC_INNER_PRODUCT)
         index.nprobe = nprobe
         index.cp.max_points_per_centroid = 64  # k-means on a sample: 4x quicker to train than FAISS's 256 points per list
@@ -108,6 +110,8 @@ class DuplicateIndex:
         self.texts: list[str] = []
         self._seen: set[str] | None = None
         self.index = self._empty(size=0)
+        self.pending: np.ndarray | None = None  # ondisk, before save: the vectors, memory-mapped
+        self.shard_size = 1_000_000  # ondisk: vectors added to the lists per shard
 
     def _empty(self, size: int):
         return faiss_index(self.kind, self.model.dim, size=size, hnsw_m=self.hnsw_m, ef_search=self.ef_search,
@@ -117,8 +121,9 @@ class DuplicateIndex:
         return len(self.texts)
 
     def add(self, texts: Sequence[str], ids: Sequence[str] | None = None, *, allow_duplicates: bool = False,
-            progress: bool = False) -> int:
-        """Encode and append texts (only the new ones are encoded); returns how many were added.
+            progress: bool = False, engine=None) -> int:
+        """Encode and append texts (only the new ones are encoded; on ``engine``, e.g. a
+        :class:`siamese.ray_engine.RayEngine`, when given); returns how many were added.
 
         Texts already indexed, or repeated among ``texts`` (equal after collapsing whitespace), are
         skipped unless ``allow_duplicates``. Default ids are the texts' positions in the index.
@@ -138,7 +143,11 @@ class DuplicateIndex:
         ids = [str(len(self.texts) + i) for i in range(len(texts))] if ids is None else [str(i) for i in ids]
         if not texts:
             return 0
-        vectors = self.model.encode(texts, progress=progress)
+        if self.kind == "ondisk":
+            self._add_pending(texts, ids, engine, progress)
+            self._keys().update(keys)
+            return len(texts)
+        vectors = engine.encode(self.model, texts) if engine is not None else self.model.encode(texts, progress=progress)
         if not self.index.is_trained:  # IVF: lists are learnt from the first texts added
             self.index = self._empty(size=len(vectors))
         fill_index(self.index, vectors)
@@ -146,6 +155,25 @@ class DuplicateIndex:
         self.ids.extend(ids)
         self._keys().update(keys)
         return len(texts)
+
+    def _add_pending(self, texts: list[str], ids: list[str], engine, progress: bool) -> None:
+        """ondisk: encode into a scratch memory map, a chunk at a time (the vectors need not fit in memory)."""
+        if self.texts and self.pending is None:
+            raise ConfigError("an on-disk index is built whole: rebuild it with all its texts (siamese index build --kind ondisk)")
+        if self.pending is not None:
+            raise ConfigError("an on-disk index takes its texts in one add() before save()")
+        self._scratch = tempfile.TemporaryDirectory(prefix="siamese-ondisk-")
+        vectors = np.lib.format.open_memmap(Path(self._scratch.name) / "vectors.npy", mode="w+", dtype=np.float32,
+                                            shape=(len(texts), self.model.dim))
+        if engine is not None:
+            engine.encode(self.model, texts, out=vectors)
+        else:
+            chunk = 1 << 16
+            for start in range(0, len(texts), chunk):
+                vectors[start : start + chunk] = self.model.encode(texts[start : start + chunk], progress=progress)
+        self.pending = vectors
+        self.texts.extend(texts)
+        self.ids.extend(ids)
 
     def _keys(self) -> set[str]:
         """The indexed texts as exact-duplicate checks compare them (built on first use)."""
@@ -155,6 +183,8 @@ class DuplicateIndex:
 
     def search(self, queries: Sequence[str], k: int = 5, *, threshold: float | None = None) -> list[list[Hit]]:
         """The ``k`` most similar indexed texts for each query, best first."""
+        if self.pending is not None:
+            raise ConfigError("an on-disk index is searched once saved: save() it, then DuplicateIndex.load() it")
         if isinstance(queries, str):
             queries = [queries]
         if not len(self):
@@ -172,7 +202,14 @@ class DuplicateIndex:
         """Write the index folder atomically; see :meth:`SiameseModel.save` for ``overwrite``."""
         path = Path(path)
         with atomic_dir(path, overwrite=overwrite) as tmp:
-            faiss.write_index(self.index, str(tmp / "index.faiss"))
+            if self.kind == "ondisk":
+                from .ondisk import build_ondisk
+
+                if self.pending is None:
+                    raise ConfigError("an on-disk index is built whole, once: rebuild it with siamese index build")
+                build_ondisk(self.pending, tmp, shard_size=self.shard_size, nprobe=self.nprobe)
+            else:
+                faiss.write_index(self.index, str(tmp / "index.faiss"))
             with open(tmp / "texts.jsonl", "w", encoding="utf-8") as f:
                 for i, t in zip(self.ids, self.texts):
                     f.write(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n")
@@ -182,6 +219,11 @@ class DuplicateIndex:
                     "model_path": str(self.model.path) if self.model.path else None,
                     "threshold": self.model.threshold}
             (tmp / "index.json").write_text(json.dumps(meta, indent=2) + "\n")
+        if self.pending is not None:  # built: search the saved index, its lists memory-mapped
+            from .ondisk import read_ondisk
+
+            self.index, self.pending = read_ondisk(path / "index.faiss", self.nprobe), None
+            self._scratch.cleanup()
         return path
 
     @classmethod
@@ -211,7 +253,12 @@ class DuplicateIndex:
         self = cls(model, kind=meta["kind"], hnsw_m=meta.get("hnsw_m", 32), ef_search=meta.get("ef_search", 128),
                    nprobe=meta.get("nprobe", 16))
         try:
-            self.index = faiss.read_index(str(path / "index.faiss"))
+            if self.kind == "ondisk":
+                from .ondisk import read_ondisk
+
+                self.index = read_ondisk(path / "index.faiss", self.nprobe)
+            else:
+                self.index = faiss.read_index(str(path / "index.faiss"))
         except RuntimeError as e:
             raise SearchIndexError(f"{path / 'index.faiss'}: unreadable ({str(e).splitlines()[0]})") from None
         found = type(self.index).__name__
@@ -223,7 +270,7 @@ class DuplicateIndex:
             raise SearchIndexError(f"{path / 'index.faiss'}: not an inner-product (cosine) index")
         if self.kind == "hnsw":
             self.index.hnsw.efSearch = self.ef_search
-        elif self.kind == "ivf":
+        elif self.kind in ("ivf", "ondisk"):
             self.index.nprobe = self.nprobe
         self.ids, self.texts = read_texts_jsonl(path / "texts.jsonl")
         if self.index.ntotal != len(self.texts) or meta.get("size", len(self.texts)) != len(self.texts):

@@ -283,8 +283,11 @@ def _meta(model: SiameseModel, mode: str, floor: float, k: int, kind: str, sourc
 def dedupe(model: SiameseModel, texts: Sequence[str] | Sequence[Record], out: str | os.PathLike, *,
            threshold: float | None = None, floor: float | None = None, k: int = 20, kind: str = "auto",
            clustering: str = "components", min_size: int = 2, progress: bool = False,
-           sources: dict | None = None, verify=None, verify_band: float | None = 0.1) -> DedupeRun:
+           sources: dict | None = None, verify=None, verify_band: float | None = 0.1, engine=None) -> DedupeRun:
     """Group the near-duplicates among ``texts`` (plain texts or :class:`Record`) and save the run to ``out``.
+
+    ``engine`` (e.g. :class:`siamese.ray_engine.RayEngine`): where the encoding and the pair
+    search run (default: this process); the pairs and clusters are the same.
 
     Exact copies (equal after collapsing whitespace) are encoded once and linked to their first
     occurrence; candidate pairs above ``floor`` (default: threshold - 0.05) are kept so that
@@ -304,11 +307,16 @@ def dedupe(model: SiameseModel, texts: Sequence[str] | Sequence[Record], out: st
         floor = min(floor, t - verify_band)
     records = as_records(texts)
     distinct, text_of = exact_groups([r.text for r in records])
-    vectors = model.encode([records[r].text for r in distinct.tolist()], progress=progress)
-    pairs = duplicate_pairs(vectors, floor, k=k, kind=kind, progress=progress)
+    texts = [records[r].text for r in distinct.tolist()]
+    if engine is None:
+        vectors = model.encode(texts, progress=progress)
+        pairs = duplicate_pairs(vectors, floor, k=k, kind=kind, progress=progress)
+    else:
+        vectors = engine.encode(model, texts)
+        pairs = engine.duplicate_pairs(vectors, floor, k=k, kind=kind)
     meta = _meta(model, "self", floor, k, kind, sources)
     if verify is not None:
-        pairs, meta["verified"] = _verified(verify, [records[r].text for r in distinct.tolist()], pairs, t, verify_band)
+        pairs, meta["verified"] = _verified(verify, texts, pairs, t, verify_band)
     run = DedupeRun(Path(out), meta, records, text_of, pairs, vectors=vectors)
     run._set(t, clustering, min_size)
     run._save()
@@ -333,15 +341,20 @@ def _verified(cross, texts: list[str], pairs: DuplicatePairs, threshold: float, 
 def dedupe_against(model: SiameseModel, texts: Sequence[str] | Sequence[Record],
                    reference: Sequence[str] | Sequence[Record] | DuplicateIndex, out: str | os.PathLike, *,
                    threshold: float | None = None, floor: float | None = None, k: int = 20, kind: str = "auto",
-                   progress: bool = False, sources: dict | None = None) -> DedupeRun:
+                   progress: bool = False, sources: dict | None = None, engine=None) -> DedupeRun:
     """Which of ``texts`` duplicate a ``reference`` set (texts, records, or an index built by this
     model): each flagged text with its nearest reference records above the threshold.
 
     A new text equal to a reference text (after collapsing whitespace) is matched to it with
     similarity 1 and not encoded; the rest are encoded once per distinct text and searched among
     the reference's ``k`` nearest (an index folder's own FAISS index, else exact up to 50,000
-    reference texts and IVF beyond). The run is saved to ``out`` like :func:`dedupe`'s.
+    reference texts and IVF beyond). The run is saved to ``out`` like :func:`dedupe`'s. ``engine``:
+    where the texts are encoded (the search against the reference runs here).
     """
+
+    def encode(texts: list[str]) -> np.ndarray:
+        return model.encode(texts, progress=progress) if engine is None else engine.encode(model, texts)
+
     check_kind(kind)
     require_cosine(model)
     t = model.threshold if threshold is None else threshold
@@ -357,7 +370,7 @@ def dedupe_against(model: SiameseModel, texts: Sequence[str] | Sequence[Record],
     else:
         refs = as_records(reference)
         position, _ = exact_groups([r.text for r in refs])  # a reference text is encoded once
-        index = vector_index(model.encode([refs[p].text for p in position.tolist()], progress=progress), kind, k=k)
+        index = vector_index(encode([refs[p].text for p in position.tolist()]), kind, k=k)
         described = {"texts": len(refs), "distinct_texts": len(position)}
     first_ref: dict[str, int] = {}
     for i, r in enumerate(refs):
@@ -365,7 +378,7 @@ def dedupe_against(model: SiameseModel, texts: Sequence[str] | Sequence[Record],
     exact = [(d, first_ref.get(normalise(records[row].text))) for d, row in enumerate(distinct.tolist())]
     exact_pairs = [(d, ref) for d, ref in exact if ref is not None]
     to_encode = np.asarray([d for d, ref in exact if ref is None], dtype=np.int64)
-    found = cross_pairs(model.encode([records[distinct[d]].text for d in to_encode.tolist()], progress=progress),
+    found = cross_pairs(encode([records[distinct[d]].text for d in to_encode.tolist()]),
                         index, floor, k=k, progress=progress) if len(to_encode) and index.ntotal else \
         DuplicatePairs(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32))
     pairs = DuplicatePairs.concat(

@@ -1,0 +1,59 @@
+"""Which device a model runs on: ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
+
+``auto`` takes a CUDA GPU when there is one (under torchrun, the worker's own ``cuda:LOCAL_RANK``),
+else Apple's MPS, else the CPU. Asking for a device this machine does not have is a one-line
+error, not a crash deep inside PyTorch. The CPU-only fast paths (bf16 autocast where the CPU has
+it natively, the fused LSTM kernel, length groups on pinned threads) are chosen from the device:
+see :func:`is_cpu`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import torch
+
+from .errors import ConfigError
+
+DEVICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
+
+
+def _mps_available() -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
+    """The torch device ``spec`` names, checked to exist here."""
+    if isinstance(spec, torch.device):
+        spec = str(spec)
+    spec = (spec or "auto").strip().lower()
+    if spec == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+        return torch.device("mps") if _mps_available() else torch.device("cpu")
+    if spec == "cpu":
+        return torch.device("cpu")
+    if spec == "mps":
+        if not _mps_available():
+            raise ConfigError("device 'mps' is not available here (no Apple GPU, or PyTorch built without MPS); "
+                              "use --device cpu or auto")
+        return torch.device("mps")
+    match = re.fullmatch(r"cuda(?::(\d+))?", spec)
+    if match is None:
+        raise ConfigError(f"unknown device {spec!r}; choose one of: {', '.join(DEVICES)}")
+    if not torch.cuda.is_available():
+        raise ConfigError(f"device {spec!r} is not available: no CUDA GPU here (PyTorch {torch.__version__}); "
+                          "use --device cpu or auto")
+    index = int(match.group(1) or 0)
+    if index >= torch.cuda.device_count():
+        raise ConfigError(f"device {spec!r} is not available: this machine has {torch.cuda.device_count()} CUDA GPU(s) "
+                          f"(cuda:0..cuda:{torch.cuda.device_count() - 1})")
+    return torch.device("cuda", index)
+
+
+def is_cpu(device: torch.device | None) -> bool:
+    """The CPU fast paths (bf16 autocast on native-bf16 CPUs, the fused kernels, threaded length
+    groups) apply only here."""
+    return device is None or device.type == "cpu"
