@@ -67,7 +67,7 @@ def deep(n: int):
     ({"threshold": "high"}, "'threshold'"),
     ({"char_ngrams": ["a", 3]}, "'char_ngrams'"),
     ({"encoder_options": [1, 2]}, "'encoder_options'"),
-    ({"encoder_options": deep(50)}, "invalid field"),
+    ({"encoder_options": deep(50)}, "has no option 'a'"),  # checked against the encoder's keywords
     ({"encoder": 5}, "'encoder'"),
     ({"head": "nope"}, "unknown head"),
     ({"info": "x"}, "'info'"),

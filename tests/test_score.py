@@ -85,7 +85,7 @@ def test_cli_progress_lines_on_stderr(small_calibrated, tmp_path):
 
 
 @pytest.mark.parametrize("body, where", [
-    ("text1,text2,extra\na,b,c\nd,e\n", "bad.csv:3: expected 3 fields (as the header has), found 2"),
+    ("text1,text2,extra\na,b,c\nd,e\n", "bad.csv:3: expected 3 fields, found 2"),
     ("text1,text2\n" + "x,y\n" * 30 + ",z\n", "bad.csv:32: column 'text1' is empty"),  # after the first chunk
 ])
 def test_bad_rows_are_refused_with_no_output(small_calibrated, tmp_path, body, where):

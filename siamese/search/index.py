@@ -34,7 +34,7 @@ MANIFEST_FIELDS = {
     "model_fingerprint": Field(str, optional=True), "model_path": Field(str, optional=True), "threshold": Field(float),
 }
 # The FAISS class each kind is saved as.
-_FAISS_KINDS = {"flat": "IndexFlat", "hnsw": "IndexHNSW", "ivf": "IndexIVF"}
+_FAISS_KINDS = {"flat": "IndexFlat", "hnsw": "IndexHNSW", "ivf": "IndexIVF", "ondisk": "IndexIVF"}
 
 
 def ivf_lists(size: int) -> int:
