@@ -180,3 +180,30 @@ def test_csp_blocks_injected_scripts(server, browser):
                                    document.body.append(s); return window.injected === 1; }""")
     assert ran is False and blocked
     page.close()
+
+
+def test_a_service_with_api_keys_asks_the_page_for_one(model_path, browser):
+    from conftest import serving
+
+    key = "web-page-key-2468"
+    with serving(model_path, None, "--api-key", key) as base:
+        page = browser.new_page()
+        page.goto(base + "/")  # the page itself is open; /health says a key is needed
+        page.locator("#key-form").wait_for(state="visible")
+        page.fill("#q1", "When will I see you?")
+        page.fill("#q2", "When can I see you again?")
+        page.fill("#api-key", "wrong-key-0000")
+        page.click("#key-form button")
+        page.click("#compare button")
+        page.locator("#compare-result .error").filter(has_text="refused").wait_for()
+        page.fill("#api-key", key)
+        page.click("#key-form button")
+        page.click("#compare button")
+        page.locator("#compare-result .verdict").wait_for()
+        assert "similarity" in page.locator("#compare-result").inner_text()
+        # kept for this tab only: a new page (a new tab's sessionStorage) asks again
+        other = browser.new_page()
+        other.goto(base + "/")
+        other.locator("#key-form").wait_for(state="visible")
+        other.close()
+        page.close()

@@ -132,7 +132,7 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
     @app.get("/health")
     def health():
         return {"status": "ok", "version": __version__, "model": model_name, "threshold": model.threshold,
-                "calibrated": model.calibrator is not None,
+                "calibrated": model.calibrator is not None, "api_key_required": bool(api_keys),
                 "index_size": len(index) if index is not None else None}
 
     @app.post("/similarity")

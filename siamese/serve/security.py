@@ -1,7 +1,8 @@
 """Who may call the API (optional API keys) and what a browser may do with our answers (security headers).
 
 With keys set, every request needs ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``, except
-the web page itself and /health (load balancers probe it). The page's own calls then need a key too.
+the web page itself and /health (load balancers probe it). The page's own calls then need a key too:
+it asks for one when /health says ``api_key_required``.
 """
 
 from __future__ import annotations
