@@ -167,6 +167,15 @@ def test_links_to_the_api_docs(server, browser):
         link.click()
     assert page.url == server[0] + "/docs"
     assert "siamese" in page.title()  # FastAPI's interactive docs page of this app
+    # Swagger UI itself renders (its files come from this server, not a CDN: no internet here),
+    # listing the routes of the OpenAPI schema.
+    page.locator(".swagger-ui .info .title").filter(has_text="siamese").wait_for()
+    page.locator(".opblock-summary-path", has_text="/similarity").first.wait_for()
+    blocked = []
+    page.on("requestfailed", lambda r: blocked.append(r.url))
+    page.reload()
+    page.locator(".opblock-summary-path", has_text="/search").first.wait_for()
+    assert not blocked, blocked
 
 
 def test_csp_blocks_injected_scripts(server, browser):

@@ -92,8 +92,12 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
         if batcher is not None:
             batcher.close()
 
-    app = FastAPI(title="siamese", version=__version__, description="Siamese similarity service", lifespan=lifespan)
+    # /docs from Swagger UI's files on our own disk (PyPI fastapi-offline), not FastAPI's CDN:
+    # a service without internet still shows its API docs. ReDoc (CDN only) is left out.
+    app = FastAPI(title="siamese", version=__version__, description="Siamese similarity service", lifespan=lifespan,
+                  docs_url=None, redoc_url=None)
     page = Path(__file__).with_name("static") / "index.html"
+    add_api_docs(app)
     # add_middleware wraps what is there: the last added runs first
     app.add_middleware(BodyLimits, max_bytes=limits.max_body_bytes, timeout=limits.read_timeout)
     app.add_middleware(ApiKeys, keys=api_keys)
@@ -187,3 +191,21 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
 
     routes.update(route.path for route in app.routes)
     return app
+
+
+def add_api_docs(app: FastAPI) -> None:
+    """``/docs``: Swagger UI (5.x: it reads FastAPI's OpenAPI 3.1) from the files the PyPI package
+    fastapi-offline ships, served under ``/docs-files``."""
+    from importlib.resources import files
+
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+
+    app.mount("/docs-files", StaticFiles(directory=str(files("fastapi_offline") / "static")), name="docs-files")
+
+    @app.get("/docs", include_in_schema=False)
+    def api_docs():
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="siamese — HTTP API",
+                                   swagger_js_url="/docs-files/swagger-ui-bundle.js",
+                                   swagger_css_url="/docs-files/swagger-ui.css",
+                                   swagger_favicon_url="/docs-files/favicon.png")

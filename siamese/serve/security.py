@@ -68,10 +68,9 @@ def inline_hashes(page: Path) -> str:
             "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 
 
-# FastAPI's /docs and /redoc load Swagger UI / ReDoc from jsdelivr and start them with an inline script
-DOCS_CSP = ("default-src 'none'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
-            "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; img-src 'self' data: https://fastapi.tiangolo.com; "
-            "connect-src 'self'; worker-src blob:; frame-ancestors 'none'")
+# /docs loads Swagger UI from our own /docs-files and starts it with an inline script
+DOCS_CSP = ("default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+            "img-src 'self' data:; connect-src 'self'; worker-src blob:; frame-ancestors 'none'")
 API_CSP = "default-src 'none'; frame-ancestors 'none'"
 
 
@@ -86,7 +85,7 @@ class SecurityHeaders:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path = scope["path"]
-        csp = self.page_csp if path == "/" else DOCS_CSP if path in ("/docs", "/redoc") else API_CSP
+        csp = self.page_csp if path == "/" else DOCS_CSP if path == "/docs" else API_CSP
         extra = [(b"content-security-policy", csp.encode()), (b"x-content-type-options", b"nosniff"),
                  (b"x-frame-options", b"DENY"), (b"referrer-policy", b"no-referrer"),
                  (b"cross-origin-resource-policy", b"same-origin")]
