@@ -31,6 +31,28 @@ torch.set_num_threads(1)
 os.environ.setdefault("SIAMESE_PRECISION", "fp32")
 
 
+# -- test tiers -----------------------------------------------------------------------------------
+# unit:        no shared data, quick: `pytest -m unit` (under a minute, on any machine)
+# integration: reads the shared data sets (every test that uses the data_dir fixture, directly or
+#              through a fixture built on it: trained, model_path, small_calibrated, server ...)
+# slow:        needs no shared data but takes seconds (a pretrained transformer, a subprocess, a C++
+#              build, a soak): marked by hand, with @pytest.mark.slow or a module's pytestmark
+# A test is unit when it is neither integration nor slow; the markers are set at collection.
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "unit: no shared data and quick (set at collection: not integration, not slow)")
+    config.addinivalue_line("markers", "integration: uses the shared data sets (set at collection from data_dir)")
+    config.addinivalue_line("markers", "slow: no shared data, but seconds each (pretrained models, subprocesses, builds)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "data_dir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.integration)
+        elif item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.unit)
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The shared public data sets ($SIAMESE_DATA, else shared/data beside the repository)."""
