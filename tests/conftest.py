@@ -130,6 +130,32 @@ def wordpiece():
     return make_wordpiece
 
 
+# -- the command line, in this process ------------------------------------------------------------
+
+@dataclass
+class Ran:
+    """A finished ``siamese`` command, with the fields of the subprocess.CompletedProcess it replaces."""
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def invoke(*args, env: dict | None = None) -> Ran:
+    """``siamese ARGS`` run in this process by Typer's CliRunner: what a subprocess would print and
+    return, without its start-up (torch imported again, a few seconds each on a busy machine). An
+    exception the command did not turn into an exit code is raised here, so the test fails on it
+    as the real command would (exit 1 and a traceback). A few tests keep running the installed
+    script (SCRIPT below): the console entry point itself, a kill, a server."""
+    from typer.testing import CliRunner
+
+    from siamese.cli import app
+
+    result = CliRunner(env=env).invoke(app, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return Ran(result.exit_code, result.stdout, result.stderr)
+
+
 # -- a real HTTP server on 127.0.0.1 (tests/test_serve.py, tests/test_web.py) ---------------------
 
 SCRIPT = Path(sys.executable).parent / "siamese"
