@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -60,6 +59,7 @@ def assert_user_error(proc: subprocess.CompletedProcess, *fragments: str) -> str
     return lines[0]
 
 
+@pytest.mark.slow  # subprocesses
 def test_installed_script_and_python_m_show_every_command():
     for command in ([str(SCRIPT)], [sys.executable, "-m", "siamese"]):
         proc = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=120)
@@ -147,6 +147,7 @@ def test_predict_json(cli_model):
     assert flipped["similarity"] == result["similarity"]
 
 
+@pytest.mark.slow  # the installed script, in a subprocess
 def test_train_bad_data_fails_cleanly(tmp_path):
     bad = tmp_path / "pairs.csv"
     bad.write_text("id,first,second,same\n1,a b,a c,1\n2,d e,f g,0\n3,h i,j k,2\n4,l m,n o,1\n")
