@@ -22,6 +22,8 @@ from siamese.search import DuplicateIndex
 
 from conftest import serving
 
+pytestmark = pytest.mark.slow  # MiniLM exported to ONNX, in fp32 and int8
+
 os.environ["HF_HUB_OFFLINE"] = "1"
 NATIVE_BF16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
 cli = CliRunner()
@@ -179,7 +181,6 @@ def test_an_index_of_the_pytorch_model_is_refused_by_the_exported_one(minilm, ex
     assert "rebuild the index with the exported model" in line
 
 
-@pytest.mark.slow  # exports MiniLM and starts a server
 def test_serve_an_exported_folder_over_http(exported):
     model = SiameseModel.load(exported["fp32"])
     pairs = [["When will I see you?", "When can I see you again?"], ["Do they enjoy eating the dessert?", "Do they like hiking in the desert?"]]
@@ -233,7 +234,6 @@ def test_a_damaged_graph_is_refused(exported, tmp_path):
         SiameseModel.load(copy)
 
 
-@pytest.mark.slow  # a subprocess
 def test_import_siamese_stays_light():
     code = ("import sys, siamese; from siamese.model import SiameseModel; import siamese.cli; "
             "print(sorted(m for m in ('onnxruntime', 'onnx') if m in sys.modules))")

