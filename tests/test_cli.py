@@ -70,12 +70,27 @@ def test_installed_script_and_python_m_show_every_command():
     assert usage.returncode == 2 and "No such option" in usage.stderr and usage.stdout == ""
 
 
+@pytest.mark.slow  # subprocesses
+def test_installed_script_trains_then_predicts(data_dir, tmp_path):
+    """The smoke test of the console script: a small training (MSRP val: 346 duplicates), then a verdict."""
+    out = tmp_path / "model"
+    trained = run_json("train", "--data", data_dir / "msrp/msr-para-val.tsv", "--out", out, "--epochs", 1, "--dim", 16,
+                       "--quiet", run=script)
+    assert trained["epochs"] == 1 and trained["out"] == str(out) and trained["train_pairs"] == 346 - 35
+    a, b = "When will I see you?", "When can I see you again?"
+    result = run_json("predict", out, a, b, run=script)
+    model = SiameseModel.load(out)
+    assert result["similarity"] == pytest.approx(float(model.similarity([a], [b])[0]), abs=1e-6)
+    assert result["threshold"] == trained["threshold"] == model.threshold
+    assert result["duplicate"] == (result["similarity"] > result["threshold"])
+
+
 @pytest.fixture(scope="module")
 def cli_model(data_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("cli") / "model"
-    result = run_json(  # the installed script: the train half of the train -> predict smoke test
+    result = run_json(
         "train", "--data", data_dir / "msrp/msr-para-train.tsv", "--val-data", data_dir / "msrp/msr-para-val.tsv",
-        "--out", out, "--epochs", 1, "--dim", 32, "--quiet", run=script,
+        "--out", out, "--epochs", 1, "--dim", 32, "--quiet",
     )
     return out, result
 
@@ -134,7 +149,7 @@ def test_evaluate_sts_reports_correlations(cli_model, data_dir):
 def test_predict_json(cli_model):
     out, trained = cli_model
     a, b = "When will I see you?", "When can I see you again?"
-    result = run_json("predict", out, a, b, run=script)  # the predict half of the smoke test
+    result = run_json("predict", out, a, b)
     assert set(result) == {"similarity", "probability", "duplicate", "threshold"}
     # train calibrates on its validation pairs by default: the probability is the stored calibrator's
     assert result["probability"] == pytest.approx(float(SiameseModel.load(out).probability([a], [b])[0]), abs=1e-6)
