@@ -31,6 +31,28 @@ torch.set_num_threads(1)
 os.environ.setdefault("SIAMESE_PRECISION", "fp32")
 
 
+# -- test tiers -----------------------------------------------------------------------------------
+# unit:        no shared data, quick: `pytest -m unit` (under a minute, on any machine)
+# integration: reads the shared data sets (every test that uses the data_dir fixture, directly or
+#              through a fixture built on it: trained, model_path, small_calibrated, server ...)
+# slow:        needs no shared data but takes seconds (a pretrained transformer, a subprocess, a C++
+#              build, a soak): marked by hand, with @pytest.mark.slow or a module's pytestmark
+# A test is unit when it is neither integration nor slow; the markers are set at collection.
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "unit: no shared data and quick (set at collection: not integration, not slow)")
+    config.addinivalue_line("markers", "integration: uses the shared data sets (set at collection from data_dir)")
+    config.addinivalue_line("markers", "slow: no shared data, but seconds each (pretrained models, subprocesses, builds)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "data_dir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.integration)
+        elif item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.unit)
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The shared public data sets ($SIAMESE_DATA, else shared/data beside the repository)."""
@@ -106,6 +128,32 @@ def make_wordpiece(folder: Path, *, pad: str | None = "<pad>", padding: bool = T
 @pytest.fixture
 def wordpiece():
     return make_wordpiece
+
+
+# -- the command line, in this process ------------------------------------------------------------
+
+@dataclass
+class Ran:
+    """A finished ``siamese`` command, with the fields of the subprocess.CompletedProcess it replaces."""
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def invoke(*args, env: dict | None = None) -> Ran:
+    """``siamese ARGS`` run in this process by Typer's CliRunner: what a subprocess would print and
+    return, without its start-up (torch imported again, a few seconds each on a busy machine). An
+    exception the command did not turn into an exit code is raised here, so the test fails on it
+    as the real command would (exit 1 and a traceback). A few tests keep running the installed
+    script (SCRIPT below): the console entry point itself, a kill, a server."""
+    from typer.testing import CliRunner
+
+    from siamese.cli import app
+
+    result = CliRunner(env=env).invoke(app, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return Ran(result.exit_code, result.stdout, result.stderr)
 
 
 # -- a real HTTP server on 127.0.0.1 (tests/test_serve.py, tests/test_web.py) ---------------------

@@ -4,17 +4,13 @@ ranks right answers above wrong ones on unseen questions, end to end from the CL
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import invoke
 from siamese.answers import Question, load_answers, make_triplets, ranking_report, read_trecqa
 from siamese.errors import DataError
-
-SCRIPT = Path(sys.executable).parent / "siamese"
 
 
 def test_readers_match_the_documented_counts(data_dir):
@@ -61,16 +57,14 @@ def test_bad_answer_files_name_file_and_line(tmp_path):
 
 def test_cnn_hinge_ranks_unseen_questions_from_the_cli(data_dir, tmp_path):
     out = tmp_path / "sqam"
-    r = subprocess.run([str(SCRIPT), "train", "--answers", "--data", str(data_dir / "trecqa/train.csv"),
-                        "--val-data", str(data_dir / "trecqa/dev.csv"), "--encoder", "cnn", "-o", "filters=100",
-                        "--dim", "50", "--glove", str(data_dir / "glove/glove-50d-5k.json"), "--epochs", "3",
-                        "--batch-size", "64", "--workers", "1", "--out", str(out), "--json", "-q"],
-                       capture_output=True, text=True)
+    r = invoke("train", "--answers", "--data", str(data_dir / "trecqa/train.csv"),
+               "--val-data", str(data_dir / "trecqa/dev.csv"), "--encoder", "cnn", "-o", "filters=100",
+               "--dim", "50", "--glove", str(data_dir / "glove/glove-50d-5k.json"), "--epochs", "3",
+               "--batch-size", "64", "--workers", "1", "--out", str(out), "--json", "-q")
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
     assert result["recipe"]["loss"] == "hinge" and result["validation_ranking"]["questions"] == 65
-    r = subprocess.run([str(SCRIPT), "evaluate-answers", str(out), "--data", str(data_dir / "trecqa/test.csv"), "--json"],
-                       capture_output=True, text=True)
+    r = invoke("evaluate-answers", str(out), "--data", str(data_dir / "trecqa/test.csv"), "--json")
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     # random scores give MAP ~0.40 on these questions (mean over 20 shuffles); the model must rank better
@@ -81,12 +75,11 @@ def test_cnn_hinge_ranks_unseen_questions_from_the_cli(data_dir, tmp_path):
 
     candidates = tmp_path / "candidates.txt"
     candidates.write_text("The Eiffel Tower is in Paris .\nBananas are yellow .\nParis is the capital of France .\n")
-    r = subprocess.run([str(SCRIPT), "rank", str(out), "What is the capital of France ?", "--candidates", str(candidates),
-                        "--json"], capture_output=True, text=True)
+    r = invoke("rank", str(out), "What is the capital of France ?", "--candidates", str(candidates),
+               "--json")
     assert r.returncode == 0, r.stderr
     ranked = json.loads(r.stdout)["ranked"]
     assert [h["rank"] for h in ranked] == [1, 2, 3] and sorted(h["candidate"] for h in ranked) == [1, 2, 3]
     assert ranked[0]["score"] >= ranked[1]["score"] >= ranked[2]["score"]
-    r = subprocess.run([str(SCRIPT), "rank", str(out), "q", "--candidates", str(tmp_path / "none.txt")],
-                       capture_output=True, text=True)
+    r = invoke("rank", str(out), "q", "--candidates", str(tmp_path / "none.txt"))
     assert r.returncode == 2 and "none.txt: no such file" in r.stderr

@@ -1,4 +1,6 @@
-"""The installed ``siamese`` console script, run as a user would (subprocess), on real data."""
+"""The ``siamese`` commands on real data. Most run in this process (conftest.invoke: what the
+command prints and returns, without a subprocess's start-up); a few smoke tests run the installed
+console script as a user would: --help, train then predict, a user error's exit code 2, a kill."""
 
 from __future__ import annotations
 
@@ -8,21 +10,21 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from conftest import SCRIPT, invoke
 from siamese import SiameseModel, datasets
 from siamese.evaluation import evaluate
 
-SCRIPT = Path(sys.executable).parent / "siamese"
 EVAL_KEYS = {"accuracy", "precision", "recall", "f1", "roc_auc", "average_precision", "threshold", "confusion_matrix", "n",
              "brier", "ece", "log_loss", "calibrated"}
 
 
-def run(*args, check_ok: bool = True) -> subprocess.CompletedProcess:
+def script(*args, check_ok: bool = True) -> subprocess.CompletedProcess:
+    """The installed console script in a subprocess."""
     assert SCRIPT.is_file(), f"{SCRIPT} missing: install the package with pip install -e ."
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # see conftest: tiny models, shared 2-core machine
     proc = subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, env=env, timeout=600)
@@ -31,7 +33,15 @@ def run(*args, check_ok: bool = True) -> subprocess.CompletedProcess:
     return proc
 
 
-def run_json(*args) -> dict:
+def run(*args, check_ok: bool = True):
+    """The command in this process."""
+    proc = invoke(*args)
+    if check_ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def run_json(*args, run=run) -> dict:
     proc = run(*args, "--json")
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1, proc.stdout  # nothing but the JSON on stdout
@@ -47,6 +57,32 @@ def assert_user_error(proc: subprocess.CompletedProcess, *fragments: str) -> str
         assert fragment in lines[0], (fragment, lines[0])
     assert proc.stdout == ""
     return lines[0]
+
+
+@pytest.mark.slow  # subprocesses
+def test_installed_script_and_python_m_show_every_command():
+    for command in ([str(SCRIPT)], [sys.executable, "-m", "siamese"]):
+        proc = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        for name in ("train", "evaluate", "predict", "encode", "index", "search", "dedupe", "serve", "distill", "emoji"):
+            assert f" {name} " in proc.stdout, (name, proc.stdout)
+    usage = subprocess.run([str(SCRIPT), "train", "--no-such-option"], capture_output=True, text=True, timeout=120)
+    assert usage.returncode == 2 and "No such option" in usage.stderr and usage.stdout == ""
+
+
+@pytest.mark.slow  # subprocesses
+def test_installed_script_trains_then_predicts(data_dir, tmp_path):
+    """The smoke test of the console script: a small training (MSRP val: 346 duplicates), then a verdict."""
+    out = tmp_path / "model"
+    trained = run_json("train", "--data", data_dir / "msrp/msr-para-val.tsv", "--out", out, "--epochs", 1, "--dim", 16,
+                       "--quiet", run=script)
+    assert trained["epochs"] == 1 and trained["out"] == str(out) and trained["train_pairs"] == 346 - 35
+    a, b = "When will I see you?", "When can I see you again?"
+    result = run_json("predict", out, a, b, run=script)
+    model = SiameseModel.load(out)
+    assert result["similarity"] == pytest.approx(float(model.similarity([a], [b])[0]), abs=1e-6)
+    assert result["threshold"] == trained["threshold"] == model.threshold
+    assert result["duplicate"] == (result["similarity"] > result["threshold"])
 
 
 @pytest.fixture(scope="module")
@@ -126,12 +162,13 @@ def test_predict_json(cli_model):
     assert flipped["similarity"] == result["similarity"]
 
 
+@pytest.mark.slow  # the installed script, in a subprocess
 def test_train_bad_data_fails_cleanly(tmp_path):
     bad = tmp_path / "pairs.csv"
     bad.write_text("id,first,second,same\n1,a b,a c,1\n2,d e,f g,0\n3,h i,j k,2\n4,l m,n o,1\n")
     out = tmp_path / "model"
-    proc = run("train", "--data", bad, "--out", out, "--text1", "first", "--text2", "second", "--label", "same",
-               "--epochs", 1, "--quiet", check_ok=False)
+    proc = script("train", "--data", bad, "--out", out, "--text1", "first", "--text2", "second", "--label", "same",
+                  "--epochs", 1, "--quiet", check_ok=False)  # exit code 2 from the real script
     line = assert_user_error(proc, f"{bad}:4", "column 'same'", "'2'")
     assert line == f"error: {bad}:4: column 'same': label must be 0 or 1, got '2'"
     assert not out.exists()
@@ -189,9 +226,9 @@ def test_train_json_without_quiet_keeps_stdout_pure_and_logs_one_line_per_epoch(
 def test_train_killed_midway_resumes_and_ends_as_the_uninterrupted_run(tmp_path, data_dir):
     ck = tmp_path / "ck"
     args = ["train", "--data", data_dir / "msrp/msr-para-train.tsv", "--val-data", data_dir / "msrp/msr-para-val.tsv",
-            "--epochs", 6, "--dim", 32, "--seed", 1, "--workers", 1, "--precision", "fp32", "--quiet"]
+            "--epochs", 3, "--dim", 32, "--seed", 1, "--workers", 1, "--precision", "fp32", "--quiet"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([str(SCRIPT), *map(str, args), "--out", tmp_path / "m", "--checkpoint", ck],
+    proc = subprocess.Popen([str(SCRIPT), *map(str, args), "--out", tmp_path / "m", "--checkpoint", ck],  # to SIGKILL it
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
     while not (ck / "trainer_state.json").exists():  # the first epoch's checkpoint
@@ -200,10 +237,10 @@ def test_train_killed_midway_resumes_and_ends_as_the_uninterrupted_run(tmp_path,
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     reached = json.loads((ck / "trainer_state.json").read_text())["trainer"]["epoch"]
-    assert 1 <= reached < 6 and not (tmp_path / "m").exists()
+    assert 1 <= reached < 3 and not (tmp_path / "m").exists()
 
     resumed = run_json("train", "--resume", ck)  # its options come from the checkpoint
-    assert resumed["epochs"] == 6 and resumed["out"] == str(tmp_path / "m")
+    assert resumed["epochs"] == 3 and resumed["out"] == str(tmp_path / "m")
     whole = run_json(*args, "--out", tmp_path / "whole")
     a, b = SiameseModel.load(tmp_path / "m"), SiameseModel.load(tmp_path / "whole")
     for k, v in b.state_dict().items():

@@ -4,20 +4,16 @@ pair-scoring command while the vector commands refuse them; on real pairs and Mi
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from conftest import invoke
 from siamese import ModelError, SiameseModel, datasets
 from siamese.cross import CrossConfig, CrossEncoder, CrossTrainConfig, train_cross
 from siamese.evaluation import evaluate
 from siamese.loading import load_model
-
-SCRIPT = Path(sys.executable).parent / "siamese"
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +90,8 @@ def test_resume_after_a_crash_ends_as_the_uninterrupted_run(small, tmp_path, mon
     np.testing.assert_array_equal(resumed.similarity(subval.text1, subval.text2), whole.similarity(subval.text1, subval.text2))
 
 
-def run(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=900)
+def run(*args):
+    return invoke(*args)  # the command in this process (conftest.invoke)
 
 
 def test_cli_trains_a_cross_encoder_and_the_pair_commands_use_it(cross_model, data_dir, tmp_path):

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from scipy.stats import spearmanr
 
+from conftest import invoke
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
 from siamese.data import Pairs
 from siamese.errors import ConfigError, ModelError
@@ -21,7 +19,6 @@ from siamese.losses import DistillLoss, check_head_and_loss
 from siamese.teachers import TeacherVectors, load_teacher, sentence_transformers_pooling
 
 os.environ["HF_HUB_OFFLINE"] = "1"
-SCRIPT = Path(sys.executable).parent / "siamese"
 
 
 @pytest.fixture(scope="module")
@@ -158,16 +155,13 @@ def test_cli_distills_from_a_teacher_folder(data_dir, tmp_path):
     (tmp_path / "mqp80.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     pairs = datasets.load("mqp", data_dir).subset(range(80))
     teacher = SiameseModel.build(pairs.text1 + pairs.text2, ModelConfig(encoder="bow", dim=16)).save(tmp_path / "teacher")
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     common = ["train", "--data", str(tmp_path / "mqp80.csv"), "--encoder", "lstm", "--dim", "16", "--loss", "distill",
               "--epochs", "1", "--batch-size", "16", "--workers", "1", "-q"]
-    r = subprocess.run([str(SCRIPT), *common, "--teacher", str(teacher), "--out", str(tmp_path / "student"), "--json"],
-                       capture_output=True, text=True, env=env)
+    r = invoke(*common, "--teacher", str(teacher), "--out", str(tmp_path / "student"), "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["recipe"]["loss"] == "distill"
     info = json.loads((tmp_path / "student" / "config.json").read_text())["info"]["training"]
     assert info["teacher"]["source"] == str(teacher) and info["teacher"]["dim"] == 16
-    r = subprocess.run([str(SCRIPT), *common, "--teacher", str(tmp_path / "nope"), "--out", str(tmp_path / "bad")],
-                       capture_output=True, text=True, env=env)
+    r = invoke(*common, "--teacher", str(tmp_path / "nope"), "--out", str(tmp_path / "bad"))
     assert r.returncode == 2 and r.stderr.startswith("error: teacher ") and "no such folder" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()

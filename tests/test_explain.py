@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import urllib.request
-from pathlib import Path
 
 import pytest
 
+from conftest import invoke
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
 from siamese.distill import StaticConfig, distill_static
 from siamese.errors import DataError
 
 os.environ["HF_HUB_OFFLINE"] = "1"
-SCRIPT = Path(sys.executable).parent / "siamese"
 
 PAIRS = [("How do I learn Python quickly?", "What is the fastest way to learn python?"),
          ("Why is the sky blue during the day?", "Why does the sky look blue?"),
@@ -79,6 +76,7 @@ def test_static_student_shares_sum_to_the_similarity(minilm, data_dir):
     assert_exact(student, PAIRS + [("That was unbelievably good pasta.", "The pasta was incredibly tasty.")])
 
 
+@pytest.mark.slow  # loads MiniLM
 def test_occlusion_finds_the_word_that_matters_with_minilm(minilm):
     e = minilm.explain("my neighbour's cat sleeps on the warm sofa all day", "a kitten")
     assert e.method == "occlusion"
@@ -110,9 +108,8 @@ def test_empty_text_is_refused(trained):
 
 
 def test_cli_predict_explain_json(small_calibrated):
-    proc = subprocess.run([str(SCRIPT), "predict", str(small_calibrated.path), "--text1", "How do I learn Python?",
-                           "--text2", "What is the best way to learn Python?", "--explain", "--json"],
-                          capture_output=True, text=True, timeout=300)
+    proc = invoke("predict", str(small_calibrated.path), "--text1", "How do I learn Python?",
+                  "--text2", "What is the best way to learn Python?", "--explain", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     model = small_calibrated.model
@@ -122,11 +119,10 @@ def test_cli_predict_explain_json(small_calibrated):
     assert ex["method"] == "occlusion"
     assert [w["word"] for w in ex["text1"]] == ["How", "do", "I", "learn", "Python?"]
     assert set(ex["text2"][0]) == {"word", "start", "end", "weight"}
-    text = subprocess.run([str(SCRIPT), "predict", str(small_calibrated.path), "How do I learn Python?",
-                           "What is the best way to learn Python?", "--explain"], capture_output=True, text=True, timeout=300)
+    text = invoke("predict", str(small_calibrated.path), "How do I learn Python?",
+                  "What is the best way to learn Python?", "--explain")
     assert text.returncode == 0 and "text1 words by weight (occlusion): " in text.stdout
-    both = subprocess.run([str(SCRIPT), "predict", str(small_calibrated.path), "a", "b", "--text1", "c"],
-                          capture_output=True, text=True, timeout=300)
+    both = invoke("predict", str(small_calibrated.path), "a", "b", "--text1", "c")
     assert both.returncode == 2 and both.stderr.strip() == "error: give text1 once: as an argument or as --text1"
 
 

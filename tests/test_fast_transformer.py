@@ -22,6 +22,8 @@ from siamese.search import DuplicateIndex
 
 from conftest import serving
 
+pytestmark = pytest.mark.slow  # MiniLM exported to ONNX, in fp32 and int8
+
 os.environ["HF_HUB_OFFLINE"] = "1"
 NATIVE_BF16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
 cli = CliRunner()

@@ -144,6 +144,7 @@ def test_stale_temporary_folders_are_cleaned_and_a_hidden_old_folder_restored(tm
     assert names(tmp_path) == [".model.x.siamese-keep0000.tmp", "model"]
 
 
+@pytest.mark.slow  # kills writer subprocesses
 @pytest.mark.parametrize("how", ["exchange", "fallback"])
 def test_kill_at_random_instants_leaves_a_loadable_folder(tmp_path, how):
     if how == "exchange" and atomic._exchange_fn is None:
@@ -170,6 +171,7 @@ def test_kill_at_random_instants_leaves_a_loadable_folder(tmp_path, how):
     assert seeds & {1, 2}  # the writers did replace the folder
 
 
+@pytest.mark.slow  # writer subprocesses
 def test_concurrent_writers_are_serialized(tmp_path):
     target = tmp_path / "model"
     small_model().save(target)

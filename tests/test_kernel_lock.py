@@ -21,6 +21,8 @@ LOAD = ("import warnings, siamese.kernels as k\n"
         "    m = k.load()\n"
         "print('built' if m is not None else 'fallback', *[str(x.message) for x in w], flush=True)")
 
+pytestmark = pytest.mark.slow  # C++ builds of the kernel and subprocesses holding their lock
+
 
 def env(root: Path, **extra) -> dict:
     return {**os.environ, "PYTHONPATH": str(REPO), "TORCH_EXTENSIONS_DIR": str(root), "SIAMESE_KERNELS": "1", **extra}

@@ -304,7 +304,8 @@ def adam_reference(grads: list[np.ndarray], lr=0.01, b1=0.9, b2=0.999, eps=1e-7,
     return total
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["kernel", "pytorch-ops"])
+@pytest.mark.parametrize("compiled", [pytest.param(True, marks=pytest.mark.slow), False],  # slow: the C++ kernel's build
+                         ids=["kernel", "pytorch-ops"])
 def test_lazy_adam_updates_only_rows_in_the_sparse_gradient(compiled, monkeypatch):
     """The same update from the compiled one-pass loop and from PyTorch ops."""
     monkeypatch.setenv("SIAMESE_KERNELS", "1" if compiled else "0")

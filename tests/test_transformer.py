@@ -17,6 +17,8 @@ from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
 from siamese.encoders import default_model_path
 from siamese.errors import ConfigError
 
+pytestmark = pytest.mark.slow  # pretrained transformers (MiniLM, mpnet), loaded and fine-tuned
+
 os.environ["HF_HUB_OFFLINE"] = "1"
 SCRIPT = Path(sys.executable).parent / "siamese"
 SEED_PAIRS = (["When will I see you?", "Do they enjoy eating the dessert?"],

@@ -4,14 +4,12 @@ nonsensical head/loss pairs are refused; old model folders still load."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from conftest import invoke
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
 from siamese.errors import ConfigError, ModelError
 from siamese.evaluation import evaluate
@@ -19,7 +17,6 @@ from siamese.heads import HEADS
 from siamese.losses import LOSSES, check_head_and_loss
 from siamese.training import weighted_rows
 
-SCRIPT = Path(sys.executable).parent / "siamese"
 
 # (encoder, head, loss, encoder options): every encoder, head and loss at least once.
 RECIPES = [
@@ -312,25 +309,25 @@ def _refused(head, loss):
 
 def test_cli_refuses_with_one_line(tmp_path, data_dir):
     out = tmp_path / "m"
-    r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--out", str(out),
-                        "--head", "cosine", "--loss", "bce", "-q"], capture_output=True, text=True)
+    r = invoke("train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--out", str(out),
+               "--head", "cosine", "--loss", "bce", "-q")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "use --loss contrastive" in r.stderr
     assert not out.exists()
-    r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--out", str(out),
-                        "--encoder", "gru", "-q"], capture_output=True, text=True)
+    r = invoke("train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--out", str(out),
+               "--encoder", "gru", "-q")
     assert r.returncode == 2 and "unknown encoder 'gru'" in r.stderr and not out.exists()
-    r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--out", str(out),
-                        "--encoder", "cnn", "-o", "kernel_width=3", "-q"], capture_output=True, text=True)
+    r = invoke("train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--out", str(out),
+               "--encoder", "cnn", "-o", "kernel_width=3", "-q")
     assert r.returncode == 2 and "kernel_width" in r.stderr and r.stderr.count("\n") == 1 and not out.exists()
 
 
 def test_cli_trains_a_glove_bilstm_on_weighted_sets(tmp_path, data_dir):
     out = tmp_path / "bilstm"
-    r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"),
-                        "--data", str(data_dir / "mqp/mqp.csv"), "--weight", "2", "--weight", "0.25",
-                        "--encoder", "bilstm", "--head", "l1", "--loss", "bce", "-o", "hidden=32",
-                        "--glove", str(data_dir / "glove/glove-50d-5k.json"), "--epochs", "1", "--batch-size", "64",
-                        "--out", str(out), "--json", "-q"], capture_output=True, text=True)
+    r = invoke("train", "--data", str(data_dir / "msrp/msr-para-val.tsv"),
+               "--data", str(data_dir / "mqp/mqp.csv"), "--weight", "2", "--weight", "0.25",
+               "--encoder", "bilstm", "--head", "l1", "--loss", "bce", "-o", "hidden=32",
+               "--glove", str(data_dir / "glove/glove-50d-5k.json"), "--epochs", "1", "--batch-size", "64",
+               "--out", str(out), "--json", "-q")
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
     assert result["recipe"] == {"encoder": "bilstm", "head": "l1", "loss": "bce"}
@@ -341,27 +338,26 @@ def test_cli_trains_a_glove_bilstm_on_weighted_sets(tmp_path, data_dir):
     assert model.encoder.embedding.weight.shape[1] == 50
     # ~2 x 450 (msrp-val after the validation split) + 0.25 x 2,740 (mqp) labelled pairs per epoch
     assert 1400 < model.info["training"]["history"][0]["pairs"] < 1800
-    r = subprocess.run([str(SCRIPT), "predict", str(out), "How do I treat a cold?", "What cures a cold?", "--json"],
-                       capture_output=True, text=True)
+    r = invoke("predict", str(out), "How do I treat a cold?", "What cures a cold?", "--json")
     assert r.returncode == 0 and 0 <= json.loads(r.stdout)["similarity"] <= 1
-    r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--weight", "1",
-                        "--weight", "2", "--out", str(tmp_path / "x"), "-q"], capture_output=True, text=True)
+    r = invoke("train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--weight", "1",
+               "--weight", "2", "--out", str(tmp_path / "x"), "-q")
     assert r.returncode == 2 and "--weight given 2 times for 1 --data files" in r.stderr
 
 
 def test_cli_trains_a_bag_of_bigrams(tmp_path, data_dir):
     out = tmp_path / "bow"
-    r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--encoder", "bow",
-                        "-o", "ngrams=2", "-o", "buckets=2048", "--dim", "64", "--epochs", "2", "--out", str(out),
-                        "--json", "-q"], capture_output=True, text=True)
+    r = invoke("train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--encoder", "bow",
+               "-o", "ngrams=2", "-o", "buckets=2048", "--dim", "64", "--epochs", "2", "--out", str(out),
+               "--json", "-q")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["recipe"]["encoder"] == "bow"
     config = json.loads((out / "config.json").read_text())
     assert config["encoder_options"] == {"ngrams": 2, "buckets": 2048, "embedding_dim": 64}
     model = SiameseModel.load(out)
     assert tuple(model.encoder.bigrams.weight.shape) == (2048, 64)
-    r = subprocess.run([str(SCRIPT), "predict", str(out), "The company moved from Boston to Chicago.",
-                        "The company moved from Chicago to Boston.", "--json"], capture_output=True, text=True)
+    r = invoke("predict", str(out), "The company moved from Boston to Chicago.",
+               "The company moved from Chicago to Boston.", "--json")
     assert r.returncode == 0, r.stderr
     assert 0.5 < json.loads(r.stdout)["similarity"] < 0.999
 
@@ -369,10 +365,9 @@ def test_cli_trains_a_bag_of_bigrams(tmp_path, data_dir):
 def test_cli_trains_a_bag_of_ordered_pairs_and_char_ngrams(tmp_path, data_dir):
     """The zoo's bag-of-words recipes from the command line (smaller tables), with character n-grams."""
     out = tmp_path / "bow-pairs"
-    r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--encoder", "bow",
-                        "--oov-buckets", "1024", "--max-vocab", "0", "-o", "ngrams=2", "-o", "window=12", "-o", "pair_mix=0.7",
-                        "-o", "buckets=4096", "--char-ngrams", "3-5", "--char-buckets", "4096", "--dim", "32", "--epochs", "2", "--out", str(out), "--json", "-q"],
-                       capture_output=True, text=True)
+    r = invoke("train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--encoder", "bow",
+               "--oov-buckets", "1024", "--max-vocab", "0", "-o", "ngrams=2", "-o", "window=12", "-o", "pair_mix=0.7",
+               "-o", "buckets=4096", "--char-ngrams", "3-5", "--char-buckets", "4096", "--dim", "32", "--epochs", "2", "--out", str(out), "--json", "-q")
     assert r.returncode == 0, r.stderr
     config = json.loads((out / "config.json").read_text())
     assert config["oov_buckets"] == 1024 and config["max_vocab"] is None
@@ -380,13 +375,13 @@ def test_cli_trains_a_bag_of_ordered_pairs_and_char_ngrams(tmp_path, data_dir):
     assert config["encoder_options"] == {"ngrams": 2, "window": 12, "pair_mix": 0.7, "buckets": 4096, "embedding_dim": 32}
     model = SiameseModel.load(out)
     assert model.vectorizer.oov_buckets == 1024 and model.dim == 96
-    r = subprocess.run([str(SCRIPT), "predict", str(out), "Was the zyxomatic filter moved from Boston to Chicago?",
-                        "Was the zyxomatic filter moved from Chicago to Boston?", "--json"], capture_output=True, text=True)
+    r = invoke("predict", str(out), "Was the zyxomatic filter moved from Boston to Chicago?",
+               "Was the zyxomatic filter moved from Chicago to Boston?", "--json")
     assert r.returncode == 0, r.stderr
     assert 0.3 < json.loads(r.stdout)["similarity"] < 0.99
     for bad in (["--oov-buckets", "-5"], ["-o", "ngrams=2", "-o", "window=0"], ["--char-ngrams", "3-x"], ["--char-ngrams", "5-3"]):
-        r = subprocess.run([str(SCRIPT), "train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--encoder", "bow", *bad,
-                            "--out", str(tmp_path / "bad"), "-q"], capture_output=True, text=True)
+        r = invoke("train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--encoder", "bow", *bad,
+                   "--out", str(tmp_path / "bad"), "-q")
         assert r.returncode == 2 and not (tmp_path / "bad").exists(), r.stderr
 
 
@@ -443,7 +438,7 @@ def test_summary_table_and_png(trained, tmp_path):
     assert f"Total params: {vocab * 128 + 4 * 128 * 258:,}" in text
 
     png = tmp_path / "arch.png"
-    r = subprocess.run([str(SCRIPT), "summary", str(trained.path), "--png", str(png), "--json"], capture_output=True, text=True)
+    r = invoke("summary", str(trained.path), "--png", str(png), "--json")
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
     assert result["total_params"] == vocab * 128 + 4 * 128 * 258

@@ -8,8 +8,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli import JsonOpt, OverwriteOpt, _check_out, _emit, emoji_app, user_errors
+from ..cli.common import JsonOpt, OverwriteOpt, _check_out, _emit, user_errors
 from ..errors import ConfigError
+
+# mounted as `siamese emoji` by siamese/cli/root.py (this module does not import the app: no cycle)
+emoji_app = typer.Typer(no_args_is_help=True, help="Emoji VAE and text→emoji Siamese model.")
 
 ImagesOpt = Annotated[Optional[Path], typer.Option("--images", help="Folder of 36x36 emoji PNGs (default: the shared Twemoji set).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]

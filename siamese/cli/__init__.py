@@ -1,0 +1,21 @@
+"""The ``siamese`` command line (the console script ``siamese = siamese.cli:app``).
+
+    common.py      shared options, user_errors (one ``error:`` line, exit 2), _check_out, _read, _emit
+    root.py        the Typer app: registers every command below and mounts the sub-apps
+                   (not app.py: a submodule named app would shadow the `app` attribute)
+    training.py    train (also --nproc workers, --resume, --cross), distill, export, pretrained
+    evaluation.py  evaluate, predict, calibrate, score, summary, rank, evaluate-answers
+    corpus.py      encode, index build / index add, search, dedupe
+    serving.py     serve, formats
+    ../emoji/cli.py  the ``siamese emoji ...`` sub-app (imports common.py, not the app)
+
+Importing this package costs nothing: ``app`` and ``main`` are loaded on first use (PEP 562), so
+``from siamese.cli.common import ...`` does not pull in every command."""
+
+from __future__ import annotations
+
+from .._lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(globals(), {
+    "app": ".root", "main": ".root", "index_app": ".root", "emoji_app": "..emoji.cli",
+})

@@ -1,0 +1,44 @@
+"""The ``siamese`` Typer app: every command, registered here in the order ``siamese --help`` lists them.
+
+The commands live in one module per family (training, evaluation, corpus, serving; the emoji
+sub-app in siamese/emoji/cli.py); none of them imports this module, so there is no cycle. Each
+command imports what it needs when it runs: loading the app costs Typer and nothing heavy."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from ..emoji.cli import emoji_app
+from . import corpus, evaluation, serving, training
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Siamese neural networks for semantic similarity.")
+
+app.command()(training.train)
+app.command()(evaluation.evaluate)
+app.command()(evaluation.predict)
+app.command()(evaluation.calibrate)
+app.command()(evaluation.score)
+app.command("pretrained")(training.pretrained_model)
+app.command()(corpus.encode)
+app.command()(evaluation.summary)
+app.command()(evaluation.rank)
+app.command("evaluate-answers")(evaluation.evaluate_answers)
+app.command()(corpus.search)
+app.command()(corpus.dedupe)
+app.command()(serving.serve)
+app.command("distill")(training.distill_command)
+app.command()(training.export)
+app.command()(serving.formats)
+
+index_app = typer.Typer(no_args_is_help=True, help="Build and extend duplicate-search indexes.")
+index_app.command("build")(corpus.index_build)
+index_app.command("add")(corpus.index_add)
+app.add_typer(index_app, name="index")
+
+app.add_typer(emoji_app, name="emoji")  # `siamese emoji ...`
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    sys.exit(app())
