@@ -18,6 +18,7 @@ boundaries) follow the text's words as ids of their own, hashed the same way int
 
 from __future__ import annotations
 
+import json
 import os
 import zlib
 from functools import lru_cache
@@ -29,6 +30,9 @@ from tokenizers.models import WordLevel
 from tokenizers.trainers import WordLevelTrainer
 
 from .errors import ConfigError, ModelError
+
+# ASCII control characters BERT's normalizer drops (tab, newline and return are whitespace there).
+_ASCII_CONTROLS = dict.fromkeys([*range(0, 9), 11, 12, *range(14, 32), 127])
 
 PAD, UNK = "[PAD]", "[UNK]"
 PAD_ID, UNK_ID = 0, 1
@@ -51,6 +55,44 @@ class Vectorizer:
         self.char_ngrams = check_char_ngrams(char_ngrams, char_buckets)
         self.char_buckets = int(char_buckets) if self.char_ngrams else 0
         self._words = tokenizer.get_vocab_size()  # the first bucket's id
+
+    def _encode_batch(self, texts: list[str]) -> list:
+        """The tokenizer's encodings of ``texts``. With BERT's normalizer, ASCII texts take a
+        twin tokenizer without it, normalised here instead (same ids, ~1.6x faster: the
+        normalizer's Unicode passes are most of a short text's tokenisation time)."""
+        twin = self._ascii_twin()
+        if twin is None:
+            return self.tokenizer.encode_batch_fast(texts, add_special_tokens=self.add_special_tokens)
+        fast, lowercase = twin
+        ascii_rows = [i for i, t in enumerate(texts) if t.isascii()]
+        out = [None] * len(texts)
+        if len(ascii_rows) < len(texts):
+            others = [i for i, t in enumerate(texts) if not t.isascii()]
+            for i, e in zip(others, self.tokenizer.encode_batch_fast([texts[i] for i in others],
+                                                                     add_special_tokens=self.add_special_tokens)):
+                out[i] = e
+        cleaned = [texts[i].translate(_ASCII_CONTROLS) for i in ascii_rows]
+        encoded = fast.encode_batch_fast([t.lower() for t in cleaned] if lowercase else cleaned,
+                                         add_special_tokens=self.add_special_tokens)
+        for i, e in zip(ascii_rows, encoded):
+            out[i] = e
+        return out
+
+    def _ascii_twin(self) -> tuple[Tokenizer, bool] | None:
+        """(the tokenizer without its BertNormalizer, whether that lower-cased), rebuilt when the
+        tokenizer or its truncation/padding settings change; None for any other normalizer."""
+        tok = self.tokenizer
+        key = (id(tok), repr(tok.truncation), repr(tok.padding))
+        if getattr(self, "_twin_of", None) == key:
+            return self._twin
+        spec = json.loads(tok.to_str())
+        norm = spec.get("normalizer") or {}
+        twin = None
+        if norm.get("type") == "BertNormalizer" and norm.get("clean_text", True):
+            spec["normalizer"] = None
+            twin = (Tokenizer.from_str(json.dumps(spec)), bool(norm.get("lowercase", True)))
+        self._twin_of, self._twin = key, twin
+        return twin
 
     @property
     def word_count(self) -> int:
@@ -115,7 +157,7 @@ class Vectorizer:
         """Token ids per text (int32): its words, then (with ``char_ngrams``) their n-grams. A
         text with no known characters becomes ``[UNK]``."""
         texts = texts if isinstance(texts, list) else list(texts)
-        encodings = self.tokenizer.encode_batch_fast(texts, add_special_tokens=self.add_special_tokens)
+        encodings = self._encode_batch(texts)
         unk = np.array([UNK_ID], dtype=np.int32)
         if not self.oov_buckets and not self.char_ngrams:
             return [np.asarray(e.ids, dtype=np.int32) if e.ids else unk for e in encodings]

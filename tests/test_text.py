@@ -6,6 +6,9 @@ import string
 
 import numpy as np
 import pytest
+from functools import lru_cache
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from siamese import ModelError
 from siamese.text import PAD, PAD_ID, UNK, UNK_ID, PretrainedVectorizer, Vectorizer, pad
@@ -266,3 +269,51 @@ def test_oov_buckets_refuses_bad_values(bad):
 
     with pytest.raises(ConfigError, match="oov_buckets must be a whole number >= 0"):
         Vectorizer.fit(["a b"], oov_buckets=bad)
+
+
+# -- BERT-normalised tokenizers: ASCII texts skip the Rust normalizer (siamese normalises them) ---
+
+def _minilm_vectorizer() -> PretrainedVectorizer:
+    from siamese.pretrained import model_folder
+
+    return PretrainedVectorizer.load(model_folder("minilm") / "tokenizer.json")
+
+
+def _reference_ids(vectorizer: Vectorizer, texts: list[str]) -> list[list[int]]:
+    encodings = vectorizer.tokenizer.encode_batch_fast(texts, add_special_tokens=vectorizer.add_special_tokens)
+    return [e.ids for e in encodings]
+
+
+def test_ascii_fast_path_gives_the_tokenizers_own_ids_on_real_texts(data_dir):
+    from siamese import datasets
+
+    vectorizer = _minilm_vectorizer()
+    assert vectorizer._ascii_twin() is not None  # BertNormalizer: the fast path is taken
+    texts = []
+    for name in ["quora-sample", "msrp-test", "mqp", "sts-test", "twitter-url-test"]:
+        pairs = datasets.load(name, data_dir)
+        texts += pairs.text1 + pairs.text2
+    texts += ["Crème brûlée?", "東京 tower", "naïve\u00a0café", "tab\there", "ctrl\x0bchar\x7f", "\x00", ""]
+    assert 0 < sum(not t.isascii() for t in texts) < len(texts)  # both paths, interleaved
+    got = [list(ids) for ids in vectorizer.encode(texts)]
+    want = [ids or [UNK_ID] for ids in _reference_ids(vectorizer, texts)]
+    assert got == want
+
+
+_VECTORIZER = lru_cache(maxsize=1)(_minilm_vectorizer)  # one per session: hypothesis calls the test 300 times
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(max_codepoint=127), max_size=40), min_size=1, max_size=20))
+def test_ascii_fast_path_matches_the_normalizer_on_any_ascii(texts):
+    vectorizer = _VECTORIZER()
+    got = [list(ids) for ids in vectorizer.encode(texts)]
+    assert got == [ids or [UNK_ID] for ids in _reference_ids(vectorizer, texts)]
+
+
+def test_the_fast_path_follows_the_tokenizers_truncation():
+    vectorizer = _minilm_vectorizer()
+    text = "word " * 300
+    assert len(vectorizer.encode([text])[0]) == 128  # PretrainedVectorizer.load's default, [CLS] and [SEP] within
+    vectorizer.tokenizer.enable_truncation(16)
+    assert len(vectorizer.encode([text])[0]) == 16
