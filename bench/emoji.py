@@ -46,8 +46,80 @@ def small_png(source: Path, target: Path, colors: int = 32) -> None:
     Image.open(source).convert("RGB").quantize(colors).save(target, optimize=True)
 
 
+def encoder_spec(label: str) -> tuple[str, bool]:
+    """A table row's label → (--text-encoder, fine-tuned?): ``minilm+ft`` fine-tunes MiniLM."""
+    return (label[: -len("+ft")], True) if label.endswith("+ft") else (label, False)
+
+
+def compare_encoders(args, codes: np.ndarray, names: list[str]) -> None:
+    """Train the text→emoji model with each ``--encoders`` text side on the seeded splits (the
+    same splits for every encoder; TF-IDF + LR on each), and merge the rows into ``--encoders-out``
+    so the encoders can be run one job at a time. A frozen encoder encodes all the tweets once
+    (timed apart: "encode s"); the train seconds are per split."""
+    from siamese.emoji.text_encoders import BILSTM, load_text_encoder
+
+    tweets = read_tweets()
+    glove = data_root() / "glove" / "glove-50d-5k.json"
+    results = json.loads(args.encoders_out.read_text()) if args.encoders_out.is_file() else {}
+    for label in args.encoders:
+        spec, fine_tune = encoder_spec(label)
+        vectors, encode_seconds = None, 0.0
+        if spec != BILSTM and not fine_tune:
+            encoder = load_text_encoder(spec)
+            unique = sorted(set(tweets.texts))
+            started = time.perf_counter()
+            vectors = dict(zip(unique, encoder.encode(unique)))
+            encode_seconds = time.perf_counter() - started
+        epochs = args.ft_epochs if fine_tune else args.sqam_epochs
+        splits = {}
+        for seed in args.split_seeds:
+            _, report = train_and_evaluate(
+                tweets, codes=codes, names=names, model_config=SQAMConfig(sentiment_aware=True, fine_tune=fine_tune),
+                config=SQAMTrainConfig(epochs=epochs, seed=seed, encoder_lr=args.encoder_lr), glove_path=glove,
+                text_encoder=spec, text_vectors=vectors, progress=False)
+            test = report["test"]
+            splits[str(seed)] = {"accuracy": test["accuracy"], "recall": test["recall"], "confusion_matrix": test["confusion_matrix"],
+                                 "agree_at_5": test["sentiment_agreement_at_5"], "val_accuracy": report["val_accuracy"],
+                                 "train_seconds": report["seconds"], "temperature": report["calibration"]["temperature"],
+                                 "calibration": test.get("calibration"),
+                                 "tfidf_logreg": report["baselines"]["tfidf_logreg"]["accuracy"],
+                                 "majority": report["baselines"]["majority"]["accuracy"]}
+            print(f"{label} split {seed}: {json.dumps(splits[str(seed)])}", flush=True)
+        results[label] = {"spec": spec, "fine_tuned": fine_tune, "epochs": epochs, "encode_seconds_12000": encode_seconds,
+                          **({"encoder_lr": args.encoder_lr} if fine_tune else {}), "splits": splits}
+        args.encoders_out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.encoders_out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+        tmp.replace(args.encoders_out)
+    print_encoder_table(results)
+
+
+def print_encoder_table(results: dict) -> None:
+    def cells(row: dict, key: str) -> str:
+        values = [split[key] for split in row["splits"].values()]
+        return " | ".join(f"{v:.3f}" for v in values) + f" | **{np.mean(values):.3f}**"
+
+    seeds = next(iter(results.values()))["splits"].keys()
+    print("| text side | " + " | ".join(f"split {s}" for s in seeds) + " | mean | val (mean) | top-5 agree (mean) | encode s | train s / split |")
+    print("|---|" + "---:|" * (len(seeds) + 5))
+    for label, row in results.items():
+        splits = row["splits"].values()
+        print(f"| {label} | {cells(row, 'accuracy')} | {np.mean([s['val_accuracy'] for s in splits]):.3f} | "
+              f"{np.mean([s['agree_at_5'] for s in splits]):.3f} | {row['encode_seconds_12000']:.0f} | "
+              f"{np.mean([s['train_seconds'] for s in splits]):.0f} |")
+    first = next(iter(results.values()))
+    for baseline in ("tfidf_logreg", "majority"):
+        print(f"| {baseline} | {cells(first, baseline)} | – | – | – | – |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--encoders", nargs="+", help="Only compare these text sides (bilstm, minilm, mpnet, student:DIR, "
+                   "minilm+ft = fine-tuned) on --split-seeds (needs --vae); merges rows into --encoders-out.")
+    p.add_argument("--split-seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--ft-epochs", type=int, default=2, help="Epochs of a fine-tuned (+ft) text side.")
+    p.add_argument("--encoder-lr", type=float, default=2e-5, help="Learning rate of a fine-tuned encoder.")
+    p.add_argument("--encoders-out", type=Path, default=HERE / "results" / "emoji-encoders.json")
     p.add_argument("--vae", type=Path, help="Reuse this trained VAE folder.")
     p.add_argument("--vae-epochs", type=int, default=15)
     p.add_argument("--sqam-epochs", type=int, default=10)
@@ -59,6 +131,11 @@ def main() -> None:
     args = p.parse_args()
 
     emojis = load_emojis()
+    if args.encoders:
+        if not args.vae:
+            p.error("--encoders needs --vae")
+        compare_encoders(args, EmojiVAE.load(args.vae).encode(emojis.images), emojis.names)
+        return
     if args.vae:
         vae = EmojiVAE.load(args.vae)
     else:

@@ -92,7 +92,7 @@ def _encoder_options(pairs: list[str] | None, **named) -> dict:
 
 def _emit(result: dict, as_json: bool, lines: list[str]) -> None:
     if as_json:
-        typer.echo(json.dumps(result))
+        typer.echo(json.dumps(result, ensure_ascii=False))  # emojis and texts stay readable characters
     else:
         typer.echo("\n".join(lines))
 

@@ -56,7 +56,7 @@ class SQAMConfig:
     text_encoder: str = text_encoders.BILSTM
     text_dim: int = 0  # width of the sentence encoder's vectors
     text_hidden: int = 256
-    text_dropout: float = 0.1
+    text_dropout: float = 0.3  # 0.1 → 0.3: +0.4 point of validation accuracy with mpnet (two splits)
     fine_tune: bool = False
 
     @property
@@ -121,6 +121,17 @@ class EmojiSQAM:
         return self.info.get("calibration", {}).get("temperature")
 
     @property
+    def suggestion_temperature(self) -> float | None:
+        """The temperature of the softmax over every known emoji (see :mod:`.temperature`)."""
+        return self.info.get("calibration", {}).get("suggestions", {}).get("temperature")
+
+    def suggestion_probabilities(self, scores: np.ndarray) -> np.ndarray:
+        """Cosines (texts, emojis) → softmax over all those emojis at the suggestion temperature."""
+        if self.suggestion_temperature is None:
+            raise ModelError("this emoji model has no fitted suggestion temperature (retrain it with this version)")
+        return probabilities(scores, self.suggestion_temperature)
+
+    @property
     def answer_names(self) -> list[str]:
         return [self.names[i] for i in self.network.answers.tolist()]
 
@@ -159,7 +170,7 @@ class EmojiSQAM:
         return self.scores(texts)[:, self.network.answers.numpy()].argmax(axis=1)
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
-        """Cosines (texts, emojis) → softmax probabilities over those emojis at the fitted temperature."""
+        """Cosines (texts, answers) → softmax probabilities at the answer temperature (3-way sentiment)."""
         if self.temperature is None:
             raise ModelError("this emoji model has no fitted temperature (retrain it with this version)")
         return probabilities(scores, self.temperature)
