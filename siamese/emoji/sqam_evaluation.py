@@ -73,7 +73,21 @@ def evaluate_sqam(model: EmojiSQAM, test: Tweets, *, k: int = 5) -> dict:
     if model.temperature is not None:
         report["calibration"] = {"log_loss": log_loss(answers, test.labels, model.temperature),
                                  "ece": top_label_ece(model.probabilities(answers), test.labels)}
+    if model.suggestion_temperature is not None:
+        report["suggestions"] = suggestion_summary(model, scores, test.labels, k=k)
     return report
+
+
+def suggestion_summary(model: EmojiSQAM, scores: np.ndarray, labels: np.ndarray, *, k: int = 5) -> dict:
+    """How the suggestion probabilities over all emojis look, averaged over tweets: the top one,
+    the top-``k`` together, the median emoji, and the mass on the emojis of the tweet's sentiment."""
+    probs = model.suggestion_probabilities(scores)
+    ranked = -np.sort(-probs, axis=1)
+    classes = sentiment_classes(sentiment_priors(model.names))
+    classes[model.network.answers.numpy()] = np.arange(len(SENTIMENTS))
+    return {"top1": float(ranked[:, 0].mean()), f"top{k}_total": float(ranked[:, :k].sum(axis=1).mean()),
+            "median_emoji": float(np.median(probs, axis=1).mean()),
+            "mass_on_tweet_sentiment": float((probs * (classes[None, :] == labels[:, None])).sum(axis=1).mean())}
 
 
 def data_record(path: str | os.PathLike, *, seed: int, test_fraction: float, val_fraction: float,

@@ -52,7 +52,7 @@ def suggest_emojis(model_dir: Path, text: str, *, k: int = 5, generated: int = 0
         pictures = np.stack([known.images[known.find(names[i])] if i < len(model.names)
                              else vae.decode(codes[i - len(model.names)][None])[0] for i in top])
         save_strip(pictures, [strip_caption(labels[i], scores[i], None if chance is None else chance[i]) for i in top],
-                   png, title=text[:90])
+                   png, title=(f"{max(sentiment, key=sentiment.get)} {max(sentiment.values()):.0%} · " if sentiment else "") + text[:80])
     return suggestions, sentiment
 
 
