@@ -13,8 +13,9 @@ from ..errors import ConfigError
 
 ImagesOpt = Annotated[Optional[Path], typer.Option("--images", help="Folder of 36x36 emoji PNGs (default: the shared Twemoji set).")]
 # The best text side on validation tweets that trains in a few minutes here: frozen mpnet, validation
-# 0.835 / test 0.836 mean of three splits, against MiniLM 0.830 / 0.825, MiniLM fine-tuned 1 epoch
-# 0.834 / 0.822 (one split), the BiLSTM 0.795 / 0.800 (docs/benchmarks.md, "Emoji").
+# 0.835 / test 0.836 (mean of three splits), against frozen MiniLM 0.830 / 0.825 and the BiLSTM
+# 0.795 / 0.800. MiniLM fine-tuned for 1 epoch ties it (0.838 / 0.834) but its top-5 over all emojis
+# share the tweet's sentiment less often (0.745 vs 0.808); docs/benchmarks.md, "Emoji".
 DEFAULT_TEXT_ENCODER = "mpnet"
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 

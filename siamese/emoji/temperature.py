@@ -3,8 +3,9 @@ temperature, fitted on validation tweets (temperature scaling, Guo et al. 2017).
 
 Two temperatures are fitted. The *answer* temperature minimises the log-loss of the right answer
 emoji among the three answers, so the 3-way sentiment probabilities are calibrated. Over all 874
-emojis that temperature is far too soft (a tweet's cosines to the emojis lie close together, so
-every emoji got ~0.1 %); the *suggestion* temperature instead maximises the probability mass the
+emojis that temperature can be far too soft (when a model's cosines to the emojis lie close
+together, as in a weakly trained one: ~0.1 % for every emoji); the *suggestion* temperature
+instead maximises the probability mass the
 softmax over every known emoji puts on the emojis of the tweet's sentiment (their class in the
 Emoji Sentiment Ranking). A suggestion's probability is then its share of that softmax, and the
 mass on a sentiment's emojis is calibrated on validation tweets.
