@@ -5,8 +5,13 @@ pixels-only (the seed) and sentiment-aware. Writes JSON, the docs' example image
 markdown.
 
     .venv/bin/python bench/emoji.py [--vae-epochs 15] [--vae DIR] [--sqam-epochs 10] [--seed 0]
+    .venv/bin/python bench/emoji.py --vae DIR --encoders bilstm minilm mpnet student:DIR minilm+ft [--split-seeds 0 1 2]
+    .venv/bin/python bench/emoji.py --table
 
 ``--vae DIR`` reuses a VAE trained by ``siamese emoji train-vae`` instead of training one.
+``--encoders`` compares text sides of the sentiment-aware model on the same seeded splits (with
+TF-IDF + LR on each) and merges the rows into ``results/emoji-encoders.json``; ``--table``
+prints that file as markdown.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from siamese.atomic import atomic_file
 from siamese.datasets import data_root
 from siamese.emoji.generate import write_sheets
 from siamese.emoji.images import load_emojis, name_to_char
@@ -46,8 +52,91 @@ def small_png(source: Path, target: Path, colors: int = 32) -> None:
     Image.open(source).convert("RGB").quantize(colors).save(target, optimize=True)
 
 
+def encoder_spec(label: str) -> tuple[str, bool]:
+    """A table row's label → (--text-encoder, fine-tuned?): ``minilm+ft`` fine-tunes MiniLM."""
+    return (label[: -len("+ft")], True) if label.endswith("+ft") else (label, False)
+
+
+def compare_encoders(args, codes: np.ndarray, names: list[str]) -> None:
+    """Train the text→emoji model with each ``--encoders`` text side on the seeded splits (the
+    same splits for every encoder; TF-IDF + LR on each), and merge the rows into ``--encoders-out``
+    so the encoders can be run one job at a time. A frozen encoder encodes all the tweets once
+    (timed apart: "encode s"); the train seconds are per split."""
+    from siamese.emoji.text_encoders import BILSTM, load_text_encoder
+
+    tweets = read_tweets()
+    glove = data_root() / "glove" / "glove-50d-5k.json"
+    results = json.loads(args.encoders_out.read_text()) if args.encoders_out.is_file() else {}
+    for label in args.encoders:
+        spec, fine_tune = encoder_spec(label)
+        vectors, encode_seconds = None, 0.0
+        if spec != BILSTM and not fine_tune:
+            encoder = load_text_encoder(spec)
+            unique = sorted(set(tweets.texts))
+            started = time.perf_counter()
+            vectors = dict(zip(unique, encoder.encode(unique)))
+            encode_seconds = time.perf_counter() - started
+        epochs = args.ft_epochs if fine_tune else args.sqam_epochs
+        # Splits already measured with the same settings are kept (an encoder can be run a split at a time).
+        earlier = results.get(label, {})
+        same = earlier.get("epochs") == epochs and earlier.get("encoder_lr", args.encoder_lr) == args.encoder_lr
+        splits = dict(earlier.get("splits", {})) if same else {}
+        for seed in args.split_seeds:
+            _, report = train_and_evaluate(
+                tweets, codes=codes, names=names, model_config=SQAMConfig(sentiment_aware=True, fine_tune=fine_tune),
+                config=SQAMTrainConfig(epochs=epochs, seed=seed, encoder_lr=args.encoder_lr), glove_path=glove,
+                text_encoder=spec, text_vectors=vectors, progress=fine_tune)  # fine-tuning: per-epoch lines on stderr
+            test = report["test"]
+            splits[str(seed)] = {"accuracy": test["accuracy"], "recall": test["recall"], "confusion_matrix": test["confusion_matrix"],
+                                 "agree_at_5": test["sentiment_agreement_at_5"], "val_accuracy": report["val_accuracy"],
+                                 "train_seconds": report["seconds"], "temperature": report["calibration"]["temperature"],
+                                 "calibration": test.get("calibration"),
+                                 "tfidf_logreg": report["baselines"]["tfidf_logreg"]["accuracy"],
+                                 "majority": report["baselines"]["majority"]["accuracy"]}
+            print(f"{label} split {seed}: {json.dumps(splits[str(seed)])}", flush=True)
+        splits = dict(sorted(splits.items()))
+        results[label] = {"spec": spec, "fine_tuned": fine_tune, "epochs": epochs,
+                          "encode_seconds_12000": encode_seconds or earlier.get("encode_seconds_12000", 0.0),
+                          **({"encoder_lr": args.encoder_lr} if fine_tune else {}), "splits": splits}
+        args.encoders_out.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(args.encoders_out) as tmp:
+            tmp.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    print_encoder_table(results)
+
+
+def print_encoder_table(results: dict) -> None:
+    """Markdown: test accuracy per split and mean, TF-IDF + LR on the same splits, validation
+    accuracy, top-5 agreement, encode and train seconds."""
+    seeds = sorted({seed for row in results.values() for seed in row["splits"]}, key=int)
+
+    def cells(splits: dict, key: str) -> str:
+        values = [splits[s][key] if s in splits else None for s in seeds]
+        known = [v for v in values if v is not None]
+        return " | ".join("–" if v is None else f"{v:.3f}" for v in values) + f" | **{np.mean(known):.3f}**"
+
+    print("| text side | " + " | ".join(f"split {s}" for s in seeds) + " | mean | TF-IDF + LR (same splits) | "
+          "val acc. | top-5 agree | encode s (12,000 tweets) | train s / split |")
+    print("|---|" + "---:|" * (len(seeds) + 6))
+    baselines = {}
+    for label, row in results.items():
+        splits = row["splits"]
+        baselines |= splits
+        mean = lambda key: np.mean([s[key] for s in splits.values()])  # noqa: E731
+        print(f"| {label} | {cells(splits, 'accuracy')} | {mean('tfidf_logreg'):.3f} | {mean('val_accuracy'):.3f} | "
+              f"{mean('agree_at_5'):.3f} | {row['encode_seconds_12000']:.0f} | {mean('train_seconds'):.0f} |")
+    for baseline in ("tfidf_logreg", "majority"):
+        print(f"| {baseline} | {cells(baselines, baseline)} | – | – | – | – | – |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--encoders", nargs="+", help="Only compare these text sides (bilstm, minilm, mpnet, student:DIR, "
+                   "minilm+ft = fine-tuned) on --split-seeds (needs --vae); merges rows into --encoders-out.")
+    p.add_argument("--split-seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--ft-epochs", type=int, default=2, help="Epochs of a fine-tuned (+ft) text side.")
+    p.add_argument("--encoder-lr", type=float, default=2e-5, help="Learning rate of a fine-tuned encoder.")
+    p.add_argument("--encoders-out", type=Path, default=HERE / "results" / "emoji-encoders.json")
+    p.add_argument("--table", action="store_true", help="Only print the markdown table of --encoders-out.")
     p.add_argument("--vae", type=Path, help="Reuse this trained VAE folder.")
     p.add_argument("--vae-epochs", type=int, default=15)
     p.add_argument("--sqam-epochs", type=int, default=10)
@@ -58,7 +147,15 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=HERE / "results" / "emoji.json")
     args = p.parse_args()
 
+    if args.table:
+        print_encoder_table(json.loads(args.encoders_out.read_text()))
+        return
     emojis = load_emojis()
+    if args.encoders:
+        if not args.vae:
+            p.error("--encoders needs --vae")
+        compare_encoders(args, EmojiVAE.load(args.vae).encode(emojis.images), emojis.names)
+        return
     if args.vae:
         vae = EmojiVAE.load(args.vae)
     else:

@@ -78,4 +78,4 @@ def test_the_command_tree():
         "train", "evaluate", "predict", "calibrate", "score", "pretrained", "encode", "summary", "rank",
         "evaluate-answers", "search", "dedupe", "serve", "distill", "export", "formats", "index", "emoji"]
     assert list(group.commands["index"].commands) == ["build", "add"]
-    assert list(group.commands["emoji"].commands) == ["train-vae", "encode", "generate", "train", "suggest"]
+    assert list(group.commands["emoji"].commands) == ["train-vae", "encode", "generate", "train", "evaluate", "suggest"]

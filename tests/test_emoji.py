@@ -177,9 +177,9 @@ def test_sqam_keeps_the_average_of_the_later_epochs(small_vae, emojis, monkeypat
 
     states, validation = [], sqam_training.validation
 
-    def record(model, val, margin):
+    def record(model, val, margin, inputs=None):
         states.append({k: v.clone() for k, v in model.network.state_dict().items()})
-        return validation(model, val, margin)
+        return validation(model, val, margin, inputs)
 
     monkeypatch.setattr(sqam_training, "validation", record)
     tweets = read_tweets()
@@ -201,11 +201,12 @@ def test_sqam_keeps_the_average_of_the_later_epochs(small_vae, emojis, monkeypat
 
 @pytest.fixture(scope="module")
 def trained_sqam(small_vae, data_dir, emoji_dir, tmp_path_factory):
-    """`siamese emoji train` on the first 4,000 tweets for 3 epochs (sentiment-aware, GloVe)."""
+    """`siamese emoji train --text-encoder bilstm` on the first 4,000 tweets for 3 epochs (sentiment-aware, GloVe)."""
     out = tmp_path_factory.mktemp("sqam") / "model"
     result = run_json("emoji", "train", "--vae", small_vae[1], "--out", out, "--images", emoji_dir,
                       "--data", data_dir / "airline_tweets" / "Tweets_12000.csv",
-                      "--glove", data_dir / "glove" / "glove-50d-5k.json", "--limit", 4000, "--epochs", 3, "--quiet")
+                      "--glove", data_dir / "glove" / "glove-50d-5k.json", "--limit", 4000, "--epochs", 3,
+                      "--text-encoder", "bilstm", "--quiet")
     return out, result
 
 
@@ -296,4 +297,222 @@ def test_emoji_commands_import_in_either_order():
     for first in ("siamese.emoji.cli", "siamese.cli"):
         code = f"import {first}, siamese.cli; print(len(siamese.cli.emoji_app.registered_commands))"
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0 and proc.stdout.strip() == "5", proc.stderr
+        assert proc.returncode == 0 and proc.stdout.strip() == "6", proc.stderr
+
+
+# -- sentence encoders as the text side, readable scores, evaluate ----------------------------------
+
+
+def test_temperature_fit_recovers_the_temperature_that_drew_the_labels():
+    from siamese.emoji.temperature import fit_temperature, log_loss, probabilities
+
+    rng = np.random.default_rng(0)
+    cosines = rng.uniform(-1, 1, size=(4000, 3))
+    labels = np.array([rng.choice(3, p=p) for p in probabilities(cosines, 0.2)])
+    fitted = fit_temperature(cosines, labels)
+    assert fitted["temperature"] == pytest.approx(0.2, rel=0.1)
+    grid = np.linspace(0.05, 1.0, 96)  # no temperature on a grid does better than the fitted one
+    assert fitted["log_loss"] <= min(log_loss(cosines, labels, t) for t in grid) + 1e-6
+    assert fitted["ece"] < 0.05
+    np.testing.assert_allclose(probabilities(cosines, 0.2).sum(axis=1), 1.0)
+
+
+def test_suggestion_temperature_maximises_the_mass_on_the_right_emojis():
+    from siamese.emoji.temperature import fit_set_temperature, probabilities, set_log_loss
+
+    rng = np.random.default_rng(0)
+    members = rng.random((500, 874)) < 0.15  # a sentiment's emojis among all
+    cosines = 0.9 + 0.03 * members + rng.normal(0, 0.02, size=members.shape)  # close together, members a bit higher
+    fitted = fit_set_temperature(cosines, members)
+    grid = np.geomspace(0.002, 1.0, 200)
+    assert fitted["log_loss"] <= min(set_log_loss(cosines, members, t) for t in grid) + 1e-6
+    mass = (probabilities(cosines, fitted["temperature"]) * members).sum(axis=1).mean()
+    assert fitted["mean_mass"] == pytest.approx(mass) and mass > 0.6  # far above the members' share, 0.15
+    assert fitted["temperature"] < 0.05
+
+
+def test_emoji_labels_are_unicode_names():
+    from siamese.emoji.images import emoji_label
+
+    assert emoji_label("1f389") == "party popper"
+    assert emoji_label("1f621") == "pouting face"
+    assert emoji_label("1f1fa-1f1f8") == "flag US"
+    assert emoji_label("31-20e3") == "digit one"
+    assert emoji_label("10fffd") == "10fffd"  # no name (private use): the code points
+
+
+def test_bad_text_encoder_is_a_one_line_error(tmp_path, small_vae, emoji_dir):
+    out = tmp_path / "model"
+    for spec, fragment in (("nope", "no such folder nope"), (f"student:{tmp_path}", "not a Siamese model folder")):
+        assert_user_error(run("emoji", "train", "--vae", small_vae[1], "--out", out, "--images", emoji_dir, "--limit", 60,
+                              "--text-encoder", spec, "--quiet", check_ok=False), fragment)
+        assert not out.exists()
+    assert_user_error(run("emoji", "train", "--vae", small_vae[1], "--out", out, "--images", emoji_dir, "--limit", 60,
+                          "--text-encoder", "bilstm", "--fine-tune", "--quiet", check_ok=False), "--fine-tune is for sentence encoders")
+
+
+@pytest.fixture(scope="module")
+def small_tweets(data_dir, tmp_path_factory):
+    """The first 2,000 shared tweets in a file of their own (a test may change it and put it back)."""
+    path = tmp_path_factory.mktemp("tweets") / "tweets.csv"
+    with open(data_dir / "airline_tweets" / "Tweets_12000.csv", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))[:2000]
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["text", "airline_sentiment"], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def minilm_sqam(small_vae, small_tweets, emoji_dir, tmp_path_factory):
+    """`siamese emoji train --text-encoder minilm` (frozen) on 2,000 tweets, 8 epochs (seconds: the vectors are computed once)."""
+    out = tmp_path_factory.mktemp("sqam-minilm") / "model"
+    result = run_json("emoji", "train", "--vae", small_vae[1], "--out", out, "--images", emoji_dir, "--data", small_tweets,
+                      "--text-encoder", "minilm", "--epochs", 8, "--seed", 1, "--quiet")
+    return out, result
+
+
+def test_frozen_minilm_model_trains_and_is_saved_by_name(minilm_sqam, small_tweets):
+    out, result = minilm_sqam
+    assert result["text_encoder"] == {"spec": "minilm", "saved_as": "minilm", "dim": 384, "fine_tuned": False,
+                                      "encode_seconds": result["text_encoder"]["encode_seconds"]}
+    assert result["test"]["n"] == 400 and result["train_tweets"] == 2000 - 400 - 160
+    assert result["test"]["accuracy"] > result["baselines"]["majority"]["accuracy"] + 0.05
+    calibration = result["calibration"]
+    assert 0.01 < calibration["temperature"] < 1 and calibration["n"] == 160
+    # over all 874 emojis the softmax needs a sharper temperature than over the three answers
+    assert calibration["suggestions"]["temperature"] < calibration["temperature"] and calibration["suggestions"]["n"] == 160
+    # Referenced by name: no encoder weights, no tokenizer in the folder.
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    assert config["text_encoder"] == "minilm" and config["info"]["data"]["path"] == str(small_tweets.resolve())
+    texts = ["@united thanks, great crew!", "@united lost my bag again, furious"]
+    model = EmojiSQAM.load(out)
+    np.testing.assert_allclose(model.scores(texts), EmojiSQAM.load(out).scores(texts), atol=1e-5)
+
+
+def test_suggest_json_keeps_emoji_characters_and_probabilities_separate(minilm_sqam, emoji_dir, tmp_path):
+    import unicodedata
+
+    out, _ = minilm_sqam
+    png = tmp_path / "strip.png"
+    proc = run("emoji", "suggest", out, "@united thank you so much, best flight ever 🎉", "-k", 874, "--json",
+               "--png", png, "--images", emoji_dir)
+    assert "\\u" not in proc.stdout and "🎉" in proc.stdout  # characters, not \ud83c escapes
+    result = json.loads(proc.stdout)
+    suggestions = result["suggestions"]
+    assert result["text"].endswith("🎉") and all(s["char"] in proc.stdout for s in suggestions[:5])
+    assert set(result["sentiment"]) == set(SENTIMENTS) and sum(result["sentiment"].values()) == pytest.approx(1.0)
+    assert max(result["sentiment"], key=result["sentiment"].get) == "positive"
+    probabilities = np.array([s["probability"] for s in suggestions])
+    assert probabilities.sum() == pytest.approx(1.0, abs=1e-4)  # a softmax over all 874 emojis
+    assert (np.diff(probabilities) <= 0).all()
+    # The top choices stand out: 2.6x the median emoji with this small model (8 epochs on 1,440 tweets;
+    # the full model: ~110x); trained 3 epochs and read at the answer temperature they were 1.1x.
+    assert probabilities[:5].mean() > 2 * np.median(probabilities)
+    for s in suggestions[:20]:
+        assert s["label"] == " ".join(unicodedata.name(c).lower() for c in s["char"] if c not in "\u200d\ufe0f\u20e3") \
+            or s["label"].startswith("flag ")
+    assert Image.open(png).size[0] > 200
+    text = run("emoji", "suggest", out, "@united thank you", "-k", 3).stdout.splitlines()
+    assert len(text) == 4 and text[0].startswith("sentiment: positive") and all("%" in line and "cos" in line for line in text[1:])
+
+
+def test_evaluate_matches_an_independent_computation(minilm_sqam, small_tweets):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import confusion_matrix
+    from sklearn.pipeline import make_pipeline
+
+    from siamese.emoji.sentiment import sentiment_classes, sentiment_priors
+    from siamese.emoji.tweets import split_tweets
+
+    out, trained = minilm_sqam
+    result = run_json("emoji", "evaluate", out)  # default: the model's own file → its test split
+    assert result["scored"].startswith("the model's held-out test split")
+    model = EmojiSQAM.load(out)
+    test, _, train = split_tweets(read_tweets(small_tweets), [0.2, 0.08], seed=1)
+    scores = model.scores(test.texts)
+    predicted = scores[:, [model.names.index(n) for n in ("1f389", "1f608", "1f621")]].argmax(axis=1)
+    matrix = confusion_matrix(test.labels, predicted, labels=[0, 1, 2])
+    assert result["confusion_matrix"] == matrix.tolist() == trained["test"]["confusion_matrix"]
+    assert result["n"] == 400 and result["accuracy"] == pytest.approx(np.trace(matrix) / 400, abs=1e-9)
+    from sklearn.metrics import recall_score
+
+    recall = recall_score(test.labels, predicted, labels=[0, 1, 2], average=None)
+    for i, sentiment in enumerate(SENTIMENTS):
+        assert result["recall"][sentiment] == pytest.approx(recall[i]) == pytest.approx(matrix[i, i] / matrix[i].sum())
+    printed = run("emoji", "evaluate", out).stdout
+    assert ", ".join(f"{s} {recall[i]:.3f}" for i, s in enumerate(SENTIMENTS)) in printed
+    assert f"TF-IDF + logistic regression {result['baselines']['tfidf_logreg']['accuracy']:.4f}" in printed
+    baseline = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
+                             LogisticRegression(C=10.0, max_iter=2000, random_state=1)).fit(train.texts, train.labels)
+    assert result["baselines"]["tfidf_logreg"]["accuracy"] == pytest.approx(baseline.score(test.texts, test.labels))
+    classes = sentiment_classes(sentiment_priors(model.names))
+    top5 = np.argsort(-scores, axis=1, kind="stable")[:, :5]
+    assert result["sentiment_agreement_at_5"] == pytest.approx(np.mean(classes[top5] == test.labels[:, None]), abs=1e-9)
+    assert 0 < result["calibration"]["ece"] < 0.2
+    probabilities = model.suggestion_probabilities(scores)
+    summary = result["suggestions"]
+    assert summary["top1"] == pytest.approx(probabilities.max(axis=1).mean())
+    assert summary["median_emoji"] == pytest.approx(np.median(probabilities, axis=1).mean())
+    classes[model.network.answers.numpy()] = [0, 1, 2]
+    mass = np.mean([probabilities[i, classes == label].sum() for i, label in enumerate(test.labels)])
+    assert summary["mass_on_tweet_sentiment"] == pytest.approx(mass) and mass > 0.4
+
+
+def test_evaluate_another_file_and_refuse_a_changed_training_file(minilm_sqam, small_tweets, data_dir, tmp_path):
+    out, _ = minilm_sqam
+    other = tmp_path / "other.csv"
+    with open(data_dir / "airline_tweets" / "Tweets_12000.csv", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))[-50:]  # tweets the model never saw
+    with open(other, "w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    result = run_json("emoji", "evaluate", out, "--data", other)
+    assert result["n"] == 50 and result["scored"] == "every tweet of the file" and result["train_tweets"] == 1440
+    text = run("emoji", "evaluate", out, "--data", other).stdout
+    assert "confusion matrix" in text and "TF-IDF + logistic regression" in text
+    original = small_tweets.read_bytes()
+    try:
+        small_tweets.write_bytes(original.replace(b"positive", b"negative", 1))
+        assert_user_error(run("emoji", "evaluate", out, "--data", other, check_ok=False), str(small_tweets), "changed since")
+    finally:
+        small_tweets.write_bytes(original)
+    assert_user_error(run("emoji", "evaluate", out, "--data", tmp_path / "missing.csv", check_ok=False), "missing.csv")
+
+
+@pytest.fixture(scope="module")
+def tiny_student(tmp_path_factory):
+    """A Siamese model folder standing in for a student (`student:FOLDER` takes any): a word encoder, untrained."""
+    from siamese.model import ModelConfig, SiameseModel
+
+    texts = [t for t in read_tweets().texts[:500]]
+    return SiameseModel.build(texts, ModelConfig(encoder="bow", dim=32)).save(tmp_path_factory.mktemp("student") / "student")
+
+
+@pytest.mark.parametrize("kind", ["student", "folder", "fine-tuned"])
+def test_round_trip_with_each_encoder_kind(kind, tiny_student, small_vae, emojis, tmp_path):
+    from siamese.emoji.sqam import SQAMConfig
+    from siamese.emoji.sqam_training import SQAMTrainConfig, train_sqam
+    from siamese.pretrained import default_model_path
+
+    spec = {"student": f"student:{tiny_student}", "folder": str(default_model_path()), "fine-tuned": "minilm"}[kind]
+    tweets = read_tweets()
+    train, val = tweets.subset(range(200)), tweets.subset(range(200, 260))
+    model = train_sqam(train, val, codes=small_vae[0].encode(emojis.images), names=emojis.names, text_encoder=spec,
+                       model_config=SQAMConfig(sentiment_aware=True, fine_tune=kind == "fine-tuned"),
+                       config=SQAMTrainConfig(epochs=1, batch_size=16), progress=False)
+    path = model.save(tmp_path / "model")
+    assert (path / "text_encoder").is_dir() and json.loads((path / "config.json").read_text())["text_encoder"] == "text_encoder"
+    texts = ["@united thanks, great crew!", "@united lost my bag again, furious"]
+    loaded = EmojiSQAM.load(path)
+    np.testing.assert_allclose(loaded.scores(texts), model.scores(texts), atol=1e-5)
+    assert loaded.temperature == model.temperature
+    if kind == "fine-tuned":  # the encoder itself moved, and the saved copy is the moved one
+        from siamese.sentence_encoder import sentence_encoder
+
+        original = sentence_encoder("minilm")[0].encode(texts)
+        assert np.abs(loaded.encoder.encode(texts) - original).max() > 1e-4

@@ -64,7 +64,7 @@ def _read(path: Path, format: str, text1, text2, label):
 
 def _emit(result: dict, as_json: bool, lines: list[str]) -> None:
     if as_json:
-        typer.echo(json.dumps(result))
+        typer.echo(json.dumps(result, ensure_ascii=False))  # emojis and texts stay readable characters
     else:
         typer.echo("\n".join(lines))
 

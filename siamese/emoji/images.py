@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,17 @@ def name_to_char(name: str) -> str:
 def char_to_name(char: str) -> str:
     """``"🇺🇸"`` → ``"1f1fa-1f1f8"`` (the variation selector is dropped, as in Twemoji v1 names)."""
     return "-".join(f"{ord(c):x}" for c in char if c != VARIATION_SELECTOR)
+
+
+def emoji_label(name: str) -> str:
+    """A readable name: ``"1f389"`` → ``"party popper"``, ``"1f1fa-1f1f8"`` → ``"flag US"``;
+    sequences join their characters' names (joiners and selectors left out)."""
+    points = [int(p, 16) for p in name.split("-")]
+    if points and all(0x1F1E6 <= p <= 0x1F1FF for p in points):  # regional indicators spell a country code
+        return "flag " + "".join(chr(ord("A") + p - 0x1F1E6) for p in points)
+    words = [unicodedata.name(chr(p), "").lower() for p in points if p not in (0x200D, 0xFE0F, 0x20E3)]
+    label = " ".join(w for w in words if w)
+    return label or name
 
 
 @dataclass

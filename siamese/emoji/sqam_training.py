@@ -1,6 +1,11 @@
 """Train the text→emoji model on labelled tweets with the hinge loss over every wrong answer:
 each tweet gives one (tweet, right emoji, wrong emoji) triplet per wrong sentiment.
 
+With a frozen sentence encoder as the text side, each tweet is encoded once before the first
+epoch and only the projection and the emoji side train (seconds per epoch); ``fine_tune`` also
+trains the encoder, at its own small learning rate. After training, the softmax temperature is
+fitted on the validation tweets.
+
 A sentiment-aware model also sees, per tweet, a random emoji whose sentiment prior matches the
 tweet against one random emoji of each other sentiment and one of unknown sentiment, drawn from
 all known emojis, so the emoji side learns to read the prior and suggestions among all 874
@@ -13,7 +18,8 @@ import copy
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import torch
@@ -22,11 +28,14 @@ from torch.optim.swa_utils import AveragedModel
 from ..errors import ConfigError, DataError
 from ..glove import embedding_matrix, load_glove
 from ..losses import hinge_loss
+from ..precision import autocast, resolve_precision
 from ..progress import tqdm
 from ..text import PAD_ID, UNK_ID, Vectorizer
 from ..training import batches, seed_everything
 from .sentiment import UNKNOWN, sentiment_classes, sentiment_priors
 from .sqam import EmojiSQAM, SQAMConfig, SQAMNetwork
+from .temperature import fit_set_temperature, fit_temperature
+from .text_encoders import BILSTM, load_text_encoder, saved_reference
 from .tweets import SENTIMENT_EMOJIS, SENTIMENTS, Tweets
 
 # For a label, the other labels (the wrong answers), in order.
@@ -48,6 +57,8 @@ class SQAMTrainConfig:
     sentiment_weight: float = 0.3  # weight of the all-emoji sentiment triplets (1.0 cost 1.8 points of accuracy)
     word_dropout: float = 0.1  # share of training tokens replaced by [UNK] (a regulariser; 0 = the seed)
     average_from: int | None = 6  # average the weights of this epoch and the later ones (SWA); None: best epoch on val
+    encoder_lr: float = 2e-5  # the sentence encoder's learning rate when fine-tuned
+    precision: str = "auto"  # a fine-tuned encoder's forward pass: bf16 autocast where the CPU has it natively
     seed: int = 0
 
 
@@ -101,44 +112,79 @@ def _clip_each(parameters, max_norm: float) -> None:
 
 def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str], model_config: SQAMConfig | None = None,
                config: SQAMTrainConfig | None = None, glove_path: str | os.PathLike | None = None,
+               text_encoder: str = BILSTM, text_vectors: Mapping[str, np.ndarray] | None = None,
                progress: bool = True) -> EmojiSQAM:
     """Train on ``train`` tweets, keep the epoch with the best accuracy on ``val``; ``codes`` are
-    the VAE codes of the emojis ``names`` (all of them become rankable)."""
+    the VAE codes of the emojis ``names`` (all of them become rankable). ``text_encoder``: see
+    :mod:`.text_encoders` (``model_config.fine_tune`` trains a sentence encoder too).
+    ``text_vectors``: the frozen encoder's vectors of the train and val texts, if already
+    computed (the benchmark encodes the tweets once for all its splits)."""
     model_config = model_config or SQAMConfig()
     config = config or SQAMTrainConfig()
     if config.epochs < 1 or config.batch_size < 1:
         raise ConfigError("epochs and batch_size must be at least 1")
     if config.average_from is not None and config.average_from < 1:
         raise ConfigError("average_from must be at least 1 (or None for the best epoch on validation)")
+    if model_config.fine_tune and text_encoder == BILSTM:
+        raise ConfigError("--fine-tune is for sentence encoders: the bilstm text side always trains")
     # Fewer epochs than average_from (small runs): the last epoch alone.
     average_from = None if config.average_from is None else min(config.average_from, config.epochs)
     if codes.shape != (len(names), model_config.code_dim):
         raise ConfigError(f"codes are {codes.shape}, expected ({len(names)}, {model_config.code_dim}): "
                           f"was the VAE trained with --latent-dim {model_config.code_dim}?")
     rng = seed_everything(config.seed)
-    vectorizer = Vectorizer.fit(train.texts, max_vocab=model_config.max_vocab, min_frequency=model_config.min_frequency,
-                                lowercase=model_config.lowercase, max_length=model_config.max_length)
-    matrix, coverage = _glove_matrix(vectorizer, glove_path, model_config.embedding_dim, config.seed)
+    started = time.perf_counter()
+    vectorizer = encoder = matrix = coverage = None
+    if text_encoder == BILSTM:
+        vectorizer = Vectorizer.fit(train.texts, max_vocab=model_config.max_vocab, min_frequency=model_config.min_frequency,
+                                    lowercase=model_config.lowercase, max_length=model_config.max_length)
+        matrix, coverage = _glove_matrix(vectorizer, glove_path, model_config.embedding_dim, config.seed)
+    else:
+        encoder = load_text_encoder(text_encoder)
+        model_config = replace(model_config, text_dim=encoder.dim,
+                               text_encoder=saved_reference(text_encoder, fine_tuned=model_config.fine_tune))
     emojis = emoji_features(codes, names, sentiment_aware=model_config.sentiment_aware)
-    network = SQAMNetwork(model_config, vectorizer.vocab_size, len(names), matrix)
+    network = SQAMNetwork(model_config, vectorizer.vocab_size if vectorizer else 0, len(names), matrix)
     network.emoji_features.copy_(torch.from_numpy(emojis["features"]))
     network.code_mean.copy_(torch.from_numpy(emojis["mean"]))
     network.code_std.copy_(torch.from_numpy(emojis["std"]))
     network.answers.copy_(torch.from_numpy(emojis["answers"]))
-    model = EmojiSQAM(vectorizer, network, model_config, names)
+    model = EmojiSQAM(vectorizer, network, model_config, names, encoder=encoder)
+    frozen = encoder is not None and not model_config.fine_tune
+    # A frozen encoder's vectors do not change: every tweet is encoded once.
+    def encoded(texts: list[str]) -> torch.Tensor:
+        return torch.from_numpy(np.stack([text_vectors[t] for t in texts]) if text_vectors else encoder.encode(texts))
 
-    text_lengths = np.array([len(s) for s in vectorizer.encode(train.texts)])  # for length-bucketed batches
+    train_vectors = encoded(train.texts) if frozen else None
+    val_inputs = (encoded(val.texts),) if frozen else None
+    encode_seconds = time.perf_counter() - started if frozen else 0.0
+
+    tokenizer = vectorizer or encoder.vectorizer
+    text_lengths = np.array([len(s) for s in tokenizer.encode(train.texts)])  # for length-bucketed batches
     pools = [np.flatnonzero(emojis["classes"] == label) for label in range(len(SENTIMENTS))]
     unknown = np.flatnonzero(emojis["classes"] == UNKNOWN)
-    optimizer = torch.optim.Adam(network.parameters(), lr=config.lr)
+    groups = [{"params": list(network.parameters()), "lr": config.lr}]
+    if model_config.fine_tune:
+        groups.append({"params": list(encoder.encoder.parameters()), "lr": config.encoder_lr})
+    optimizer = torch.optim.Adam(groups)
+    trained = [p for group in groups for p in group["params"]]
+    fine_tune_autocast = autocast(resolve_precision(config.precision)) if model_config.fine_tune else None
 
-    def batch_loss(rows: np.ndarray) -> torch.Tensor:
-        labels = train.labels[rows]
+    def text_side(rows: np.ndarray) -> tuple[torch.Tensor, ...]:
+        if frozen:
+            return (train_vectors[torch.from_numpy(rows)],)
         ids, lengths = model.text_batch([train.texts[i] for i in rows])
+        if encoder is not None:  # fine-tuning: the encoder's vectors, with gradients
+            with fine_tune_autocast():
+                return (encoder.encoder(ids, lengths).float(),)
         if config.word_dropout > 0:
             dropped = (torch.rand(ids.shape) < config.word_dropout) & (ids != PAD_ID)
             ids = ids.masked_fill(dropped, UNK_ID)
-        questions = network.embed_texts(ids, lengths)
+        return ids, lengths
+
+    def batch_loss(rows: np.ndarray) -> torch.Tensor:
+        labels = train.labels[rows]
+        questions = network.embed_texts(*text_side(rows))
         answers = network.embed_features(network.emoji_features[network.answers])
         loss = answer_hinge(questions, answers, labels, config.margin)
         if model_config.sentiment_aware and config.sentiment_weight > 0:
@@ -155,20 +201,23 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
     history, best = [], (-1.0, None, 0)
     # Single epochs swing by a point of accuracy on ~1,000 validation tweets; their average is steadier.
     averaged = AveragedModel(network) if average_from is not None else None
-    started = time.perf_counter()
     for epoch in range(1, config.epochs + 1):
         network.train()
+        if model_config.fine_tune:
+            encoder.encoder.train()
         plan = batches(text_lengths, config.batch_size, rng)
         t0, total = time.perf_counter(), 0.0
         for rows in tqdm(plan, desc=f"epoch {epoch}/{config.epochs}", unit="batch", disable=not progress, leave=False):
             loss = batch_loss(rows)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            _clip_each(network.parameters(), config.clipnorm)
+            _clip_each(trained, config.clipnorm)
             optimizer.step()
             total += loss.item()
         record = {"epoch": epoch, "loss": total / len(plan), "seconds": time.perf_counter() - t0}
-        record.update(validation(model, val, config.margin))
+        if model_config.fine_tune:
+            encoder.encoder.eval()
+        record.update(validation(model, val, config.margin, val_inputs))
         history.append(record)
         if progress:
             tqdm.write(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()), file=sys.stderr)
@@ -176,13 +225,22 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
             averaged.update_parameters(network)
         if record["val_accuracy"] > best[0]:  # the weights are only copied when they will be kept
             best = (record["val_accuracy"], copy.deepcopy(network.state_dict()) if averaged is None else None, epoch)
+    # A fine-tuned encoder keeps its last weights: only the projection and emoji side are averaged or rolled back.
     network.load_state_dict(best[1] if averaged is None else averaged.module.state_dict())
     kept = {} if averaged is None else {"averaged_epochs": [average_from, config.epochs],
-                                        "val_accuracy": validation(model, val, config.margin)["val_accuracy"]}
+                                        "val_accuracy": validation(model, val, config.margin, val_inputs)["val_accuracy"]}
     network.eval()
+    questions, answer_vectors = question_and_answer_vectors(model, val, val_inputs)
+    everything = (questions @ model.embed_emojis().T).numpy()
+    model.info["calibration"] = fit_temperature((questions @ answer_vectors.T).numpy(), val.labels) | {
+        "fitted_on": "validation tweets", "over": "the answer emojis",
+        "suggestions": fit_set_temperature(everything, emojis["classes"][None, :] == val.labels[:, None]) | {
+            "over": "every known emoji", "target": "mass on the emojis of the tweet's sentiment"}}
     model.info["training"] = {
         "config": asdict(config), "history": history, "best_epoch": best[2], "val_accuracy": best[0], **kept,
         "train_tweets": len(train), "val_tweets": len(val), "glove": coverage,
+        "text_encoder": {"spec": text_encoder, "saved_as": model_config.text_encoder, "dim": model_config.text_dim,
+                         "fine_tuned": model_config.fine_tune, "encode_seconds": encode_seconds},
         "seconds": time.perf_counter() - started,
         "answers": dict(zip(SENTIMENTS, SENTIMENT_EMOJIS)),
         "sentiment_classes": {s: int((emojis["classes"] == i).sum()) for i, s in enumerate(SENTIMENTS)}
@@ -192,10 +250,27 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
 
 
 @torch.no_grad()
-def validation(model: EmojiSQAM, val: Tweets, margin: float) -> dict:
+def question_and_answer_vectors(model: EmojiSQAM, tweets: Tweets, inputs: tuple[torch.Tensor, ...] | None = None):
+    """Unit vectors of the tweets and of the 3 answer emojis; ``inputs``: the tweets' text-side
+    inputs if already computed (a frozen encoder's vectors)."""
+    if inputs is None:
+        questions = model.embed_texts(tweets.texts)
+    else:
+        model.network.eval()
+        questions = torch.nn.functional.normalize(model.network.embed_texts(*inputs), dim=-1)
+    return questions, model.embed_emojis(model.network.emoji_features[model.network.answers])
+
+
+def answer_cosines(model: EmojiSQAM, tweets: Tweets, inputs: tuple[torch.Tensor, ...] | None = None) -> torch.Tensor:
+    """(tweets, 3) cosines with the answer emojis."""
+    questions, answers = question_and_answer_vectors(model, tweets, inputs)
+    return questions @ answers.T
+
+
+@torch.no_grad()
+def validation(model: EmojiSQAM, val: Tweets, margin: float, inputs: tuple[torch.Tensor, ...] | None = None) -> dict:
     """Hinge loss over every wrong answer, and 3-way accuracy, on held-out tweets."""
-    questions = model.embed_texts(val.texts)
-    answers = model.embed_emojis(model.network.emoji_features[model.network.answers])
+    questions, answers = question_and_answer_vectors(model, val, inputs)
     predictions = (questions @ answers.T).argmax(1).numpy()
     return {"val_loss": answer_hinge(questions, answers, val.labels, margin).item(),
             "val_accuracy": float(np.mean(predictions == val.labels))}
