@@ -72,11 +72,16 @@ class Trainer:
         self.fitted = Fitted()
 
     def fit(self, plan: Callable[[np.random.Generator], Sequence], step: Callable[[Any], torch.Tensor], *,
-            validate: Callable[[], float] | None = None, size: Callable[[Any], int] = len) -> Fitted:
+            validate: Callable[[], float | dict] | None = None, size: Callable[[Any], int] = len,
+            monitor: str = "val_loss", maximize: bool = False) -> Fitted:
         """Train from the epoch after :attr:`epoch` to :attr:`epochs`. ``plan(rng)`` gives one
-        epoch's batches, ``step(batch)`` a batch's loss, ``validate()`` the epoch's score (default:
-        the mean training loss), ``size(batch)`` how many items a batch holds."""
+        epoch's batches, ``step(batch)`` a batch's loss, ``validate()`` the epoch's validation loss
+        or a dict of validation metrics (added to the epoch's record), ``size(batch)`` how many
+        items a batch holds. The best epoch is the one with the lowest (``maximize``: highest)
+        ``monitor`` in its record; without ``validate``, the lowest training loss."""
         fitted = self.fitted
+        if fitted.best_epoch == -1 and maximize:
+            fitted.best_score = -float("inf")
         while self.epoch < self.epochs:
             epoch = self.epoch + 1
             self.module.train()
@@ -105,17 +110,19 @@ class Trainer:
             record = {"epoch": epoch, "loss": total / max(items, 1), f"{self.item}s": items,
                       "seconds": round(seconds, 3), f"{self.item}s_per_second": round(items / seconds, 1) if seconds else None}
             if validate is not None:
-                record["val_loss"] = validate()
+                found = validate()
+                record.update(found if isinstance(found, dict) else {"val_loss": found})
                 self.module.train()
             fitted.history.append(record)
             self.epoch = epoch
             if self.progress:
                 tqdm.write(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
-            score = record.get("val_loss", record["loss"])
-            if not math.isfinite(score):  # NaN/inf weights never recover: stop with a reason, not a crash later
-                raise ConfigError(f"training diverged: the {'validation ' if 'val_loss' in record else ''}loss is "
-                                  f"{score} at epoch {epoch} (try a lower learning rate, --lr)")
-            if score < fitted.best_score:
+            score = record[monitor] if validate is not None else record["loss"]
+            for name in ("loss", "val_loss"):  # NaN/inf weights never recover: stop with a reason, not a crash later
+                if name in record and not math.isfinite(record[name]):
+                    raise ConfigError(f"training diverged: the {'validation ' if name == 'val_loss' else ''}loss is "
+                                      f"{record[name]} at epoch {epoch} (try a lower learning rate, --lr)")
+            if (score > fitted.best_score) if maximize else (score < fitted.best_score):
                 fitted.best_score, fitted.best_epoch = score, epoch
                 fitted.best_weights = copy.deepcopy(self.module.state_dict())
             for callback in self.on_epoch_end:

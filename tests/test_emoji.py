@@ -220,6 +220,10 @@ def test_small_sqam_run_beats_the_majority_class(trained_sqam):
     assert 0.6 < result["baselines"]["tfidf_logreg"]["accuracy"] <= 1
     assert result["glove"]["covered"] > 1000
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
+    # trained by the one Trainer (siamese/trainer.py): its per-epoch record, the epoch kept the best on validation
+    history = result["history"]
+    assert all({"tweets", "tweets_per_second", "val_loss", "val_accuracy"} <= set(h) for h in history)
+    assert result["val_accuracy"] == max(h["val_accuracy"] for h in history) or result.get("averaged_epochs")
 
 
 def test_sqam_round_trip_predicts_the_same(trained_sqam):

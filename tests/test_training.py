@@ -357,3 +357,36 @@ def test_a_diverging_run_stops_with_a_reason(small_pairs, small_val):
     # Was: NaN losses never beat the best score, so no best weights were kept and loading them crashed.
     with pytest.raises(ConfigError, match="training diverged: the validation loss is nan at epoch 1"):
         quick(small_pairs, small_val, lr=float("inf"))
+
+
+def test_trainer_keeps_the_epoch_best_on_the_monitored_metric_either_way():
+    """validate() may give a dict of metrics: the best epoch is the monitored one's highest
+    (maximize) or lowest, and its weights are the ones kept."""
+    import numpy as np
+    import torch
+
+    from siamese.trainer import Trainer
+
+    def run(monitor: str, maximize: bool):
+        torch.manual_seed(0)
+        module = torch.nn.Linear(2, 1)
+        trainer = Trainer(module, [torch.optim.SGD(module.parameters(), lr=0.1)], epochs=4,
+                          rng=np.random.default_rng(0), progress=False)
+        accuracy = iter([0.5, 0.9, 0.7, 0.6])  # best at epoch 2
+        loss = iter([0.4, 0.3, 0.2, 0.25])  # best at epoch 3
+        weights = []
+
+        def validate():
+            weights.append(module.weight.detach().clone())
+            return {"val_accuracy": next(accuracy), "val_loss": next(loss)}
+
+        fitted = trainer.fit(lambda rng: [torch.ones(3, 2)], lambda x: module(x).pow(2).mean(), validate=validate,
+                             monitor=monitor, maximize=maximize)
+        return fitted, weights
+
+    fitted, weights = run("val_accuracy", True)
+    assert fitted.best_epoch == 2 and fitted.best_score == 0.9
+    assert torch.equal(fitted.best_weights["weight"], weights[1])
+    assert [set(r) >= {"loss", "val_loss", "val_accuracy", "items", "items_per_second"} for r in fitted.history] == [True] * 4
+    fitted, weights = run("val_loss", False)
+    assert fitted.best_epoch == 3 and torch.equal(fitted.best_weights["weight"], weights[2])

@@ -14,9 +14,7 @@ emojis follow the sentiment.
 
 from __future__ import annotations
 
-import copy
 import os
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
@@ -29,8 +27,8 @@ from ..errors import ConfigError, DataError
 from ..glove import embedding_matrix, load_glove
 from ..losses import hinge_loss
 from ..precision import autocast, resolve_precision
-from ..progress import tqdm
 from ..text import PAD_ID, UNK_ID, Vectorizer
+from ..trainer import Trainer
 from ..training import batches, seed_everything
 from .sentiment import UNKNOWN, sentiment_classes, sentiment_priors
 from .sqam import EmojiSQAM, SQAMConfig, SQAMNetwork
@@ -198,35 +196,29 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
                 questions, emoji_vectors[: len(rows)], emoji_vectors[len(rows) :].view(len(rows), wrong.shape[1], -1), config.margin)
         return loss
 
-    history, best = [], (-1.0, None, 0)
     # Single epochs swing by a point of accuracy on ~1,000 validation tweets; their average is steadier.
     averaged = AveragedModel(network) if average_from is not None else None
-    for epoch in range(1, config.epochs + 1):
-        network.train()
-        if model_config.fine_tune:
-            encoder.encoder.train()
-        plan = batches(text_lengths, config.batch_size, rng)
-        t0, total = time.perf_counter(), 0.0
-        for rows in tqdm(plan, desc=f"epoch {epoch}/{config.epochs}", unit="batch", disable=not progress, leave=False):
-            loss = batch_loss(rows)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            _clip_each(trained, config.clipnorm)
-            optimizer.step()
-            total += loss.item()
-        record = {"epoch": epoch, "loss": total / len(plan), "seconds": time.perf_counter() - t0}
-        if model_config.fine_tune:
-            encoder.encoder.eval()
-        record.update(validation(model, val, config.margin, val_inputs))
-        history.append(record)
-        if progress:
-            tqdm.write(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()), file=sys.stderr)
-        if averaged is not None and epoch >= average_from:
+    # A fine-tuned encoder trains beside the network, and the best epoch's weights are both of theirs.
+    module = torch.nn.ModuleList([network, encoder.encoder]) if model_config.fine_tune else network
+
+    def validate() -> dict:
+        module.eval()
+        return validation(model, val, config.margin, val_inputs)
+
+    def average(trainer: Trainer) -> None:
+        if trainer.epoch >= average_from:
             averaged.update_parameters(network)
-        if record["val_accuracy"] > best[0]:  # the weights are only copied when they will be kept
-            best = (record["val_accuracy"], copy.deepcopy(network.state_dict()) if averaged is None else None, epoch)
-    # A fine-tuned encoder keeps its last weights: only the projection and emoji side are averaged or rolled back.
-    network.load_state_dict(best[1] if averaged is None else averaged.module.state_dict())
+
+    trainer = Trainer(module, [optimizer], epochs=config.epochs, rng=rng, progress=progress, item="tweet",
+                      after_backward=lambda: _clip_each(trained, config.clipnorm),
+                      on_epoch_end=[average] if averaged is not None else [])
+    fitted = trainer.fit(lambda r: batches(text_lengths, config.batch_size, r), batch_loss, validate=validate,
+                         monitor="val_accuracy", maximize=True)
+    history, best = fitted.history, (fitted.best_score, fitted.best_weights, fitted.best_epoch)
+    if averaged is None:
+        module.load_state_dict(best[1])
+    else:  # the average of the network's last epochs; a fine-tuned encoder keeps its last weights
+        network.load_state_dict(averaged.module.state_dict())
     kept = {} if averaged is None else {"averaged_epochs": [average_from, config.epochs],
                                         "val_accuracy": validation(model, val, config.margin, val_inputs)["val_accuracy"]}
     network.eval()
