@@ -55,7 +55,7 @@ def main() -> None:
         left, right = np.arange(len(pairs)), np.arange(len(pairs)) + len(pairs)
         band = verify(cross, texts, left, right, sims, threshold=bi.threshold, band=args.band)
         everything = verify(cross, texts, left, right, sims, threshold=bi.threshold, band=None)
-        best_bi = choose_threshold(sims, pairs.labels)[1]["accuracy"]  # an oracle threshold, for reference only
+        best_bi = choose_threshold(sims, pairs.labels)[1]["value"]  # accuracy at an oracle threshold, for reference only
         rows.append({
             "set": name, "pairs": len(pairs), "bi_threshold": bi.threshold,
             "bi_accuracy": accuracy(sims > bi.threshold, pairs.labels), "bi_oracle_accuracy": best_bi,
