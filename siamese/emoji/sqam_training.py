@@ -214,9 +214,8 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
                       on_epoch_end=[average] if averaged is not None else [])
     fitted = trainer.fit(lambda r: batches(text_lengths, config.batch_size, r), batch_loss, validate=validate,
                          monitor="val_accuracy", maximize=True)
-    history, best = fitted.history, (fitted.best_score, fitted.best_weights, fitted.best_epoch)
     if averaged is None:
-        module.load_state_dict(best[1])
+        module.load_state_dict(fitted.best_weights)
     else:  # the average of the network's last epochs; a fine-tuned encoder keeps its last weights
         network.load_state_dict(averaged.module.state_dict())
     kept = {} if averaged is None else {"averaged_epochs": [average_from, config.epochs],
@@ -229,7 +228,7 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
         "suggestions": fit_set_temperature(everything, emojis["classes"][None, :] == val.labels[:, None]) | {
             "over": "every known emoji", "target": "mass on the emojis of the tweet's sentiment"}}
     model.info["training"] = {
-        "config": asdict(config), "history": history, "best_epoch": best[2], "val_accuracy": best[0], **kept,
+        "config": asdict(config), "history": fitted.history, "best_epoch": fitted.best_epoch, "val_accuracy": fitted.best_score, **kept,
         "train_tweets": len(train), "val_tweets": len(val), "glove": coverage,
         "text_encoder": {"spec": text_encoder, "saved_as": model_config.text_encoder, "dim": model_config.text_dim,
                          "fine_tuned": model_config.fine_tune, "encode_seconds": encode_seconds},
