@@ -17,17 +17,34 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 MAX_DEPTH = 32  # our requests nest 3 deep ({"pairs": [[a, b]]})
 DRAIN_BYTES = 8_000_000  # a refused body up to this declared size is read and dropped, not cut off
+DRAIN_SECONDS = 15.0  # ... if it arrives within this time
 
 
-def must_close(scope: Scope) -> bool:
-    """Whether an early answer should close the connection rather than let the server drop the
-    rest of the body. Closing with bytes unread resets the connection, and many clients (urllib,
-    requests) then report a broken pipe instead of our answer: only do it for big or unsized bodies."""
-    headers = dict(scope["headers"])
-    declared = headers.get(b"content-length", b"")
-    if declared.isdigit():
-        return int(declared) > DRAIN_BYTES
-    return b"transfer-encoding" in headers
+def _modest(scope: Scope) -> bool:
+    """Whether a body is small enough to read and drop before an early answer. Closing with bytes
+    unread resets the connection, and a client still sending (urllib, requests) then reports a
+    broken pipe instead of our answer; a big or unsized body is cut off all the same."""
+    declared = dict(scope["headers"]).get(b"content-length", b"")
+    return declared.isdigit() and int(declared) <= DRAIN_BYTES
+
+
+async def refuse(scope: Scope, receive: Receive, send: Send, status: int, detail: str, *,
+                 seconds: float = DRAIN_SECONDS, headers: dict[str, str] | None = None) -> None:
+    """Answer a request before its body was read: a modest body is first read (within ``seconds``)
+    and dropped, so the connection stays usable; otherwise the answer closes it."""
+    drained = _modest(scope) and await _drain(receive, seconds)
+    await reply(send, status, detail, close=not drained, headers=headers)
+
+
+async def _drain(receive: Receive, seconds: float) -> bool:
+    """Read a request body to its end, keeping none of it; False if it did not end within ``seconds``."""
+    try:
+        async with asyncio.timeout(max(0.0, seconds)):
+            while (message := await receive())["type"] == "http.request" and message.get("more_body"):
+                pass
+    except TimeoutError:
+        return False
+    return True
 
 
 class BadBody(ValueError):
@@ -95,10 +112,10 @@ class BodyLimits:
             return await self.app(scope, receive, send)
         too_big = f"request body over {self.max_bytes} bytes"
         declared = dict(scope["headers"]).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > self.max_bytes:
-            return await reply(send, 413, too_big, close=must_close(scope))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            return await refuse(scope, receive, send, 413, too_big, seconds=deadline - loop.time())
         chunks, size, more = [], 0, True
         while more:
             try:

@@ -18,7 +18,7 @@ from pathlib import Path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import ConfigError
-from .limits import must_close, reply
+from .limits import refuse
 
 OPEN_PATHS = frozenset({"/", "/health"})
 ENV_KEYS = "SIAMESE_API_KEYS"
@@ -52,8 +52,9 @@ class ApiKeys:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not self.keys or scope["path"] in OPEN_PATHS or self.allowed(scope):
             return await self.app(scope, receive, send)
-        await reply(send, 401, "missing or invalid API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
-                    close=must_close(scope), headers={"WWW-Authenticate": "Bearer"})
+        await refuse(scope, receive, send, 401,
+                     "missing or invalid API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
+                     headers={"WWW-Authenticate": "Bearer"})
 
 
 def inline_hashes(page: Path) -> str:
