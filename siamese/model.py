@@ -25,7 +25,7 @@ from safetensors.torch import save_file
 from .atomic import atomic_dir, atomic_file
 from .calibration import Calibrator
 from .devices import is_cpu, resolve_device
-from .encoders import ENCODERS, TransformerEncoder, build_encoder, encoder_class
+from .encoders import ENCODERS, Encoder, TransformerEncoder, build_encoder, encoder_class
 from .errors import ConfigError, ModelError, SiameseError
 from .glove import embedding_matrix, load_glove
 from .heads import HEADS, build_head, clip_threshold
@@ -250,12 +250,16 @@ class SiameseModel:
         batch_size = batch_size or self.encoder.encode_batch_size
         texts = [texts] if isinstance(texts, str) else list(texts)
         self.encoder.eval()
-        runner = self._runner(self.encoding_precision(precision))
+        chosen = self.encoding_precision(precision)
+        runner = self._runner(chosen)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         chunk = 1 << 16  # tokenize in chunks so a million texts never sit as ids all at once
         bar = tqdm(total=len(texts), desc="encode", unit="text", disable=not progress)
         with single_threaded_ops(runner.workers > 1):
             for start in range(0, len(texts), chunk):
+                if chosen == "fp32" and self._encode_flat(texts[start : start + chunk], out[start : start + chunk]):
+                    bar.update(min(chunk, len(texts) - start))
+                    continue
                 ids = self.vectorizer.encode(texts[start : start + chunk])
                 order = np.argsort([len(s) for s in ids], kind="stable")
                 for b in range(0, len(order), batch_size):
@@ -266,6 +270,19 @@ class SiameseModel:
                     bar.update(len(rows))
         bar.close()
         return out
+
+    @torch.inference_mode()
+    def _encode_flat(self, texts: list[str], out: np.ndarray) -> bool:
+        """Encode ``texts`` into ``out`` in one call without padding, if the encoder pools that way
+        (a static model: ~2x faster, the same vectors); False if it does not."""
+        if not texts or type(self.encoder).pool_flat is Encoder.pool_flat:
+            return False
+        ids, lengths = self.vectorizer.encode_flat(texts)
+        vectors = self.encoder.pool_flat(torch.from_numpy(ids).to(self.device), torch.from_numpy(lengths).to(self.device))
+        if vectors is None:
+            return False
+        out[:] = vectors.float().cpu().numpy()
+        return True
 
     def _runner(self, precision: str = "fp32") -> ParallelEncoder:
         """Batches are split into length groups encoded on one thread per core (on the CPU; a GPU

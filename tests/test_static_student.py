@@ -96,6 +96,17 @@ def test_saved_and_loaded_the_student_gives_the_same_vectors(student, tmp_path):
         SiameseModel.load(tmp_path / "s")
 
 
+def test_the_student_encodes_without_padding_to_the_padded_paths_vectors(student, data_dir, monkeypatch):
+    pairs = datasets.load("quora-sample", data_dir)
+    texts = pairs.text1 + pairs.text2 + ["", "Crème brûlée?", "word " * 300, "[SEP]"]
+    assert student._encode_flat(texts[:3], np.empty((3, student.dim), np.float32))  # the flat path is taken
+    flat = student.encode(texts)
+    monkeypatch.setattr(student, "_encode_flat", lambda texts, out: False)  # the padded, length-sorted batches
+    np.testing.assert_allclose(flat, student.encode(texts), atol=1e-6)
+    chars = SiameseModel.build(texts, ModelConfig(encoder="bow", dim=16, char_ngrams=(3, 4), char_buckets=64))
+    assert not chars._encode_flat(texts[:3], np.empty((3, 16), np.float32))  # n-grams need padded rows
+
+
 def test_fine_tuning_starts_from_the_student_and_leaves_it_untouched(student, data_dir):
     pairs = datasets.load("msrp-train", data_dir).subset(range(400))
     before = student.encoder.embedding.weight.detach().clone()

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import string
 
 import numpy as np
 import pytest
 from functools import lru_cache
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from siamese import ModelError
+from tokenizers import Tokenizer
+
 from siamese.text import PAD, PAD_ID, UNK, UNK_ID, PretrainedVectorizer, Vectorizer, pad
 
 
@@ -273,10 +276,19 @@ def test_oov_buckets_refuses_bad_values(bad):
 
 # -- BERT-normalised tokenizers: ASCII texts skip the Rust normalizer (siamese normalises them) ---
 
-def _minilm_vectorizer() -> PretrainedVectorizer:
+def _minilm_vectorizer(static: bool = False) -> PretrainedVectorizer:
+    """MiniLM's tokenizer as a transformer uses it ([CLS] … [SEP]: the twin tokenizer's path) or
+    as a static student does (no post-processor: the word cache's path)."""
     from siamese.pretrained import model_folder
 
-    return PretrainedVectorizer.load(model_folder("minilm") / "tokenizer.json")
+    vectorizer = PretrainedVectorizer.load(model_folder("minilm") / "tokenizer.json")
+    if static:
+        spec = json.loads(vectorizer.tokenizer.to_str())
+        spec["post_processor"] = None
+        vectorizer = PretrainedVectorizer(Tokenizer.from_str(json.dumps(spec)), vectorizer.pad_id, vectorizer.pad_token)
+    twin = vectorizer._ascii_twin()
+    assert twin is not None and (twin[2] is not None) == static  # the path under test is the one taken
+    return vectorizer
 
 
 def _reference_ids(vectorizer: Vectorizer, texts: list[str]) -> list[list[int]]:
@@ -284,36 +296,44 @@ def _reference_ids(vectorizer: Vectorizer, texts: list[str]) -> list[list[int]]:
     return [e.ids for e in encodings]
 
 
-def test_ascii_fast_path_gives_the_tokenizers_own_ids_on_real_texts(data_dir):
+@pytest.mark.parametrize("static", [False, True], ids=["twin", "word-cache"])
+def test_ascii_fast_path_gives_the_tokenizers_own_ids_on_real_texts(data_dir, static):
     from siamese import datasets
 
-    vectorizer = _minilm_vectorizer()
-    assert vectorizer._ascii_twin() is not None  # BertNormalizer: the fast path is taken
+    vectorizer = _minilm_vectorizer(static)
     texts = []
     for name in ["quora-sample", "msrp-test", "mqp", "sts-test", "twitter-url-test"]:
         pairs = datasets.load(name, data_dir)
         texts += pairs.text1 + pairs.text2
-    texts += ["Crème brûlée?", "東京 tower", "naïve\u00a0café", "tab\there", "ctrl\x0bchar\x7f", "\x00", ""]
+    texts += ["Crème brûlée?", "東京 tower", "naïve\u00a0café", "tab\there", "ctrl\x0bchar\x7f", "\x00", "",
+              "x" * 150 + " fine", "unaffable", "A-B_C.d"]  # a word past WordPiece's 100 characters: [UNK]
     assert 0 < sum(not t.isascii() for t in texts) < len(texts)  # both paths, interleaved
-    got = [list(ids) for ids in vectorizer.encode(texts)]
     want = [ids or [UNK_ID] for ids in _reference_ids(vectorizer, texts)]
-    assert got == want
+    for _ in range(2):  # the word cache empty, then full
+        assert [list(ids) for ids in vectorizer.encode(texts)] == want
+    flat, lengths = vectorizer.encode_flat(texts)
+    assert flat.tolist() == [i for ids in want for i in ids] and lengths.tolist() == [len(ids) for ids in want]
 
 
-_VECTORIZER = lru_cache(maxsize=1)(_minilm_vectorizer)  # one per session: hypothesis calls the test 300 times
+_VECTORIZERS = {static: lru_cache(maxsize=1)(lambda static=static: _minilm_vectorizer(static))
+                for static in (False, True)}  # one per session: hypothesis calls the test 300 times
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.parametrize("static", [False, True], ids=["twin", "word-cache"])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.text(alphabet=st.characters(max_codepoint=127), max_size=40), min_size=1, max_size=20))
-def test_ascii_fast_path_matches_the_normalizer_on_any_ascii(texts):
-    vectorizer = _VECTORIZER()
+def test_ascii_fast_path_matches_the_normalizer_on_any_ascii(static, texts):
+    vectorizer = _VECTORIZERS[static]()
     got = [list(ids) for ids in vectorizer.encode(texts)]
     assert got == [ids or [UNK_ID] for ids in _reference_ids(vectorizer, texts)]
 
 
-def test_the_fast_path_follows_the_tokenizers_truncation():
-    vectorizer = _minilm_vectorizer()
-    text = "word " * 300
+@pytest.mark.parametrize("static", [False, True], ids=["twin", "word-cache"])
+def test_the_fast_path_follows_the_tokenizers_truncation(static):
+    vectorizer = _minilm_vectorizer(static)
+    text = "word " * 300 + "end"
     assert len(vectorizer.encode([text])[0]) == 128  # PretrainedVectorizer.load's default, [CLS] and [SEP] within
     vectorizer.tokenizer.enable_truncation(16)
     assert len(vectorizer.encode([text])[0]) == 16
+    vectorizer.tokenizer.enable_truncation(16, direction="left")
+    assert [list(ids) for ids in vectorizer.encode([text, "short one"])] == _reference_ids(vectorizer, [text, "short one"])

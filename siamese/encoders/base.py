@@ -57,6 +57,12 @@ class Encoder(nn.Module):
                 raise ConfigError(f"encoder {name!r} option {key!r} takes a {type(default).__name__} "
                                   f"(default {default!r}), got {value!r}")
 
+    def pool_flat(self, ids, lengths):
+        """Vectors of texts whose token ids are concatenated (``ids``: 1-D int64, ``lengths``: one
+        count per text, each >= 1), or None if this encoder needs padded batches: an encoder that
+        pools tokens without looking at their order can skip padding and length sorting."""
+        return None
+
     def saved_options(self) -> dict:
         """Keywords config.json must keep to rebuild this encoder, beyond the ones it was given."""
         return {}

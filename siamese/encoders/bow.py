@@ -111,6 +111,17 @@ class BagOfWordsEncoder(Encoder):
             parts.append(self.char_mix * F.normalize(chars, dim=-1))
         return finish(torch.cat(parts, 1), self.normalize)
 
+    def pool_flat(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor | None:
+        if self.bigrams is not None or self.char_start is not None:
+            return None  # pairs and n-grams are found per padded row
+        offsets = torch.zeros_like(lengths)
+        torch.cumsum(lengths[:-1], 0, out=offsets[1:])
+        weights = self.log_weight.weight[ids, 0].exp()
+        vectors = F.embedding_bag(ids, self.embedding.weight, offsets, per_sample_weights=weights, mode="sum")
+        total = torch.zeros(len(lengths), dtype=weights.dtype, device=weights.device)
+        total.index_add_(0, torch.repeat_interleave(torch.arange(len(lengths), device=ids.device), lengths), weights)
+        return finish(vectors / total.clamp(min=1e-9)[:, None], self.normalize)
+
     @torch.no_grad()
     def contributions(self, ids: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
         """Each token's share (float64, one per position of the 1-D ``ids`` of one text) of the
