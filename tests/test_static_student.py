@@ -118,6 +118,21 @@ def test_fine_tuning_starts_from_the_student_and_leaves_it_untouched(student, da
     assert 0 < int(moved.sum()) < len(before)  # only the rows the pairs touch (lazy Adam)
 
 
+def test_the_teachers_token_vectors_are_computed_once_per_teacher(teacher):
+    import copy
+
+    from siamese.distill.static import _own_token_vectors
+
+    first = _own_token_vectors(teacher, 300, False)
+    assert _own_token_vectors(teacher, 300, False) is first and not first.flags.writeable
+    changed = copy.deepcopy(teacher)
+    with torch.no_grad():
+        next(changed.encoder.parameters()).add_(0.01)
+    again = _own_token_vectors(changed, 300, False)  # other weights: computed anew
+    assert again is not first and not np.allclose(again, first)
+    assert _own_token_vectors(changed, 200, False).shape == (200, teacher.dim)  # other tokens: anew
+
+
 def test_a_words_vocabulary_works_for_any_teacher(teacher, corpus):
     words = distill_static(teacher, corpus[:800], StaticConfig(dim=32, epochs=1, vocabulary="words"), progress=False)
     assert words.config.tokenizer == "words" and words.encode(["a guitar"]).shape == (1, 32)

@@ -20,6 +20,7 @@ Labelled pairs can then fine-tune the student like any bag-of-words model
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections import Counter
@@ -182,17 +183,41 @@ def token_vectors(teacher: SiameseModel, vectorizer: PretrainedVectorizer, teach
     """The teacher's vector of each token alone: ``[CLS] token [SEP]`` for its own tokens (pieces
     such as ``##ing`` included, fed as ids), the word's own text for the added words."""
     words = vectorizer.vocabulary()
-    special = teacher.vectorizer.tokenizer.encode("", add_special_tokens=True).ids  # e.g. [CLS], [SEP]
     out = np.zeros((len(words), teacher.dim), dtype=np.float32)
-    ids = np.array([[*special[:1], i, *special[1:]] for i in range(teacher_tokens)], dtype=np.int64)
-    lengths = torch.full((256,), ids.shape[1], dtype=torch.long)
-    teacher.encoder.eval()
-    with autocast(teacher.encoding_precision())():
-        for start in tqdm(range(0, teacher_tokens, 256), desc="token vectors", disable=not progress, leave=False):
-            batch = torch.from_numpy(ids[start: start + 256])
-            out[start: start + len(batch)] = teacher.encoder(batch, lengths[: len(batch)]).float().numpy()
+    out[:teacher_tokens] = _own_token_vectors(teacher, teacher_tokens, progress)
     out[teacher.vectorizer.pad_id] = 0
     if teacher_tokens < len(words):
         out[teacher_tokens:] = teacher.encode(words[teacher_tokens:], progress=progress)
     return out
+
+
+_LAST_TEACHER: dict = {}  # the last teacher's own token vectors, by what they depend on
+
+
+@torch.inference_mode()
+def _own_token_vectors(teacher: SiameseModel, teacher_tokens: int, progress: bool) -> np.ndarray:
+    """``[CLS] token [SEP]`` through the teacher for each of its first ``teacher_tokens`` ids: ~30,000
+    short inputs, half a minute on 2 cores, so kept for the next student of the same teacher in
+    this process (a sweep over --dim or --epochs pays it once)."""
+    special = teacher.vectorizer.tokenizer.encode("", add_special_tokens=True).ids  # e.g. [CLS], [SEP]
+    precision = teacher.encoding_precision()
+    h = hashlib.sha256(repr((special, teacher_tokens, precision)).encode())
+    for name, tensor in sorted(teacher.encoder.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().contiguous().numpy().tobytes())
+    key = h.hexdigest()
+    if key in _LAST_TEACHER:
+        return _LAST_TEACHER[key]
+    ids = np.array([[*special[:1], i, *special[1:]] for i in range(teacher_tokens)], dtype=np.int64)
+    lengths = torch.full((256,), ids.shape[1], dtype=torch.long)
+    vectors = np.zeros((teacher_tokens, teacher.dim), dtype=np.float32)
+    teacher.encoder.eval()
+    with autocast(precision)():
+        for start in tqdm(range(0, teacher_tokens, 256), desc="token vectors", disable=not progress, leave=False):
+            batch = torch.from_numpy(ids[start: start + 256])
+            vectors[start: start + len(batch)] = teacher.encoder(batch, lengths[: len(batch)]).float().numpy()
+    vectors.setflags(write=False)
+    _LAST_TEACHER.clear()
+    _LAST_TEACHER[key] = vectors
+    return vectors
 
