@@ -34,7 +34,10 @@ from pathlib import Path
 import torch
 
 _SOURCE = Path(__file__).with_name("kernels.cpp")
-_COMMON_FLAGS = ["-O3", "-ffast-math", "-mrecip=all", "-fopenmp-simd"]
+# Approximate reciprocals for division only: an approximate square root (x * rsqrt(x)) turns a
+# denormal x into NaN (rsqrt reads it as 0 -> inf), and Adam's second moment of a gradient near
+# 1e-20 is denormal; that NaN'd two-worker training on an AVX2 host.
+_COMMON_FLAGS = ["-O3", "-ffast-math", "-mrecip=all,!sqrt,!vec-sqrt", "-fopenmp-simd"]
 _ISA_FLAGS = {
     "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx2", "-mfma"],
     "AVX2": ["-mavx2", "-mfma"],

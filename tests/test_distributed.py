@@ -23,11 +23,11 @@ from siamese.training import TrainConfig, train
 NO_GPU = not torch.cuda.is_available()
 
 
-def train_cli(data_dir, out, *extra, launcher=("-m", "siamese")) -> subprocess.CompletedProcess:
+def train_cli(data_dir, out, *extra, launcher=("-m", "siamese"), kernels=True) -> subprocess.CompletedProcess:
     msrp = data_dir / "msrp"
     args = [sys.executable, *launcher, "train", "--data", msrp / "msr-para-train.tsv", "--val-data",
             msrp / "msr-para-val.tsv", "--encoder", "bow", "--epochs", "3", "--out", out, "--quiet", "--json", *extra]
-    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "SIAMESE_KERNELS": "1" if kernels else "0"}
     return subprocess.run(list(map(str, args)), capture_output=True, text=True, env=env, timeout=900)
 
 
@@ -38,14 +38,17 @@ def val_auc(data_dir, folder) -> float:
 @pytest.fixture(scope="module")
 def one_process(data_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("one") / "model"
-    proc = train_cli(data_dir, out)
+    # PyTorch's Adam, not the C++ one: the comparison below is exact only where both runs round
+    # alike (the C++ loop's fast-math rounding, ~1e-6 relative, is amplified by the triplet loss's
+    # hard-negative choices into ~2 % of the loss after 3 epochs; the kernel has its own tests).
+    proc = train_cli(data_dir, out, kernels=False)
     assert proc.returncode == 0, proc.stderr
     return out, json.loads(proc.stdout)
 
 
 def test_two_workers_train_the_model_one_process_trains(data_dir, one_process, tmp_path):
     out = tmp_path / "model"
-    proc = train_cli(data_dir, out, "--nproc", "2")
+    proc = train_cli(data_dir, out, "--nproc", "2", kernels=False)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)  # rank 0 alone prints: one JSON line
     model = SiameseModel.load(out, device="cpu")
