@@ -88,6 +88,7 @@ def _build():
         folder = Path(_get_build_directory(name, verbose=False))
         with target_lock(folder, timeout=build_timeout()):
             (folder / "lock").unlink(missing_ok=True)  # torch's, left by a killed build: no builder holds it now
+            _forget_earlier_builds(name)
             return build(name, [str(_SOURCE)], extra_cflags=_COMMON_FLAGS + _ISA_FLAGS.get(isa, []),
                          build_directory=str(folder), verbose=False)
     except OutputError:
@@ -102,3 +103,16 @@ def _build():
         return None
     finally:
         notice.cancel()
+
+
+def _forget_earlier_builds(name: str) -> None:
+    """torch numbers a second build of one name in a process (``name_v1``) when anything differs,
+    the build folder included, and writes that build's ninja file into the folder of ``name``:
+    the next process, wanting ``name``, then recompiles (~30 s), and so on. Our name already
+    encodes what decides the build, so each build starts as torch's first of that name."""
+    try:
+        from torch.utils.cpp_extension import JIT_EXTENSION_VERSIONER
+
+        JIT_EXTENSION_VERSIONER.entries.pop(name, None)
+    except (ImportError, AttributeError):  # another torch: its own numbering stays
+        pass

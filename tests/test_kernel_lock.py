@@ -44,18 +44,21 @@ def build_folder(root: Path) -> Path:
                                env=env(root), capture_output=True, text=True, check=True).stdout.strip())
 
 
-@pytest.fixture
-def root(tmp_path) -> Path:
+def seeded(root: Path) -> Path:
     """A private extensions folder, seeded with this machine's cached build when there is one (no 30 s compile)."""
     from torch.utils.cpp_extension import _get_build_directory
 
-    root = tmp_path / "ext"
     cached = Path(_get_build_directory(name(), verbose=False))
     if any(cached.glob("*.so")):
         target = build_folder(root)
         shutil.rmtree(target)
         shutil.copytree(cached, target)
     return root
+
+
+@pytest.fixture
+def root(tmp_path) -> Path:
+    return seeded(tmp_path / "ext")
 
 
 def test_cache_name_depends_on_source_torch_and_isa():
@@ -85,3 +88,19 @@ def test_a_build_held_by_a_live_process_times_out_to_pytorch_ops(root):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_second_load_in_one_process_reuses_the_other_folders_build(tmp_path):
+    """Was: torch numbered the second load of the name from another folder (name_v1), compiled it
+    there and left that folder's ninja file pointing at name_v1, so every later process recompiled
+    (~30 s each: the first training of many CLI runs and tests)."""
+    first, second = seeded(tmp_path / "a"), seeded(tmp_path / "b")
+    script = ("import os, sys, siamese.kernels as k\n"
+              "os.environ['TORCH_EXTENSIONS_DIR'] = sys.argv[1]; a = k.load(); k._build.cache_clear()\n"
+              "os.environ['TORCH_EXTENSIONS_DIR'] = sys.argv[2]; b = k.load()\n"
+              "print(a.__name__, b.__name__)")
+    proc = subprocess.run([sys.executable, "-c", script, str(first), str(second)], env=env(first),
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [name(), name()]
+    assert f"{name()}_v" not in (build_folder(second) / "build.ninja").read_text()

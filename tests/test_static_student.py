@@ -118,10 +118,13 @@ def test_fine_tuning_starts_from_the_student_and_leaves_it_untouched(student, da
     assert 0 < int(moved.sum()) < len(before)  # only the rows the pairs touch (lazy Adam)
 
 
-def test_the_teachers_token_vectors_are_computed_once_per_teacher(teacher):
+def test_the_teachers_token_vectors_are_computed_once_per_teacher(teacher, monkeypatch):
     import copy
 
+    from siamese.distill import static
     from siamese.distill.static import _own_token_vectors
+
+    monkeypatch.setattr(static, "_LAST_TEACHER", {})  # leave the full teacher's vectors to the other tests (~30 s)
 
     first = _own_token_vectors(teacher, 300, False)
     assert _own_token_vectors(teacher, 300, False) is first and not first.flags.writeable
