@@ -12,8 +12,8 @@ compiler, no headers) :func:`load` warns once and returns None, and every caller
 PyTorch ops. ``SIAMESE_KERNELS=0`` in the environment turns the kernels off.
 
 The build is cached under a name keyed by the source's hash, the torch version, the Python
-version and the instruction set, so checkouts and venvs that differ never rebuild over each
-other. torch guards a build with a plain ``lock`` file that a killed build leaves behind, and
+version, the instruction set, the flags and where the source and torch live, so checkouts and
+venvs never rebuild over each other. torch guards a build with a plain ``lock`` file that a killed build leaves behind, and
 then every later run waits on it forever; so builders of one cache entry first take an
 ``flock`` beside it (released by the kernel when the process dies): holding it, any torch
 ``lock`` file there is stale and removed. A build that cannot get the lock within
@@ -44,10 +44,17 @@ _ISA_FLAGS = {
 }
 
 
-def cache_name(source: bytes, isa: str, torch_version: str = torch.__version__) -> str:
-    """The cached build's name: what it was built from, for which torch, Python and instruction set."""
+# The build's ninja file names the source file and torch's headers by absolute path: two
+# checkouts or two venvs sharing one build folder would each find it dirty and recompile.
+_WHERE = f"{_SOURCE.resolve()}|{Path(torch.__file__).resolve().parent}"
+
+
+def cache_name(source: bytes, isa: str, torch_version: str = torch.__version__, where: str = _WHERE) -> str:
+    """The cached build's name: what it was built from, for which torch, Python and instruction
+    set, and where the source and torch live."""
     key = hashlib.sha256(b"\0".join([source, torch_version.encode(), sys.version.split()[0].encode(), isa.encode(),
-                                      " ".join(_COMMON_FLAGS + _ISA_FLAGS.get(isa, [])).encode()])).hexdigest()[:12]
+                                      " ".join(_COMMON_FLAGS + _ISA_FLAGS.get(isa, [])).encode(),
+                                      where.encode()])).hexdigest()[:12]
     return f"siamese_kernels_{isa.lower()}_{key}"
 
 

@@ -65,7 +65,8 @@ def test_cache_name_depends_on_source_torch_and_isa():
     a = kernels.cache_name(b"source", "AVX2", "2.13.0")
     assert a == kernels.cache_name(b"source", "AVX2", "2.13.0")
     assert len({a, kernels.cache_name(b"source2", "AVX2", "2.13.0"), kernels.cache_name(b"source", "AVX512", "2.13.0"),
-                kernels.cache_name(b"source", "AVX2", "2.12.0")}) == 4
+                kernels.cache_name(b"source", "AVX2", "2.12.0"),
+                kernels.cache_name(b"source", "AVX2", "2.13.0", where="/other/checkout|/other/venv/torch")}) == 5
 
 
 def test_a_lock_left_by_a_killed_build_is_taken_over(root):
