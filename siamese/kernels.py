@@ -13,10 +13,10 @@ PyTorch ops. ``SIAMESE_KERNELS=0`` in the environment turns the kernels off.
 
 The build is cached under a name keyed by the source's hash, the torch version, the Python
 version, the instruction set, the flags and where the source and torch live, so checkouts and
-venvs never rebuild over each other. torch guards a build with a plain ``lock`` file that a killed build leaves behind, and
-then every later run waits on it forever; so builders of one cache entry first take an
-``flock`` beside it (released by the kernel when the process dies): holding it, any torch
-``lock`` file there is stale and removed. A build that cannot get the lock within
+venvs never rebuild over each other. torch guards a build with a plain ``lock`` file that a
+killed build leaves behind, and then every later run waits on it forever; so builders of one
+cache entry first take an ``flock`` beside it (released by the kernel when the process dies):
+holding it, any torch ``lock`` file there is stale and removed. A build that cannot get the lock within
 ``$SIAMESE_KERNELS_TIMEOUT`` seconds (default 600) warns and falls back to PyTorch ops.
 """
 
