@@ -16,8 +16,8 @@ version, the instruction set, the flags and where the source and torch live, so 
 venvs never rebuild over each other. torch guards a build with a plain ``lock`` file that a
 killed build leaves behind, and then every later run waits on it forever; so builders of one
 cache entry first take an ``flock`` beside it (released by the kernel when the process dies):
-holding it, any torch ``lock`` file there is stale and removed. A build that cannot get the lock within
-``$SIAMESE_KERNELS_TIMEOUT`` seconds (default 600) warns and falls back to PyTorch ops.
+holding it, any torch ``lock`` file there is stale and removed. A build that cannot get the lock
+within ``$SIAMESE_KERNELS_TIMEOUT`` seconds (default 600) warns and falls back to PyTorch ops.
 """
 
 from __future__ import annotations
@@ -58,6 +58,17 @@ def cache_name(source: bytes, isa: str, torch_version: str = torch.__version__, 
     return f"siamese_kernels_{isa.lower()}_{key}"
 
 
+def instruction_set() -> str:
+    """The flag set this CPU gets: "AVX512", "AVX2" or "generic"."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    return next((name for name in _ISA_FLAGS if capability.startswith(name)), "generic")
+
+
+def this_build_name() -> str:
+    """The cache name of this checkout's build on this CPU."""
+    return cache_name(_SOURCE.read_bytes(), instruction_set())
+
+
 def build_timeout() -> float:
     try:
         return float(os.environ.get("SIAMESE_KERNELS_TIMEOUT", "600"))
@@ -78,8 +89,7 @@ def _build():
     from .atomic import target_lock
     from .errors import OutputError
 
-    isa = torch.backends.cpu.get_cpu_capability()
-    isa = next((name for name in _ISA_FLAGS if isa.startswith(name)), "generic")
+    isa = instruction_set()
     if shutil.which("ninja") is None:  # the ninja package's binary, when the venv is not activated
         try:
             import ninja
@@ -91,7 +101,7 @@ def _build():
     notice = threading.Timer(2.0, lambda: print("siamese: compiling its C++ kernels (once, ~30 s) ...", file=sys.stderr))
     notice.start()
     try:
-        name = cache_name(_SOURCE.read_bytes(), isa)
+        name = this_build_name()
         folder = Path(_get_build_directory(name, verbose=False))
         with target_lock(folder, timeout=build_timeout()):
             (folder / "lock").unlink(missing_ok=True)  # torch's, left by a killed build: no builder holds it now

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from siamese import kernels
 
@@ -28,19 +27,10 @@ def env(root: Path, **extra) -> dict:
     return {**os.environ, "PYTHONPATH": str(REPO), "TORCH_EXTENSIONS_DIR": str(root), "SIAMESE_KERNELS": "1", **extra}
 
 
-def isa() -> str:
-    capability = torch.backends.cpu.get_cpu_capability()
-    return next((name for name in kernels._ISA_FLAGS if capability.startswith(name)), "generic")
-
-
-def name() -> str:
-    return kernels.cache_name(kernels._SOURCE.read_bytes(), isa())
-
-
 def build_folder(root: Path) -> Path:
     """Where torch builds the kernels under the extensions folder ``root`` (created)."""
     return Path(subprocess.run([sys.executable, "-c", "import sys; from torch.utils.cpp_extension import "
-                                "_get_build_directory as g; print(g(sys.argv[1], False))", name()],
+                                "_get_build_directory as g; print(g(sys.argv[1], False))", kernels.this_build_name()],
                                env=env(root), capture_output=True, text=True, check=True).stdout.strip())
 
 
@@ -48,7 +38,7 @@ def seeded(root: Path) -> Path:
     """A private extensions folder, seeded with this machine's cached build when there is one (no 30 s compile)."""
     from torch.utils.cpp_extension import _get_build_directory
 
-    cached = Path(_get_build_directory(name(), verbose=False))
+    cached = Path(_get_build_directory(kernels.this_build_name(), verbose=False))
     if any(cached.glob("*.so")):
         target = build_folder(root)
         shutil.rmtree(target)
@@ -103,5 +93,5 @@ def test_a_second_load_in_one_process_reuses_the_other_folders_build(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script, str(first), str(second)], env=env(first),
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == [name(), name()]
-    assert f"{name()}_v" not in (build_folder(second) / "build.ninja").read_text()
+    assert proc.stdout.split() == [kernels.this_build_name(), kernels.this_build_name()]
+    assert f"{kernels.this_build_name()}_v" not in (build_folder(second) / "build.ninja").read_text()

@@ -304,13 +304,17 @@ def adam_reference(grads: list[np.ndarray], lr=0.01, b1=0.9, b2=0.999, eps=1e-7,
     return total
 
 
-@pytest.mark.parametrize("compiled", [pytest.param(True, marks=pytest.mark.slow), False],  # slow: the C++ kernel's build
-                         ids=["kernel", "pytorch-ops"])
-def test_lazy_adam_updates_only_rows_in_the_sparse_gradient(compiled, monkeypatch):
-    """The same update from the compiled one-pass loop and from PyTorch ops."""
-    monkeypatch.setenv("SIAMESE_KERNELS", "1" if compiled else "0")
-    if compiled and kernels.load() is None:
+@pytest.fixture(params=[pytest.param(True, marks=pytest.mark.slow), False],  # slow: the C++ kernel's build
+                ids=["kernel", "pytorch-ops"])
+def adam_path(request, monkeypatch):
+    """LazyAdam through the compiled one-pass loop, then through PyTorch ops."""
+    monkeypatch.setenv("SIAMESE_KERNELS", "1" if request.param else "0")
+    if request.param and kernels.load() is None:
         pytest.skip("siamese's C++ kernels do not build here")
+
+
+def test_lazy_adam_updates_only_rows_in_the_sparse_gradient(adam_path):
+    """The same update from the compiled one-pass loop and from PyTorch ops."""
     torch.manual_seed(0)
     emb = torch.nn.Embedding(10, 4, sparse=True)
     start = emb.weight.detach().clone()
@@ -347,13 +351,9 @@ def test_lazy_adam_updates_only_rows_in_the_sparse_gradient(compiled, monkeypatc
     assert torch.equal(emb.weight.detach()[untouched], start[untouched])
 
 
-@pytest.mark.parametrize("compiled", [pytest.param(True, marks=pytest.mark.slow), False], ids=["kernel", "pytorch-ops"])
-def test_lazy_adam_stays_finite_when_the_second_moment_is_denormal(compiled, monkeypatch):
+def test_lazy_adam_stays_finite_when_the_second_moment_is_denormal(adam_path):
     """Was: the kernel's approximate square root made NaN of a gradient ~4e-20 (its square is a
     denormal float), which killed a two-worker training on an AVX2 host at its 7th step."""
-    monkeypatch.setenv("SIAMESE_KERNELS", "1" if compiled else "0")
-    if compiled and kernels.load() is None:
-        pytest.skip("siamese's C++ kernels do not build here")
     p = torch.nn.Parameter(torch.ones(4, 300))
     opt = LazyAdam([p], lr=0.01)
     for t, g in enumerate([3.97e-20, 1e-22, 2e-19, 0.0], 1):
