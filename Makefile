@@ -25,8 +25,10 @@ $(VENV)/.mpnet: $(VENV)/.installed
 demo: install
 	$(PY) examples/demo.py
 
+# Two workers, each test file on one of them (module fixtures such as the Ray cluster stay whole);
+# every test process runs torch on one thread (tests/conftest.py), so two keep both cores busy.
 test: install mpnet browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 # The web page is tested in Debian's headless Chromium (Playwright's own browser download is not used).
 browser:

@@ -58,7 +58,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     result = {"model": args.model, "pairs": len(labels), "repeats": args.repeats,
               "ece_cosine_as_probability": round(expected_calibration_error(np.clip(scores, 0, 1), labels), 4)}
-    for method in ("auto", "platt", "isotonic"):
+    for method in ("auto", "platt", "isotonic", "blend"):
         eces, floors = [], []
         for seed in range(args.repeats):
             probs = out_of_fold(scores, labels, method, seed)

@@ -86,7 +86,8 @@ def test_auto_keeps_the_lower_cross_validated_log_loss():
     smooth = fit_calibrator(*logistic_data(200, 3))
     assert smooth.method == "platt" and smooth.cv_log_loss["platt"] < smooth.cv_log_loss["isotonic"]
     for cal, n in ((step, 3000), (smooth, 200)):
-        assert cal.folds == 5 and set(cal.cv_log_loss) == {"platt", "isotonic"} and cal.pairs == n
+        assert cal.folds == 5 and set(cal.cv_log_loss) == {"platt", "isotonic", "blend"} and cal.pairs == n
+        assert cal.cv_log_loss[cal.method] == min(cal.cv_log_loss.values())
 
 
 def test_fit_refuses_what_cannot_calibrate():
@@ -107,6 +108,22 @@ def test_calibrator_json_round_trip_and_bad_fields():
         Calibrator.from_dict({**cal.to_dict(), "params": {**cal.params, "y": cal.params["y"][::-1]}})
     with pytest.raises(ValueError, match="finite"):
         Calibrator.from_dict({"method": "platt", "params": {"a": float("nan"), "b": 0}})
+
+
+def test_blend_is_the_mean_of_platt_and_isotonic_and_round_trips():
+    s, y = logistic_data(300, 5)
+    blend = fit_calibrator(s, y, method="blend")
+    platt, iso = fit_calibrator(s, y, method="platt"), fit_calibrator(s, y, method="isotonic")
+    grid = np.linspace(-1, 2, 301)
+    np.testing.assert_allclose(blend(grid), (platt(grid) + iso(grid)) / 2, rtol=0, atol=1e-12)
+    assert np.all(np.diff(blend(grid)) >= 0)
+    again = Calibrator.from_dict(json.loads(json.dumps(blend.to_dict())))
+    np.testing.assert_array_equal(again(grid), blend(grid))
+    with pytest.raises(ValueError, match="'platt' and 'isotonic'"):
+        Calibrator.from_dict({"method": "blend", "params": {"platt": blend.params["platt"]}})
+    with pytest.raises(ValueError, match="non-decreasing"):
+        bad_iso = {**blend.params["isotonic"], "y": blend.params["isotonic"]["y"][::-1]}
+        Calibrator.from_dict({"method": "blend", "params": {**blend.params, "isotonic": bad_iso}})
 
 
 # -- metrics ------------------------------------------------------------------------------------
@@ -254,12 +271,12 @@ def test_calibrate_command_records_its_data_and_keeps_the_folder(folder, data_di
     weights = (folder / "model.safetensors").read_bytes()
     before = SiameseModel.load(folder)
     result = invoke("calibrate", folder, "--data", data)
-    assert result["pairs"] == 1725 and result["method"] in ("platt", "isotonic")
+    assert result["pairs"] == 1725 and result["method"] in ("platt", "isotonic", "blend")
     raw = json.loads((folder / "config.json").read_text())
     cal = raw["calibration"]
     assert cal["fitted_on"] == {"path": str(data.resolve()), "pairs": 1725,
                                 "sha256": hashlib.sha256(data.read_bytes()).hexdigest()}
-    assert set(cal["cv_log_loss"]) == {"platt", "isotonic"}
+    assert set(cal["cv_log_loss"]) == {"platt", "isotonic", "blend"}
     assert cal["method"] == min(cal["cv_log_loss"], key=cal["cv_log_loss"].get)
     after = SiameseModel.load(folder)
     assert after.fingerprint() == before.fingerprint()  # calibrating is not a new model

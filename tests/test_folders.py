@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -24,21 +25,37 @@ PROBES = ["how do i learn python", "what is the best way to learn python", "wher
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 
-# A writer that saves two different models over one folder, again and again, printing each save.
-# argv: folder, "exchange" or "fallback" (two renames, as where renameat2 is missing).
-WRITER = """
-import sys
-import siamese.atomic
-from siamese import ModelConfig, SiameseModel
-if sys.argv[2] == "fallback":
-    siamese.atomic._exchange_fn = None
-texts = ["how do i learn python", "what is the best way to learn python", "where is the station"]
-models = [SiameseModel.build(texts, ModelConfig(dim=64, seed=s)) for s in (1, 2)]
-print("ready", flush=True)
-for i in range(int(sys.argv[3]) if len(sys.argv) > 3 else 10**9):
-    models[i % 2].save(sys.argv[1])
-print("done", flush=True)
-"""
+def forked_writer(target: Path, how: str, saves: int | None = None) -> tuple[int, int]:
+    """A child process that saves two different models over ``target``, again and again (``saves``
+    times, or until killed). ``how``: "exchange", or "fallback" (two renames, as where renameat2 is
+    missing). Forked, not started: the child has torch and siamese loaded already, so a kill costs
+    milliseconds instead of an interpreter start. Returns (pid, read end of a pipe that gets "r" when
+    the child is ready and "d" when it is done)."""
+    models = [SiameseModel.build(PROBES, ModelConfig(dim=64, seed=s)) for s in (1, 2)]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 1
+        try:
+            os.close(read)
+            if how == "fallback":
+                atomic._exchange_fn = None
+            os.write(write, b"r")
+            i = 0
+            while saves is None or i < saves:
+                models[i % 2].save(target)
+                i += 1
+            os.write(write, b"d")
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    assert os.read(read, 1) == b"r"
+    return pid, read
+
+
+def exit_code(pid: int) -> int:
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
 def small_model(seed: int = 0) -> SiameseModel:
@@ -154,12 +171,11 @@ def test_kill_at_random_instants_leaves_a_loadable_folder(tmp_path, how):
     small_model().save(target)
     seeds = set()
     for _ in range(8):
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target), how], stdout=subprocess.PIPE, text=True,
-                                env=ENV)
-        assert proc.stdout.readline().strip() == "ready"
+        pid, ready = forked_writer(target, how)
         time.sleep(rng.uniform(0.0, 0.4))  # many saves per kill: the kill lands anywhere in one
-        proc.kill()
-        proc.wait()
+        os.kill(pid, signal.SIGKILL)
+        assert exit_code(pid) == -signal.SIGKILL
+        os.close(ready)
         if how == "fallback":  # a crash between the two renames is repaired by the next writer
             with atomic.target_lock(target):
                 atomic.recover(target)
@@ -175,17 +191,16 @@ def test_kill_at_random_instants_leaves_a_loadable_folder(tmp_path, how):
 def test_concurrent_writers_are_serialized(tmp_path):
     target = tmp_path / "model"
     small_model().save(target)
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(target), "exchange", "15"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV) for _ in range(3)]
-    missing = 0
-    while any(w.poll() is None for w in writers):  # the name always holds a complete model
+    writers = [forked_writer(target, "exchange", saves=15) for _ in range(3)]
+    missing, running = 0, {pid for pid, _ in writers}
+    while running:  # the name always holds a complete model
         if not (target / "config.json").is_file():
             missing += 1
+        running = {pid for pid in running if os.waitpid(pid, os.WNOHANG) == (0, 0)}
         time.sleep(0.01)
-    for w in writers:
-        out, err = w.communicate()
-        assert w.returncode == 0, err
-        assert out.split() == ["ready", "done"]
+    for _, done in writers:
+        assert os.read(done, 1) == b"d"  # each wrote its 15 saves (a failed save exits before "d")
+        os.close(done)
     assert missing == 0 or atomic._exchange_fn is None
     assert SiameseModel.load(target).config.seed in (1, 2)
     assert names(tmp_path) == ["model"]

@@ -101,7 +101,7 @@ def _one_of(argument: str | None, option: str | None, name: str) -> str:
 def calibrate(
     model_dir: Annotated[Path, typer.Argument(help="Model folder (its config.json is rewritten atomically; weights untouched).")],
     data: Annotated[Path, typer.Option("--data", help="Labelled pairs (both labels, 0/1) from the domain the model will score.")],
-    method: Annotated[str, typer.Option(help="auto (the lower cross-validated log-loss), platt or isotonic.")] = "auto",
+    method: Annotated[str, typer.Option(help="auto (the lowest cross-validated log-loss), platt, isotonic or blend (their mean).")] = "auto",
     target_precision: TargetPrecisionOpt = None,
     target_recall: TargetRecallOpt = None,
     format: FormatOpt = "auto",
@@ -110,7 +110,7 @@ def calibrate(
     label: LabelOpt = None,
     as_json: JsonOpt = False,
 ):
-    """Fit similarity -> duplicate probability (Platt or isotonic) on labelled pairs; optionally set the threshold for a target precision or recall."""
+    """Fit similarity -> duplicate probability (Platt, isotonic or their blend) on labelled pairs; optionally set the threshold for a target precision or recall."""
     from ..calibration import calibrate as run_calibration
     from ..calibration import check_targets
     from ..loading import load_model
@@ -122,7 +122,7 @@ def calibrate(
     model.save_fitted(model_dir)
     cv = summary["cv_log_loss"]
     lines = [f"calibrated on {summary['pairs']} pairs of {data}: {summary['method']} "
-             f"(cross-validated log-loss: platt {cv['platt']:.4f}, isotonic {cv['isotonic']:.4f})",
+             f"(cross-validated log-loss: {', '.join(f'{m} {v:.4f}' for m, v in cv.items())})",
              f"ECE on these pairs: {summary['ece_before']:.4f} before, {summary['ece_after']:.4f} after"]
     choice = summary.get("threshold_choice")
     if choice:
