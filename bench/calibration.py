@@ -3,8 +3,8 @@ duplicate probability, and how much of the measured ECE is the estimator's own n
 
 Only 300 Quora pairs are shared, so the ECE on "other Quora pairs" is estimated by cross-fitting:
 for each of ``--repeats`` shuffles, 5 folds; each pair gets the probability of a calibrator fitted
-on the other four folds (``siamese.calibration.fit_calibrator``, the same code as ``siamese
-calibrate``), and the ECE (10 equal-width bins) is taken over all 300 out-of-fold probabilities.
+on the other four folds (``siamese.calibration.cross_fitted``, the code ``siamese calibrate``
+chooses with), and the ECE (10 equal-width bins) is taken over all 300 out-of-fold probabilities.
 
 An ECE measured on n pairs is above zero even for a perfectly calibrated model: with labels drawn
 from the probabilities themselves, the 10-bin ECE of 300 pairs is about 0.05, of 700 (the pairs
@@ -21,21 +21,12 @@ import json
 from pathlib import Path
 
 import numpy as np
-from sklearn.model_selection import StratifiedKFold
 
 from siamese import datasets
-from siamese.calibration import expected_calibration_error, fit_calibrator
+from siamese.calibration import cross_fitted, expected_calibration_error
 from siamese.sentence_encoder import sentence_encoder
 
 HERE = Path(__file__).resolve().parent
-
-
-def out_of_fold(scores: np.ndarray, labels: np.ndarray, method: str, seed: int) -> np.ndarray:
-    """Each pair's probability from a calibrator fitted on the other four folds."""
-    probs = np.zeros(len(labels))
-    for fit, held in StratifiedKFold(5, shuffle=True, random_state=seed).split(scores, labels):
-        probs[held] = fit_calibrator(scores[fit], labels[fit], method=method)(scores[held])
-    return probs
 
 
 def floor(probs: np.ndarray, n: int, rng: np.random.Generator, draws: int = 200) -> float:
@@ -61,12 +52,12 @@ def main() -> None:
     for method in ("auto", "platt", "isotonic", "blend"):
         eces, floors = [], []
         for seed in range(args.repeats):
-            probs = out_of_fold(scores, labels, method, seed)
+            probs = cross_fitted(scores, labels, method, seed=seed)
             eces.append(expected_calibration_error(probs, labels))
             floors.append(floor(probs, len(labels), rng, draws=50))
         result[method] = {"ece_median": round(float(np.median(eces)), 4), "ece_min": round(min(eces), 4),
                           "ece_max": round(max(eces), 4), "floor_300_median": round(float(np.median(floors)), 4)}
-    result["floor_700"] = round(floor(out_of_fold(scores, labels, "auto", 0), 700, rng), 4)
+    result["floor_700"] = round(floor(cross_fitted(scores, labels, "auto"), 700, rng), 4)
     print(json.dumps(result, indent=1))
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "calibration.json").write_text(json.dumps(result, indent=1) + "\n")

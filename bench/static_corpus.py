@@ -13,12 +13,10 @@ import csv
 import json
 from pathlib import Path
 
-from scipy.stats import spearmanr
-from sklearn.metrics import roc_auc_score
-
 from siamese import datasets
 from siamese.distill.corpus import HELD_OUT_SETS, default_corpus
 from siamese.distill.pipeline import distill
+from siamese.evaluation import evaluate
 from siamese.teachers import load_teacher
 
 HERE = Path(__file__).resolve().parent
@@ -39,12 +37,12 @@ def other_texts(root: Path) -> list[str]:
 
 
 def scores(model) -> dict:
+    """ROC-AUC of each labelled set, Spearman ×100 of each graded one."""
     out = {}
     for name in SETS:
         pairs = datasets.load(name)
-        sim = model.similarity(pairs.text1, pairs.text2)
-        out[name] = (round(100 * float(spearmanr(sim, pairs.scores).correlation), 1) if pairs.scores is not None
-                     else round(float(roc_auc_score(pairs.labels, sim)), 3))
+        metrics = evaluate(model, pairs)
+        out[name] = round(metrics["spearman"], 1) if pairs.scores is not None else round(metrics["roc_auc"], 3)
     return out
 
 
