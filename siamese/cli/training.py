@@ -317,6 +317,7 @@ def distill_command(
     extra_words: Annotated[int, typer.Option(min=0, help="subwords: corpus words added as tokens of their own.")] = StaticConfig.extra_words,
     epochs: Annotated[int, typer.Option(min=0, help="Passes over the corpus matching the teacher's vectors (0: the teacher's token vectors only, as model2vec).")] = StaticConfig.epochs,
     lr: Annotated[float, typer.Option(min=0.0, help="Adam learning rate for the token vectors and weights.")] = StaticConfig.lr,
+    relational: Annotated[float, typer.Option(min=0.0, help="Weight of the in-batch similarity term (the student finds the same texts close as the teacher; 0: match directions only).")] = StaticConfig.relational,
     fine_tune: Annotated[Optional[list[Path]], typer.Option("--fine-tune", help="Labelled pairs to fine-tune the student on afterwards (repeat for several files).")] = None,
     fine_tune_loss: Annotated[str, typer.Option(help="Loss of the fine-tuning: mnr, cosent, contrastive, triplet, ...")] = "mnr",
     fine_tune_epochs: Annotated[int, typer.Option(min=1)] = 1,
@@ -332,7 +333,8 @@ def distill_command(
     from ..distill import distill, read_corpus
 
     _check_out(out, overwrite)
-    config = StaticConfig(dim=dim, vocabulary=vocabulary, extra_words=extra_words, epochs=epochs, lr=lr, seed=seed)
+    config = StaticConfig(dim=dim, vocabulary=vocabulary, extra_words=extra_words, epochs=epochs, lr=lr,
+                          relational=relational, seed=seed)
     config.check()
     texts = read_corpus(data, column=column) if data else None
     val = [_read(p, "auto", None, None, None) for p in val_data] if val_data else validation_sets()
