@@ -49,6 +49,39 @@ def test_training_brings_the_student_closer_to_the_teacher_on_held_out_texts(stu
     assert best > start + 0.05, history
 
 
+def test_relational_loss_is_the_kl_between_the_batchs_softmaxed_cosines():
+    from scipy.special import log_softmax
+
+    from siamese.distill.static import relational_loss
+
+    rng = np.random.default_rng(0)
+    unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)
+    teacher, student = unit(rng.normal(size=(6, 5))), unit(rng.normal(size=(6, 5)))
+    t, s = log_softmax(teacher @ teacher.T / 0.1, axis=1), log_softmax(student @ student.T / 0.1, axis=1)
+    reference = float((np.exp(t) * (t - s)).sum(1).mean())  # KL(teacher || student) per text, averaged
+    got = float(relational_loss(torch.tensor(student), torch.tensor(teacher), 0.1))
+    assert got == pytest.approx(reference, rel=1e-5) and got > 0
+    assert float(relational_loss(torch.tensor(teacher), torch.tensor(teacher), 0.1)) == pytest.approx(0, abs=1e-6)
+    # A rotation keeps every cosine, so nothing to learn; the direction loss alone would see a miss.
+    rotation, _ = np.linalg.qr(rng.normal(size=(5, 5)))
+    assert float(relational_loss(torch.tensor(teacher @ rotation), torch.tensor(teacher), 0.1)) == pytest.approx(0, abs=1e-5)
+
+
+def test_the_relational_term_is_learned_and_the_epoch_kept_is_the_lowest_held_out_loss(student, teacher, corpus):
+    # The fixture's student: the default weight (4). Held-out loss = direction loss + 4 x KL.
+    history = student.info["distillation"]["history"]
+    kl = [(h["val_loss"] - (1 - h["val_cosine"])) / 4 for h in history]
+    assert all(k > 0 for k in kl) and kl[-1] < kl[1] < kl[0] * 0.95 and kl[-1] < kl[0] * 0.8, history  # training shrinks the mismatch
+    kept = min(history, key=lambda h: h["val_loss"])
+    again = distill_static(teacher, corpus, StaticConfig(dim=64, epochs=kept["epoch"], extra_words=1500, val_fraction=0.1),
+                           teacher_info={"source": "minilm"}, progress=False)
+    np.testing.assert_allclose(again.encode(corpus[:50]), student.encode(corpus[:50]), atol=1e-5)  # that epoch's weights
+    # Without the term the held-out loss is the direction loss alone.
+    plain = distill_static(teacher, corpus[:1000], StaticConfig(dim=32, epochs=1, extra_words=0, val_fraction=0.1,
+                                                                relational=0), progress=False)
+    assert all(h["val_loss"] == pytest.approx(1 - h["val_cosine"], abs=2e-5) for h in plain.info["distillation"]["history"])
+
+
 def test_the_student_ranks_unseen_pairs_like_a_similarity_model(student, data_dir):
     dev = datasets.load("sts-dev", data_dir).subset(range(400))  # not in the corpus
     rho = spearmanr(student.similarity(dev.text1, dev.text2), dev.scores).statistic
@@ -148,6 +181,8 @@ def test_refusals(teacher, corpus):
         distill_static(teacher, ["one", "two", " "], progress=False)
     with pytest.raises(ConfigError, match="vocabulary"):
         StaticConfig(vocabulary="letters").check()
+    with pytest.raises(ConfigError, match="temperature"):
+        StaticConfig(temperature=0).check()
     with pytest.raises(ConfigError, match="tokenizer"):
         ModelConfig(tokenizer="bytes").check()
     with pytest.raises(ConfigError, match="siamese distill"):
