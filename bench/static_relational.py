@@ -33,7 +33,7 @@ def main() -> None:
         student = distill_static(teacher, texts, StaticConfig(relational=weight, temperature=temperature),
                                  teacher_info=info, targets=targets, progress=False)
         history = student.info["distillation"]["history"]
-        kept = min(history, key=lambda h: h["val_loss"])
+        kept = next(h for h in history if h.get("kept"))
         row = {"relational": weight, "temperature": temperature, "epoch_kept": kept["epoch"],
                "held_out_cosine": kept["val_cosine"]}
         for name in SETS:

@@ -73,6 +73,7 @@ def test_the_relational_term_is_learned_and_the_epoch_kept_is_the_lowest_held_ou
     kl = [(h["val_loss"] - (1 - h["val_cosine"])) / 4 for h in history]
     assert all(k > 0 for k in kl) and kl[-1] < kl[1] < kl[0] * 0.95 and kl[-1] < kl[0] * 0.8, history  # training shrinks the mismatch
     kept = min(history, key=lambda h: h["val_loss"])
+    assert [h["epoch"] for h in history if h.get("kept")] == [kept["epoch"]]
     again = distill_static(teacher, corpus, StaticConfig(dim=64, epochs=kept["epoch"], extra_words=1500, val_fraction=0.1),
                            teacher_info={"source": "minilm"}, progress=False)
     np.testing.assert_allclose(again.encode(corpus[:50]), student.encode(corpus[:50]), atol=1e-5)  # that epoch's weights
@@ -216,6 +217,7 @@ def test_cli_distill_then_every_command_uses_the_student(corpus, tmp_path, data_
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["dim"] == 48 and report["corpus_texts"] == len(corpus) and 0 < report["threshold"] < 1
+    assert report["kept_epoch"] in (0, 1, 2) and 0 < report["val_cosine"] <= report["best_val_cosine"] <= 1
     assert json.loads((out / "config.json").read_text())["info"]["distillation"]["threshold_choice"]["val_pairs"] == 500
     result = runner.invoke(app, ["predict", str(out), "A man plays a guitar.", "A man is playing a guitar.", "--json"])
     assert result.exit_code == 0 and json.loads(result.stdout)["similarity"] > 0.8

@@ -344,14 +344,15 @@ def distill_command(
     student.save(out, overwrite=overwrite)
     info = student.info["distillation"]
     choice = info["threshold_choice"]
+    kept = next(h for h in info["history"] if h.get("kept"))
     result = {"out": str(out), "teacher": info["teacher"].get("source"), "corpus_texts": info["corpus_texts"],
-              "tokens": info["tokens"], "dim": student.dim, "val_cosine": info["history"][-1]["val_cosine"],
+              "tokens": info["tokens"], "dim": student.dim, "kept_epoch": kept["epoch"], "val_cosine": kept["val_cosine"],
               "best_val_cosine": max((h["val_cosine"] or 0) for h in info["history"]),
               "threshold": choice["threshold"], "seconds": info["seconds"],
               "fine_tuned": "fine_tune" in info}
     _emit(result, as_json, [
         f"student of {result['teacher']}: {info['tokens']:,} tokens x {student.dim}, learned on {info['corpus_texts']:,} texts "
-        f"in {info['seconds']:.0f} s (held-out cosine to the teacher {result['best_val_cosine']:.3f})",
+        f"in {info['seconds']:.0f} s (epoch {kept['epoch']} kept; held-out cosine to the teacher {kept['val_cosine'] or 0:.3f})",
         f"threshold {choice['threshold']:.4f} (chosen on {choice['val_pairs']} validation pairs)",
         f"saved to {out}",
     ])
@@ -401,6 +402,7 @@ def pretrained_model(
     model.save(out, overwrite=overwrite)
     info = model.info["pretrained"]
     choice = info["threshold_choice"]
+    kept = next(h for h in info["history"] if h.get("kept"))
     result = {"out": str(out), "source": source, "folder": info["folder"], "pooling": info["pooling"],
               "max_length": info["max_length"], "dim": info["dim"], "threshold": choice["threshold"],
               "threshold_metric": choice["metric"], "threshold_value": choice["value"],

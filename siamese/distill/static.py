@@ -118,7 +118,7 @@ def fit_to_teacher(model: SiameseModel, ids: list[np.ndarray], goal: torch.Tenso
     """Lazy Adam on the token vectors and weights, on the corpus texts' token ``ids``: loss
     ``1 − cos(student, teacher)`` plus ``config.relational`` × :func:`relational_loss`. Keeps the
     weights of the epoch of lowest loss on the held-out texts (also reported: their mean cosine to
-    the teacher). Returns one row per epoch (epoch 0: the start)."""
+    the teacher). Returns one row per epoch (epoch 0: the start); the kept one has ``kept: True``."""
     rng = np.random.default_rng(config.seed)
     order = rng.permutation(len(ids))
     cut = int(round(config.val_fraction * len(ids)))
@@ -151,7 +151,7 @@ def fit_to_teacher(model: SiameseModel, ids: list[np.ndarray], goal: torch.Tenso
         return {"val_loss": round(loss, 5), "val_cosine": round(float(torch.cat([c for _, c in parts]).mean()), 5)}
 
     history = [{"epoch": 0, **held_out()}]
-    best = (history[0]["val_loss"], {k: v.clone() for k, v in encoder.state_dict().items()})
+    best = (history[0]["val_loss"], {k: v.clone() for k, v in encoder.state_dict().items()}, 0)
     lengths = np.array([len(ids[i]) for i in train_rows])
     for epoch in range(1, config.epochs + 1):
         started = time.perf_counter()
@@ -174,8 +174,9 @@ def fit_to_teacher(model: SiameseModel, ids: list[np.ndarray], goal: torch.Tenso
             tqdm.write(f"distill epoch {epoch}: loss {row['loss']:.4f}, held-out loss {row['val_loss']}, "
                        f"held-out cosine to the teacher {row['val_cosine']}")
         if row["val_loss"] is None or row["val_loss"] < best[0]:
-            best = (row["val_loss"], {k: v.clone() for k, v in encoder.state_dict().items()})
+            best = (row["val_loss"], {k: v.clone() for k, v in encoder.state_dict().items()}, epoch)
     encoder.load_state_dict(best[1])
+    history[best[2]]["kept"] = True
     encoder.eval()
     return history
 
