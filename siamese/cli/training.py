@@ -402,7 +402,6 @@ def pretrained_model(
     model.save(out, overwrite=overwrite)
     info = model.info["pretrained"]
     choice = info["threshold_choice"]
-    kept = next(h for h in info["history"] if h.get("kept"))
     result = {"out": str(out), "source": source, "folder": info["folder"], "pooling": info["pooling"],
               "max_length": info["max_length"], "dim": info["dim"], "threshold": choice["threshold"],
               "threshold_metric": choice["metric"], "threshold_value": choice["value"],
