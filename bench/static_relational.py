@@ -14,10 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from siamese import datasets  # noqa: E402
 from siamese.distill import StaticConfig, default_corpus, distill_static  # noqa: E402
-from siamese.evaluation import evaluate  # noqa: E402
 from siamese.teachers import load_teacher  # noqa: E402
+from static_corpus import scores  # noqa: E402  (this folder: the same per-set metrics)
 
 HERE = Path(__file__).resolve().parent
 SETS = ["msrp-val", "sts-dev", "semeval-dev", "mqp", "quora-sample"]
@@ -36,10 +35,7 @@ def main() -> None:
         kept = next(h for h in history if h.get("kept"))
         row = {"relational": weight, "temperature": temperature, "epoch_kept": kept["epoch"],
                "held_out_cosine": kept["val_cosine"]}
-        for name in SETS:
-            pairs = datasets.load(name)
-            metrics = evaluate(student, pairs)
-            row[name] = round(metrics["spearman"], 1) if pairs.scores is not None else round(metrics["roc_auc"], 3)
+        row.update(scores(student, SETS))
         print(row, flush=True)
         result.append(row)
     (HERE / "results").mkdir(exist_ok=True)
