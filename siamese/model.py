@@ -108,7 +108,11 @@ class ModelConfig:
 
     def check(self) -> None:
         """Refuse unknown names, options and head/loss pairs that cannot train, with a one-line message."""
-        encoder_class(self.encoder).check_options(self.encoder, self.encoder_options)
+        options = dict(self.encoder_options)
+        # A cross-encoder's prior bi-encoder (siamese.cross) rides in encoder_options["prior"].
+        if self.cross and isinstance(options.pop("prior", None), (dict, list, int, float)):
+            raise ConfigError("encoder_options['prior'] must name a bi-encoder (minilm, mpnet or a folder)")
+        encoder_class(self.encoder).check_options(self.encoder, options)
         if self.cross and (self.encoder != "transformer" or self.loss not in ("triplet", "bce") or self.head != "cosine"):
             raise ConfigError("a cross-encoder (cross=True) is a transformer trained with bce on labelled pairs: "
                               "set encoder='transformer' and no head or other loss")

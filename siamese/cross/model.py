@@ -9,6 +9,11 @@ of the logits of both orders, through a sigmoid, in [0, 1].
 
 Folder: ``config.json`` (format ``siamese-cross/1``, the transformer's own config, threshold,
 calibration, info), ``tokenizer.json``, ``model.safetensors`` (``transformer.*`` and ``head.*``).
+
+With a *prior* (``CrossConfig(prior="mpnet")``) the logit is a frozen bi-encoder's cosine, scaled
+and shifted by two numbers fitted on validation pairs, plus what the transformer reads in the pair:
+the model starts as good as the bi-encoder (its head starts at zero) and learns only corrections
+(word order, the one word that differs). The bi-encoder is saved in the folder's ``prior/``.
 """
 
 from __future__ import annotations
@@ -32,11 +37,14 @@ from ..atomic import atomic_dir, atomic_file
 from ..calibration import Calibrator
 from ..errors import ConfigError, ModelError
 from ..manifest import read_manifest
+from ..model import FORMAT as SIAMESE_FORMAT
+from ..model import SiameseModel
 from ..precision import autocast, default_precision, resolve_precision
 from ..pretrained import model_folder, quiet_loading
 from ..version import __version__
 
 FORMAT = "siamese-cross/1"
+PRIOR_FOLDER = "prior"  # the prior bi-encoder's own model folder, inside the cross-encoder's
 DEFAULT_THRESHOLD = 0.5  # a probability: chosen on validation pairs after training
 
 
@@ -46,6 +54,9 @@ class CrossConfig:
 
     transformer: str = "minilm"  # a name (minilm, mpnet) or a Hugging Face folder: where the weights start
     max_length: int = 256  # tokens of the pair together; the longer text is cut first
+    # A bi-encoder whose cosine the cross-encoder corrects: minilm, mpnet, a sentence-transformers
+    # folder or a Siamese model folder (None: the transformer alone decides).
+    prior: str | None = None
     hf_config: dict | None = field(default=None, repr=False)  # the transformer's own config (set when built)
 
     def check(self) -> None:
@@ -73,15 +84,28 @@ class CrossNetwork(nn.Module):
         self.head = nn.Linear(self.transformer.config.hidden_size, 1)
         nn.init.normal_(self.head.weight, std=0.02)
         nn.init.zeros_(self.head.bias)
+        self.has_prior = config.prior is not None
+        if self.has_prior:
+            # logit += scale * cosine + shift: frozen (fitted before training); the head starts at
+            # zero so the untrained model is exactly the calibrated bi-encoder.
+            self.register_buffer("prior_scale", torch.ones(1))
+            self.register_buffer("prior_shift", torch.zeros(1))
+            nn.init.zeros_(self.head.weight)
 
-    def forward(self, ids: torch.Tensor, types: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, types: torch.Tensor, mask: torch.Tensor,
+                prior: torch.Tensor | None = None) -> torch.Tensor:
         states = self.transformer(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
         # Mean over the pair's tokens, not [CLS]: the sentence encoders it starts from (MiniLM,
         # mpnet) were trained mean-pooled, and their [CLS] state carries little (first run: Quora
         # ROC-AUC 0.726 with [CLS]).
         weights = mask.unsqueeze(-1).to(states.dtype)
         pooled = (states * weights).sum(1, dtype=torch.float32) / weights.sum(1).clamp(min=1).float()
-        return self.head(pooled).squeeze(-1)
+        logit = self.head(pooled).squeeze(-1)
+        if self.has_prior:
+            if prior is None:
+                raise ValueError("this cross-encoder corrects a bi-encoder: give the pairs' prior cosines")
+            logit = logit + self.prior_scale * prior.to(logit.dtype) + self.prior_shift
+        return logit
 
 
 class PairTokenizer:
@@ -122,8 +146,10 @@ class CrossEncoder:
 
     kind = "cross"  # what the CLI and server check before asking for vectors
 
-    def __init__(self, network: CrossNetwork, tokenizer: PairTokenizer, config: CrossConfig, info: dict | None = None):
+    def __init__(self, network: CrossNetwork, tokenizer: PairTokenizer, config: CrossConfig, info: dict | None = None,
+                 prior: SiameseModel | None = None):
         self.network = network
+        self.prior = prior  # the bi-encoder whose cosine the logit starts from (config.prior), frozen
         self.tokenizer = tokenizer
         self.config = config
         self.info = dict(info or {})
@@ -140,12 +166,28 @@ class CrossEncoder:
         network = CrossNetwork(config)
         folder = model_folder(config.transformer)
         tokenizer = PairTokenizer.load(folder / "tokenizer.json", config.max_length)
-        return cls(network, tokenizer, config, {"transformer": str(folder)})
+        info = {"transformer": str(folder)}
+        prior = None
+        if config.prior is not None:
+            prior = load_prior(config.prior)
+            info["prior"] = {"source": config.prior, "fingerprint": prior.fingerprint()}
+        return cls(network, tokenizer, config, info, prior)
 
-    def logits(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
-        """The network's logit for each pair in the given order (no symmetry)."""
+    def prior_cosines(self, texts_a: Sequence[str], texts_b: Sequence[str]) -> np.ndarray | None:
+        """The prior bi-encoder's cosine per pair (symmetric); None without a prior."""
+        if self.prior is None:
+            return None
+        return self.prior.similarity(list(texts_a), list(texts_b)).astype(np.float32)
+
+    def logits(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int = 32,
+               prior: np.ndarray | None = None) -> np.ndarray:
+        """The network's logit for each pair in the given order (no symmetry). ``prior``: the
+        pairs' :meth:`prior_cosines`, when the caller has them already."""
         if len(texts_a) != len(texts_b):
             raise ValueError(f"{len(texts_a)} first texts but {len(texts_b)} second texts")
+        if prior is None:
+            prior = self.prior_cosines(texts_a, texts_b)
+        cosines = None if prior is None else torch.from_numpy(np.asarray(prior, dtype=np.float32))
         encodings = self.tokenizer.encode(texts_a, texts_b)
         order = np.argsort([len(e.ids) for e in encodings], kind="stable")  # length-sorted batches: little padding
         out = np.empty(len(encodings), dtype=np.float32)
@@ -154,13 +196,16 @@ class CrossEncoder:
         with torch.inference_mode(), autocast(precision)():
             for start in range(0, len(order), batch_size):
                 rows = order[start:start + batch_size]
-                out[rows] = self.network(*self.tokenizer.batch([encodings[i] for i in rows])).float().numpy()
+                batch = self.tokenizer.batch([encodings[i] for i in rows])
+                out[rows] = self.network(*batch, None if cosines is None else cosines[rows]).float().numpy()
         return out
 
     def similarity(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
         """sigmoid of the mean logit of (a, b) and (b, a): symmetric, in [0, 1]."""
         texts_a, texts_b = list(texts_a), list(texts_b)
-        both = self.logits(texts_a + texts_b, texts_b + texts_a, batch_size=batch_size)
+        prior = self.prior_cosines(texts_a, texts_b)  # symmetric: computed once for both orders
+        both = self.logits(texts_a + texts_b, texts_b + texts_a, batch_size=batch_size,
+                           prior=None if prior is None else np.concatenate([prior, prior]))
         n = len(texts_a)
         return (1.0 / (1.0 + np.exp(-(both[:n] + both[n:]) / 2))).astype(np.float32)
 
@@ -184,6 +229,8 @@ class CrossEncoder:
         for name, tensor in sorted(self.network.state_dict().items()):
             h.update(name.encode())
             h.update(tensor.detach().contiguous().numpy().tobytes())
+        if self.prior is not None:
+            h.update(self.prior.fingerprint().encode())
         return h.hexdigest()
 
     # -- persistence -------------------------------------------------------------------------
@@ -200,6 +247,9 @@ class CrossEncoder:
         self.tokenizer.tokenizer.save(str(folder / "tokenizer.json"))
         state = {k: v.detach().contiguous() for k, v in self.network.state_dict().items()}
         save_file(state, str(folder / "model.safetensors"), metadata={"format": FORMAT})
+        if self.prior is not None:
+            (folder / PRIOR_FOLDER).mkdir()
+            self.prior.write(folder / PRIOR_FOLDER)
 
     def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
         """Write the folder atomically (over a folder that is not a siamese one only with ``overwrite``)."""
@@ -234,9 +284,10 @@ class CrossEncoder:
             network = CrossNetwork(config)
         except (TypeError, ValueError, KeyError) as e:
             raise ModelError(f"{path / 'config.json'}: invalid field ({e})") from None
-        for name in ("tokenizer.json", "model.safetensors"):
+        for name in ("tokenizer.json", "model.safetensors") + ((f"{PRIOR_FOLDER}/config.json",) if config.prior else ()):
             if not (path / name).is_file():
                 raise ModelError(f"{path}: cross-encoder folder is missing {name}")
+        prior = SiameseModel.load(path / PRIOR_FOLDER, precision=precision) if config.prior else None
         try:
             state = load_file(str(path / "model.safetensors"))
             if not all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point()):
@@ -245,7 +296,7 @@ class CrossEncoder:
         except (RuntimeError, OSError, SafetensorError) as e:
             raise ModelError(f"{path / 'model.safetensors'}: weights do not fit the config ({str(e).splitlines()[0]})") from None
         network.eval()
-        model = cls(network, PairTokenizer.load(path / "tokenizer.json", config.max_length), config, raw.get("info"))
+        model = cls(network, PairTokenizer.load(path / "tokenizer.json", config.max_length), config, raw.get("info"), prior)
         threshold = raw.get("threshold", DEFAULT_THRESHOLD)
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
             raise ModelError(f"{path / 'config.json'}: threshold must be a number, got {threshold!r}")
@@ -257,3 +308,15 @@ class CrossEncoder:
                 raise ModelError(f"{path / 'config.json'}: invalid calibration ({e})") from None
         model.path, model.precision = path.resolve(), precision
         return model
+
+
+def load_prior(source: str) -> SiameseModel:
+    """The bi-encoder a cross-encoder corrects: a Siamese model folder, or a pretrained encoder as-is."""
+    from ..loading import folder_format
+    from ..sentence_encoder import sentence_encoder
+
+    if folder_format(model_folder(source)) == SIAMESE_FORMAT:
+        return SiameseModel.load(model_folder(source))
+    if folder_format(model_folder(source)) == FORMAT:
+        raise ModelError(f"{source}: a cross-encoder cannot be the prior; give a bi-encoder (minilm, mpnet or a folder)")
+    return sentence_encoder(source)[0]

@@ -1,7 +1,9 @@
 """Training a cross-encoder: binary cross-entropy on labelled pairs (soft targets on graded ones:
 the gold score scaled to [0, 1]), each pair in both orders so the model learns the symmetry it is
 scored with, AdamW with linear warm-up and decay, length-bucketed batches, the epochs run by
-:class:`siamese.trainer.Trainer`; then the threshold and calibration on the validation pairs."""
+:class:`siamese.trainer.Trainer`; then the threshold and calibration on the validation pairs.
+With a prior bi-encoder, its cosine's scale and shift are fitted first (on the validation pairs,
+where its cosine means what it will mean at use; else the training pairs) and stay frozen."""
 
 from __future__ import annotations
 
@@ -75,14 +77,27 @@ def train_cross(train_pairs: Pairs, val_pairs: Pairs | None = None, *, model_con
     model = CrossEncoder.build(model_config)
 
     a, b = list(train_pairs.text1), list(train_pairs.text2)
+    prior = model.prior_cosines(a, b)  # None without a prior bi-encoder
+    val_prior = None
+    if prior is not None:
+        has_val = val_pairs is not None and len(val_pairs) >= 2
+        val_prior = model.prior_cosines(val_pairs.text1, val_pairs.text2) if has_val else None
+        fit = (val_prior, targets_of(val_pairs)) if has_val else (prior, targets)
+        fit_prior(model.network, *fit)
+        model.info["prior"] = {**model.info.get("prior", {}), "scale": float(model.network.prior_scale),
+                               "shift": float(model.network.prior_shift),
+                               "fitted_on": (val_pairs if has_val else train_pairs).source}
     if config.both_orders:
         a, b, targets = a + list(train_pairs.text2), b + list(train_pairs.text1), np.concatenate([targets, targets])
+        prior = None if prior is None else np.concatenate([prior, prior])
+    cosines = None if prior is None else torch.from_numpy(prior)
     encodings = model.tokenizer.encode(a, b)
     lengths = np.array([len(e.ids) for e in encodings])
     y = torch.from_numpy(targets.astype(np.float32))
     val = None
     if val_pairs is not None and len(val_pairs) >= 2:
-        val = (model.tokenizer.encode(val_pairs.text1, val_pairs.text2), torch.from_numpy(targets_of(val_pairs)))
+        val = (model.tokenizer.encode(val_pairs.text1, val_pairs.text2), torch.from_numpy(targets_of(val_pairs)),
+               None if val_prior is None else torch.from_numpy(val_prior))
 
     from ..training import batches  # the Siamese trainer's length-bucketed batches
 
@@ -99,17 +114,18 @@ def train_cross(train_pairs: Pairs, val_pairs: Pairs | None = None, *, model_con
 
     def step(rows: np.ndarray) -> torch.Tensor:
         with cast():
-            logits = network(*model.tokenizer.batch([encodings[i] for i in rows]))
+            logits = network(*model.tokenizer.batch([encodings[i] for i in rows]), None if cosines is None else cosines[rows])
         return F.binary_cross_entropy_with_logits(logits.float(), y[rows])
 
     @torch.no_grad()
     def validate() -> float:
         network.eval()
-        enc, target = val
+        enc, target, val_cosines = val
         total = 0.0
         for start in range(0, len(enc), 64):
             with cast():
-                logits = network(*model.tokenizer.batch(enc[start:start + 64]))
+                logits = network(*model.tokenizer.batch(enc[start:start + 64]),
+                                 None if val_cosines is None else val_cosines[start:start + 64])
             total += F.binary_cross_entropy_with_logits(logits.float(), target[start:start + 64], reduction="sum").item()
         return total / len(enc)
 
@@ -132,7 +148,7 @@ def train_cross(train_pairs: Pairs, val_pairs: Pairs | None = None, *, model_con
 
     choice, calibration = {}, {"fitted": False}
     if val is not None and val_pairs.scores is None and len(set(val_pairs.labels.tolist())) == 2:
-        sims = model.similarity(val_pairs.text1, val_pairs.text2)
+        sims = model.similarity(val_pairs.text1, val_pairs.text2)  # (the prior's cosines again: a minor cost)
         model.threshold, choice = choose_threshold(sims, val_pairs.labels, config.threshold_metric)
         if config.calibrate:
             try:
@@ -152,6 +168,26 @@ def train_cross(train_pairs: Pairs, val_pairs: Pairs | None = None, *, model_con
     return model
 
 
+def fit_prior(network, cosines: np.ndarray, targets: np.ndarray) -> None:
+    """The logistic fit of the targets on the prior's cosine (scale and shift, binary cross-entropy,
+    L-BFGS), written into the network's frozen ``prior_scale`` / ``prior_shift``."""
+    x, y = torch.from_numpy(np.asarray(cosines, np.float32)), torch.from_numpy(np.asarray(targets, np.float32))
+    params = torch.zeros(2, dtype=torch.float32, requires_grad=True)
+    optimizer = torch.optim.LBFGS([params], lr=1.0, max_iter=200, line_search_fn="strong_wolfe")
+
+    def closure():
+        optimizer.zero_grad()
+        loss = F.binary_cross_entropy_with_logits(params[0] * x + params[1], y)
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    if not torch.isfinite(params).all():
+        raise DataError("the prior's cosine could not be fitted to the labels (non-finite scale)")
+    with torch.no_grad():
+        network.prior_scale.fill_(float(params[0]))
+        network.prior_shift.fill_(float(params[1]))
+
 
 def train_from_configs(train_pairs: Pairs, val_pairs: Pairs | None, model_config, config, **kwargs) -> CrossEncoder:
     """:func:`siamese.train` with ``ModelConfig(cross=True)``: the Siamese configurations read as a
@@ -166,5 +202,6 @@ def train_from_configs(train_pairs: Pairs, val_pairs: Pairs | None, model_config
         warmup_fraction=defaults.warmup_fraction if not steps_hint else
         min(0.5, steps_hint * config.batch_size / max(1, 2 * len(train_pairs) * config.epochs)))
     architecture = CrossConfig(transformer=model_config.encoder_options.get("path") or "minilm",
-                               max_length=model_config.max_length or CrossConfig.max_length)
+                               max_length=model_config.max_length or CrossConfig.max_length,
+                               prior=model_config.encoder_options.get("prior"))
     return train_cross(train_pairs, val_pairs, model_config=architecture, config=cross_config, **kwargs)
