@@ -35,7 +35,7 @@ def _answer_triplets(data: list[Path], val_data: Path | None, val_fraction: floa
             make_triplets(val_questions, negatives=negatives, seed=seed, source=str(val_data or source)), val_questions)
 
 
-def _train_cross(pairs, val, test, *, out: Path, transformer, epochs, batch_size, lr, seed, precision, threshold_metric,
+def _train_cross(pairs, val, test, *, out: Path, transformer, prior, epochs, batch_size, lr, seed, precision, threshold_metric,
                  calibrate, checkpoint, resume, run, overwrite, quiet, as_json) -> None:
     """``siamese train --cross``: a cross-encoder from --transformer (default minilm)."""
     from ..cross import CrossConfig, CrossTrainConfig, train_cross
@@ -44,7 +44,8 @@ def _train_cross(pairs, val, test, *, out: Path, transformer, epochs, batch_size
     config = CrossTrainConfig(epochs=epochs or defaults.epochs, batch_size=batch_size or defaults.batch_size,
                               lr=lr or defaults.lr, seed=seed, precision=precision,
                               threshold_metric=threshold_metric, calibrate=calibrate)
-    model = train_cross(pairs, val, model_config=CrossConfig(transformer=transformer or "minilm"), config=config,
+    model = train_cross(pairs, val, model_config=CrossConfig(transformer=transformer or "minilm", prior=prior),
+                        config=config,
                         checkpoint=checkpoint, resume=resume, run=run, progress=not quiet)
     model.save(out, overwrite=overwrite)
     info = model.info["training"]
@@ -155,6 +156,7 @@ def train(
     loss: Annotated[Optional[str], typer.Option(help="triplet (default), hinge (default with --answers), mnr; contrastive, cosent or bce (labelled pairs); distill (any pairs, with --teacher).")] = None,
     teacher: Annotated[Optional[str], typer.Option(help="With --loss distill: the model to imitate: a Siamese or Hugging Face model folder, or a name: mpnet (all-mpnet-base-v2; make mpnet), minilm.")] = None,
     cross: Annotated[bool, typer.Option("--cross", help="Train a cross-encoder (both texts read together by --transformer; pairs only, no vectors): the most accurate verdicts.")] = False,
+    prior: Annotated[Optional[str], typer.Option("--prior", help="With --cross: a bi-encoder (minilm, mpnet, a sentence-transformers or Siamese model folder) whose cosine the cross-encoder starts from and corrects; saved inside the model folder.")] = None,
     answers: Annotated[bool, typer.Option("--answers", help="--data/--val-data are answer-selection sets (TrecQA CSV qtext,label,atext or a WikiQA folder): train on (question, right, wrong) triplets, report MAP/MRR.")] = False,
     negatives: Annotated[int, typer.Option(min=1, help="With --answers: wrong answers drawn per right answer.")] = 5,
     pooling: Annotated[Optional[str], typer.Option(help="Encoder pooling: mean, max, last, attention (recurrent), cls, pooler (transformer).")] = None,
@@ -224,6 +226,8 @@ def train(
     if cross and (answers or encoder != "lstm" or head != "cosine" or loss != "triplet"):
         raise ConfigError("--cross trains a cross-encoder on labelled pairs: it takes --transformer, not --answers, "
                           "--encoder, --head or --loss")
+    if prior is not None and not cross:
+        raise ConfigError("--prior is the bi-encoder a cross-encoder corrects: it needs --cross")
     if answers:
         pairs, val, val_questions = _answer_triplets(data, val_data, val_fraction, negatives, seed)
     else:
@@ -240,7 +244,7 @@ def train(
         else:
             val, pairs = split_pairs(pairs, [val_fraction], seed=seed)
     if cross:
-        return _train_cross(pairs, val, test, out=out, transformer=transformer, epochs=epochs, batch_size=batch_size,
+        return _train_cross(pairs, val, test, out=out, transformer=transformer, prior=prior, epochs=epochs, batch_size=batch_size,
                             lr=lr, seed=seed, precision=precision, threshold_metric=threshold_metric, calibrate=calibrate,
                             checkpoint=resume or checkpoint, resume=resume is not None, run={"cli": {**command, "resume": None}},
                             overwrite=overwrite, quiet=quiet, as_json=as_json)

@@ -147,10 +147,14 @@ def train_cross(train_pairs: Pairs, val_pairs: Pairs | None = None, *, model_con
     network.eval()
 
     choice, calibration = {}, {"fitted": False}
-    if val is not None and val_pairs.scores is None and len(set(val_pairs.labels.tolist())) == 2:
-        sims = model.similarity(val_pairs.text1, val_pairs.text2)  # (the prior's cosines again: a minor cost)
+    # On the labels (graded pairs carry them too: STS-B ≥ 4 is a duplicate), as for a Siamese model;
+    # a mixed validation set (MSRP + STS-B + SICK) has scores and must still get its threshold.
+    if val is not None and len(set(val_pairs.labels.tolist())) == 2:
+        sims = model.similarity(val_pairs.text1, val_pairs.text2)
         model.threshold, choice = choose_threshold(sims, val_pairs.labels, config.threshold_metric)
-        if config.calibrate:
+        if config.calibrate and val_pairs.scores is not None:
+            calibration["note"] = "skipped: the validation pairs are graded, with scores rather than 0/1 labels"
+        elif config.calibrate:
             try:
                 model.calibrator = replace(fit_calibrator(sims, val_pairs.labels, seed=config.seed),
                                            fitted_on={**data_record(val_pairs), "split": "validation"})
