@@ -80,7 +80,7 @@ def train_cross(train_pairs: Pairs, val_pairs: Pairs | None = None, *, model_con
     prior = model.prior_cosines(a, b)  # None without a prior bi-encoder
     val_prior = None
     if prior is not None:
-        has_val = val_pairs is not None and len(val_pairs) >= 2
+        has_val = val_pairs is not None and len(set(val_pairs.labels.tolist())) == 2  # one label: no fit there
         val_prior = model.prior_cosines(val_pairs.text1, val_pairs.text2) if has_val else None
         fit = (val_prior, targets_of(val_pairs)) if has_val else (prior, targets)
         fit_prior(model.network, *fit)
