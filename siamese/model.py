@@ -110,7 +110,7 @@ class ModelConfig:
         """Refuse unknown names, options and head/loss pairs that cannot train, with a one-line message."""
         options = dict(self.encoder_options)
         # A cross-encoder's prior bi-encoder (siamese.cross) rides in encoder_options["prior"].
-        if self.cross and isinstance(options.pop("prior", None), (dict, list, int, float)):
+        if self.cross and not isinstance(options.pop("prior", None), (str, type(None))):
             raise ConfigError("encoder_options['prior'] must name a bi-encoder (minilm, mpnet or a folder)")
         encoder_class(self.encoder).check_options(self.encoder, options)
         if self.cross and (self.encoder != "transformer" or self.loss not in ("triplet", "bce") or self.head != "cosine"):

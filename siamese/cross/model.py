@@ -200,10 +200,13 @@ class CrossEncoder:
                 out[rows] = self.network(*batch, None if cosines is None else cosines[rows]).float().numpy()
         return out
 
-    def similarity(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
-        """sigmoid of the mean logit of (a, b) and (b, a): symmetric, in [0, 1]."""
+    def similarity(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int = 32,
+                   prior: np.ndarray | None = None) -> np.ndarray:
+        """sigmoid of the mean logit of (a, b) and (b, a): symmetric, in [0, 1]. ``prior``: the
+        pairs' :meth:`prior_cosines`, when the caller has them already."""
         texts_a, texts_b = list(texts_a), list(texts_b)
-        prior = self.prior_cosines(texts_a, texts_b)  # symmetric: computed once for both orders
+        if prior is None:
+            prior = self.prior_cosines(texts_a, texts_b)  # symmetric: computed once for both orders
         both = self.logits(texts_a + texts_b, texts_b + texts_a, batch_size=batch_size,
                            prior=None if prior is None else np.concatenate([prior, prior]))
         n = len(texts_a)
@@ -315,8 +318,9 @@ def load_prior(source: str) -> SiameseModel:
     from ..loading import folder_format
     from ..sentence_encoder import sentence_encoder
 
-    if folder_format(model_folder(source)) == SIAMESE_FORMAT:
+    kind = folder_format(model_folder(source))
+    if kind == SIAMESE_FORMAT:
         return SiameseModel.load(model_folder(source))
-    if folder_format(model_folder(source)) == FORMAT:
+    if kind == FORMAT:
         raise ModelError(f"{source}: a cross-encoder cannot be the prior; give a bi-encoder (minilm, mpnet or a folder)")
     return sentence_encoder(source)[0]

@@ -150,7 +150,7 @@ def train_cross(train_pairs: Pairs, val_pairs: Pairs | None = None, *, model_con
     # On the labels (graded pairs carry them too: STS-B ≥ 4 is a duplicate), as for a Siamese model;
     # a mixed validation set (MSRP + STS-B + SICK) has scores and must still get its threshold.
     if val is not None and len(set(val_pairs.labels.tolist())) == 2:
-        sims = model.similarity(val_pairs.text1, val_pairs.text2)
+        sims = model.similarity(val_pairs.text1, val_pairs.text2, prior=val_prior)  # the prior's cosines, once
         model.threshold, choice = choose_threshold(sims, val_pairs.labels, config.threshold_metric)
         if config.calibrate and val_pairs.scores is not None:
             calibration["note"] = "skipped: the validation pairs are graded, with scores rather than 0/1 labels"
