@@ -241,6 +241,19 @@ def test_import_siamese_stays_light():
     assert out.strip() == "[]"
 
 
+def test_int8_weights_use_seven_bits_so_cpus_without_vnni_do_not_overflow(exported):
+    """Without VNNI, ONNX Runtime adds int8 products in pairs into 16 bits: 8-bit weights can
+    overflow there, so the export keeps every quantised weight within [-64, 64] (2 x 255 x 64 < 2^15)."""
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(exported["int8"] / "model.onnx")).graph
+    weights = [numpy_helper.to_array(t) for t in graph.initializer if t.data_type == onnx.TensorProto.INT8]
+    assert len(weights) >= 36  # MiniLM: 6 layers x (Q, K, V, attention output, FFN in, FFN out)
+    assert max(int(np.abs(w).max()) for w in weights) == 64  # the 7-bit range, all of it
+    assert SiameseModel.load(exported["int8"]).info["export"]["int8"]["weight_bits"] == 7
+
+
 def test_int8_keeps_the_matmuls_with_outliers_in_fp32_when_accuracy_needs_it(minilm, texts, tmp_path, monkeypatch):
     """all-mpnet-base-v2 needs this (quantised whole: mean cosine 0.88); MiniLM passes the default
     bar whole, so a stricter bar makes it keep its worst matmuls (the FFN down-projections) in fp32."""
