@@ -19,7 +19,7 @@ How the graph is made, and why:
   of the 8 (ONNX Runtime's ``reduce_range``) so the folder is right on every CPU: without VNNI,
   ONNX Runtime's int8 kernels add products in pairs into 16 bits, which full 8-bit weights can
   overflow (measured on an AVX2-only CPU: all-mpnet-base-v2 needed 36 of 72 matmuls in fp32 at
-  8 bits, 18 at 7; MiniLM's worst text 0.953 → 0.96 cosine to fp32, the same speed).
+  8 bits, 18 at 7; MiniLM's worst text 0.953 → 0.965 cosine to fp32, the same speed).
 
 The exported folder has its own fingerprint (its vectors differ slightly from the PyTorch
 model's, more so in int8): an index built with the PyTorch model is refused with it, and the
