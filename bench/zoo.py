@@ -134,8 +134,9 @@ RECIPES = [
     Recipe("cross-encoder-paws-wiki-only", {"encoder": "transformer", "cross": True},
            {"epochs": 3, "batch_size": 16, "lr": 5e-5}, exclude_test_texts=True, val_holdout=500,
            train_sets=["paws-wiki-dev"]),
-    # The same specialist from all-mpnet-base-v2's weights (~7x slower to train than MiniLM here: one epoch
-    # over both orders, ~55 min on two AVX2 cores, is what fits a session; `make mpnet` first; lr 3e-5, between BERT-base's usual 2e-5 and MiniLM's 5e-5).
+    # The same specialist from all-mpnet-base-v2's weights (`make mpnet` first). ~7x slower to train
+    # than MiniLM here: one epoch over both orders (~55 min on two AVX2 cores) is what fits a session;
+    # lr 3e-5, between BERT-base's usual 2e-5 and MiniLM's 5e-5.
     Recipe("cross-encoder-mpnet-paws-wiki-only", {"encoder": "transformer", "cross": True, "encoder_options": {"path": "mpnet"}},
            {"epochs": 1, "batch_size": 16, "lr": 3e-5}, exclude_test_texts=True, val_holdout=500,
            train_sets=["paws-wiki-dev"]),
