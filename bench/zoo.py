@@ -137,7 +137,7 @@ RECIPES = [
     # The same specialist from all-mpnet-base-v2's weights (`make mpnet` first). ~7x slower to train
     # than MiniLM here: one epoch over both orders (~55 min on two AVX2 cores) is what fits a session;
     # lr 3e-5, between BERT-base's usual 2e-5 and MiniLM's 5e-5.
-    Recipe("cross-encoder-mpnet-paws-wiki-only", {"encoder": "transformer", "cross": True, "encoder_options": {"path": "mpnet"}},
+    Recipe("cross-encoder-mpnet-paws-wiki-only", {**MPNET, "cross": True},
            {"epochs": 1, "batch_size": 16, "lr": 3e-5}, exclude_test_texts=True, val_holdout=500,
            train_sets=["paws-wiki-dev"]),
     # A cross-encoder that corrects a bi-encoder: mpnet as-is gives the starting logit (its cosine,
