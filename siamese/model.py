@@ -315,7 +315,8 @@ class SiameseModel:
     def score(self, a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
         """The head on encodings (rows of :meth:`encode`)."""
         self.head.eval()
-        return self.head(a.to(self.device), b.to(self.device)).float().cpu().numpy()
+        scores = self.head(a.to(self.device), b.to(self.device)).float().cpu().numpy()
+        return np.clip(scores, *self.head.score_range)  # float rounding: a cosine of 1.0000001 is 1
 
     def probability(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
         """Calibrated duplicate probability per pair (see :mod:`siamese.calibration`)."""

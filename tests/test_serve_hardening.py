@@ -105,7 +105,7 @@ def guarded(small_calibrated, tmp_path_factory):
     (b'{"pairs": [["a", "b"]], "threshold": 1e400}', "out of range"),
     (b'{"pairs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested"),
     (b'{"pairs": ' + b"[" * 40 + b"]" * 40 + b"}", "nested"),
-    (b'{"k": 1' + b"0" * 5000 + b', "query": "q"}', "not valid JSON"),
+    (b'{"k": 1' + b"0" * 5000 + b', "query": "q"}', "5001 digits; at most 30"),
     (b'{"texts": ["\xff\xfe"]}', "not valid JSON"),
     (b"{not json", "not valid JSON"),
 ])
@@ -250,6 +250,110 @@ def test_half_sent_headers_are_dropped(hardened):
     data, _ = read_all(sock, 10)
     sock.close()
     assert data == b"" and time.monotonic() - start < 5
+
+
+def test_long_arrays_are_413_before_each_item_is_validated(hardened):
+    """300,000 wrongly typed items: one short 413 from the body check, not seconds of validation
+    and a 30 MB list of errors; the limit counts pairs for /similarity, texts elsewhere."""
+    client = Client(hardened.port)
+    for path, body in (("/embed", {"texts": [1] * 300_000}), ("/v1/embeddings", {"input": ["x"] * 257}),
+                       ("/similarity", {"pairs": [["a", "b"]] * 257})):
+        status, _, data = client.call("POST", path, json.dumps(body).encode())
+        assert status == 413 and len(data) < 300, (path, data[:200])
+        assert "items; at most 256 per request" in json.loads(data)["detail"]
+    status, _, body = client.json("POST", "/similarity", {"pairs": [[f"question {i}", "a question"] for i in range(200)]})
+    assert status == 200 and len(body["results"]) == 200
+
+
+@pytest.mark.parametrize("path, body, message", [
+    ("/similarity", {"pairs": [["a", "b"], ["c", " "]]}, "'pairs'[1][1] is empty"),
+    ("/similarity", {"pairs": [["a", "b" * 2001]]}, "'pairs'[0][1] has 2001 characters"),
+    ("/search", {"query": ""}, "'query' is empty"),
+    ("/embed", {"texts": ["a", ""]}, "'texts'[1] is empty"),
+])
+def test_messages_name_the_item_as_the_request_holds_it(hardened, path, body, message):
+    status, _, answer = Client(hardened.port).json("POST", path, body)
+    assert 400 <= status < 500 and message in answer["detail"], answer
+    assert answer["detail"].startswith(message)
+
+
+def test_a_body_that_is_not_sent_as_json_is_415(hardened):
+    client = Client(hardened.port)
+    for kind in ("text/plain", "application/xml", "application/x-www-form-urlencoded"):
+        status, _, data = client.call("POST", "/embed", b'{"texts": ["a"]}', headers={"Content-Type": kind})
+        assert status == 415 and "Content-Type: application/json" in json.loads(data)["detail"], kind
+    for kind in ("application/json; charset=utf-8", "application/merge-patch+json"):
+        assert client.call("POST", "/embed", b'{"texts": ["a"]}', headers={"Content-Type": kind})[0] == 200, kind
+
+
+def test_scores_stay_in_the_heads_range(hardened):
+    """Texts the model reads alike (no known words, or equal) score at most 1, not 1.0000001."""
+    status, _, body = Client(hardened.port).json(
+        "POST", "/similarity", {"pairs": [["???", "!!!"], ["\u0000", "hello"], ["same words", "same words"]]})
+    assert status == 200 and all(-1 <= r["similarity"] <= 1 for r in body["results"])
+
+
+def test_head_requests_and_made_up_methods(hardened):
+    client = Client(hardened.port)
+    for path in ("/", "/health", "/metrics", "/docs"):
+        assert client.call("HEAD", path)[0] == 200, path
+    for i in range(3):
+        sock = socket.create_connection(("127.0.0.1", hardened.port))
+        sock.sendall(f"MADEUP{i} /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        data, _ = read_all(sock, 10)
+        sock.close()
+        assert data.startswith(b"HTTP/1.1 4"), data[:100]
+    methods = {dict(labels).get("method") for (name, labels) in metrics_of(hardened.port) if name == "siamese_requests_total"}
+    assert "other" in methods and not any(m.startswith("MADEUP") for m in methods if m)
+
+
+def test_health_answers_while_every_worker_is_busy(tmp_path):
+    """96 requests for the 384-wide vectors of 256 texts each, at once: /health (async, on the
+    event loop) still answers promptly, since the handlers write their JSON in their own threads.
+    Before, the event loop converted each answer's vectors itself and /health waited behind them
+    (on two AVX2 cores: ~22 s before, ~3.5 s after; what is left is the worker threads' share of the GIL)."""
+    from siamese import ModelConfig
+
+    words = ["claim", "policy", "annuity", "premium", "deductible", "life", "term", "rider"]
+    texts = [" ".join(words[(i + j) % len(words)] for j in range(40)) for i in range(256)]
+    path = SiameseModel.build(texts, ModelConfig(encoder="bow", dim=384)).save(tmp_path / "wide")
+    body = json.dumps({"texts": texts}).encode()
+    with serving(path) as base:
+        port = int(base.rsplit(":", 1)[1])
+
+        def one(_):
+            client = Client(port)
+            try:
+                return client.call("POST", "/embed", body)[0]
+            finally:
+                client.close()
+
+        with ThreadPoolExecutor(96) as pool:
+            answers = pool.map(one, range(96))
+            time.sleep(1.0)
+            start = time.monotonic()
+            status, _, _ = Client(port).call("GET", "/health")
+            waited = time.monotonic() - start
+            statuses = set(answers)
+    assert status == 200 and waited < 8, waited
+    assert statuses <= {200, 429}, statuses
+
+
+def test_explanations_wait_in_the_queue_count():
+    """An explanation encodes beside the batcher: admitted against max_queue like a queued request."""
+    from siamese.serve.batching import Overloaded
+
+    batcher = Batcher(lambda texts: np.zeros((len(texts), 2)), BatchConfig(max_queue=1))
+    with batcher.admitted():
+        with pytest.raises(Overloaded, match="1 requests are waiting"):
+            with batcher.admitted():
+                pass
+    with batcher.admitted():  # released: room again
+        pass
+    batcher.close()
+    with pytest.raises(Overloaded, match="shutting down"):
+        with batcher.admitted():
+            pass
 
 
 # -- security headers, API keys ----------------------------------------------------------------

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import base64
 import copy
+import threading
 from collections.abc import Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,27 +33,33 @@ from .security import ApiKeys, SecurityHeaders
 
 @dataclass(frozen=True)
 class Limits:
-    max_texts: int = 256  # texts (or pairs) per request
+    max_texts: int = 256  # texts (or pairs) per request, and items of any array in a request body
     max_chars: int = 2_000  # characters per text
     max_body_bytes: int = 1_000_000
     max_k: int = 100
     read_timeout: float = 15.0  # seconds for a request's headers, and again for its body (408)
 
 
+# a threshold is on the head's scale (a cosine, a probability, a cross-encoder's logit): never near this
+THRESHOLD_BOUND = 1e6
+
+
 class PairsRequest(BaseModel):
     pairs: list[tuple[str, str]] = Field(..., description="[[text_a, text_b], ...]")
-    threshold: float | None = None
+    threshold: float | None = Field(None, ge=-THRESHOLD_BOUND, le=THRESHOLD_BOUND)
     explain: bool = Field(False, description="Add each pair's per-word weights (see siamese.explain)")
 
 
-# Explaining a pair re-encodes each text once per word (occlusion): far fewer pairs per request.
+# Explaining a pair re-encodes each text once per word (occlusion): far fewer pairs per request,
+# and few requests explained at once (Python-heavy work: more threads at it only starve the event loop).
 MAX_EXPLAINED_PAIRS = 8
+EXPLAINING_AT_ONCE = 2
 
 
 class SearchRequest(BaseModel):
     query: str
     k: int = Field(5, ge=1)
-    threshold: float | None = None
+    threshold: float | None = Field(None, ge=-THRESHOLD_BOUND, le=THRESHOLD_BOUND)
 
 
 class EmbedRequest(BaseModel):
@@ -77,6 +84,7 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
     if cross and index is not None:
         raise ConfigError("a cross-encoder has no vectors to search an index with; serve it without --index")
     batcher = None if cross else Batcher(model.encode, batching, on_batch=metrics.observe_batch)
+    explaining = threading.BoundedSemaphore(EXPLAINING_AT_ONCE)
     if not cross:
         model = BatchedModel(model, batcher)  # the handlers below encode through the batcher
     if index is not None:
@@ -99,8 +107,9 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
     page = Path(__file__).with_name("static") / "index.html"
     add_api_docs(app)
     # add_middleware wraps what is there: the last added runs first
-    app.add_middleware(BodyLimits, max_bytes=limits.max_body_bytes, timeout=limits.read_timeout)
-    app.add_middleware(ApiKeys, keys=api_keys)
+    app.add_middleware(BodyLimits, max_bytes=limits.max_body_bytes, timeout=limits.read_timeout,
+                       max_items=limits.max_texts)
+    app.add_middleware(ApiKeys, keys=api_keys, timeout=limits.read_timeout)
     app.add_middleware(SecurityHeaders, page=page)
     routes: set[str] = set()  # filled once the routes below exist
     app.add_middleware(Observe, metrics=metrics, routes=routes)
@@ -109,8 +118,10 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
     async def overloaded(request: Request, e: Overloaded):
         return JSONResponse({"detail": f"server busy: {e}"}, status_code=429, headers={"Retry-After": "1"})
 
-    @app.get("/metrics", include_in_schema=False)
-    def prometheus_metrics():
+    # The cheap GET routes are async: they run on the event loop, so a health probe is answered
+    # while every worker thread waits for the model. GET routes answer HEAD too.
+    @app.api_route("/metrics", methods=["GET", "HEAD"], include_in_schema=False)
+    async def prometheus_metrics():
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 
@@ -118,30 +129,42 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
         if cross:
             raise HTTPException(400, "this model is a cross-encoder: it scores pairs (/similarity) and has no vectors")
 
-    def check_texts(texts: list[str], field: str) -> None:
-        if not texts:
+    def check_texts(items: Sequence[str] | Sequence[tuple[str, str]], field: str) -> None:
+        """Items are texts, or pairs of texts; a message names the item as the request holds it."""
+        if not items:
             raise HTTPException(422, f"'{field}' is empty")
-        if len(texts) > limits.max_texts:
-            raise HTTPException(413, f"'{field}' has {len(texts)} items; at most {limits.max_texts} per request")
-        for i, t in enumerate(texts):
-            if len(t) > limits.max_chars:
-                raise HTTPException(413, f"'{field}'[{i}] has {len(t)} characters; at most {limits.max_chars}")
-            if not t.strip():
-                raise HTTPException(422, f"'{field}'[{i}] is empty")
+        if len(items) > limits.max_texts:
+            raise HTTPException(413, f"'{field}' has {len(items)} items; at most {limits.max_texts} per request")
+        for i, item in enumerate(items):
+            for j, t in ([(None, item)] if isinstance(item, str) else enumerate(item)):
+                where = f"'{field}'[{i}]" + (f"[{j}]" if j is not None else "")
+                if len(t) > limits.max_chars:
+                    raise HTTPException(413, f"{where} has {len(t)} characters; at most {limits.max_chars}")
+                if not t.strip():
+                    raise HTTPException(422, f"{where} is empty")
 
-    @app.get("/", include_in_schema=False)
-    def home():
+    def check_text(text: str, field: str) -> None:
+        if len(text) > limits.max_chars:
+            raise HTTPException(413, f"'{field}' has {len(text)} characters; at most {limits.max_chars}")
+        if not text.strip():
+            raise HTTPException(422, f"'{field}' is empty")
+
+    @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
+    async def home():
         return FileResponse(page, media_type="text/html")
 
-    @app.get("/health")
-    def health():
+    @app.api_route("/health", methods=["GET", "HEAD"])
+    async def health():
         return {"status": "ok", "version": __version__, "model": model_name, "threshold": model.threshold,
                 "calibrated": model.calibrator is not None, "api_key_required": bool(api_keys),
                 "index_size": len(index) if index is not None else None}
 
+    # The handlers below return a JSONResponse: its JSON is then written in the handler's worker
+    # thread; a plain dict would be converted on the event loop (~0.1 s for 256 vectors), where
+    # it holds up every other request.
     @app.post("/similarity")
     def similarity(req: PairsRequest):
-        check_texts([t for pair in req.pairs for t in pair], "pairs")
+        check_texts(req.pairs, "pairs")
         t = model.threshold if req.threshold is None else req.threshold
         scores = model.similarity([a for a, _ in req.pairs], [b for _, b in req.pairs])
         # probability: calibrated duplicate probability, null when the model is not calibrated
@@ -150,26 +173,28 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
         if req.explain:
             if len(req.pairs) > MAX_EXPLAINED_PAIRS:
                 raise HTTPException(422, f"'explain' is for at most {MAX_EXPLAINED_PAIRS} pairs per request, got {len(req.pairs)}")
-            for result, (a, b) in zip(results, req.pairs):
-                result["explanation"] = model.explain(a, b).to_dict()
-        return {"threshold": t, "results": results}
+            # explaining re-encodes each text once per word, beside the batcher: it waits in its queue's count
+            with batcher.admitted() if batcher is not None else nullcontext(), explaining:
+                for result, (a, b) in zip(results, req.pairs):
+                    result["explanation"] = model.explain(a, b).to_dict()
+        return JSONResponse({"threshold": t, "results": results})
 
     @app.post("/search")
     def search(req: SearchRequest):
         if index is None:
             raise HTTPException(404, "this server has no index; start it with --index")
-        check_texts([req.query], "query")
+        check_text(req.query, "query")
         if req.k > limits.max_k:
             raise HTTPException(422, f"'k' is {req.k}; at most {limits.max_k}")
         hits = index.search([req.query], req.k, threshold=req.threshold)[0]
-        return {"query": req.query, "hits": [asdict(h) for h in hits]}
+        return JSONResponse({"query": req.query, "hits": [asdict(h) for h in hits]})
 
     @app.post("/embed")
     def embed(req: EmbedRequest):
         needs_vectors()
         check_texts(req.texts, "texts")
         vectors = model.encode(req.texts)
-        return {"dim": int(vectors.shape[1]), "embeddings": vectors.tolist()}
+        return JSONResponse({"dim": int(vectors.shape[1]), "embeddings": vectors.tolist()})
 
     @app.post("/v1/embeddings")
     def openai_embeddings(req: OpenAIEmbeddingRequest):
@@ -186,8 +211,8 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
         for i, v in enumerate(vectors):
             emb = base64.b64encode(v.astype("<f4").tobytes()).decode() if req.encoding_format == "base64" else v.tolist()
             data.append({"object": "embedding", "index": i, "embedding": emb})
-        return {"object": "list", "data": data, "model": req.model or model_name,
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        return JSONResponse({"object": "list", "data": data, "model": req.model or model_name,
+                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
     routes.update(route.path for route in app.routes)
     return app
@@ -203,7 +228,7 @@ def add_api_docs(app: FastAPI) -> None:
 
     app.mount("/docs-files", StaticFiles(directory=str(files("fastapi_offline") / "static")), name="docs-files")
 
-    @app.get("/docs", include_in_schema=False)
+    @app.api_route("/docs", methods=["GET", "HEAD"], include_in_schema=False)
     def api_docs():
         return get_swagger_ui_html(openapi_url="/openapi.json", title="siamese — HTTP API",
                                    swagger_js_url="/docs-files/swagger-ui-bundle.js",

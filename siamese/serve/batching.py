@@ -12,8 +12,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,13 +94,22 @@ class Batcher:
         return job.future.result()
 
     def _encode_now(self, texts: list[str]) -> np.ndarray:
-        with self._cond:
-            if self._running >= self.config.max_queue:
-                raise Overloaded(f"{self._running} requests are using the model; retry shortly")
-            self._running += 1
-        try:
+        with self.admitted():
             self._on_batch([0.0], len(texts))
             return self._encode(texts)
+
+    @contextmanager
+    def admitted(self) -> Iterator[None]:
+        """A model call outside the batches (unbatched encoding, explanations), counted against
+        ``max_queue`` with the queued requests: Overloaded when they are already that many."""
+        with self._cond:
+            if self._closed:
+                raise Overloaded("the server is shutting down")
+            if self.waiting >= self.config.max_queue:
+                raise Overloaded(f"{self.waiting} requests are waiting for the model; retry shortly")
+            self._running += 1
+        try:
+            yield
         finally:
             with self._cond:
                 self._running -= 1

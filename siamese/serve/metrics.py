@@ -17,6 +17,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .limits import reply
 
 log = logging.getLogger("siamese.access")
+# any other request method is counted as "other": made-up methods must not grow the label set either
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 errors = logging.getLogger("siamese.serve")
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -78,7 +80,8 @@ class Observe:
             seconds = time.perf_counter() - start
             route = scope.get("route")
             label = getattr(route, "path", None) or (scope["path"] if scope["path"] in self.routes else "other")
-            self.metrics.requests.labels(label, scope["method"], str(status or 499)).inc()  # 499: client left
+            method = scope["method"] if scope["method"] in METHODS else "other"
+            self.metrics.requests.labels(label, method, str(status or 499)).inc()  # 499: client left
             self.metrics.latency.labels(label).observe(seconds)
             log.info("%s %s %d %.1f ms", scope["method"], _printable(scope["path"]), status or 499, 1000 * seconds)
 

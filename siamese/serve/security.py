@@ -36,9 +36,10 @@ def api_keys(given: Iterable[str] | None) -> list[str]:
 class ApiKeys:
     """ASGI middleware: 401 for requests without a valid key (when keys are set)."""
 
-    def __init__(self, app: ASGIApp, *, keys: Iterable[str]):
+    def __init__(self, app: ASGIApp, *, keys: Iterable[str], timeout: float = 15.0):
         self.app = app
         self.keys = [k.encode() for k in keys]
+        self.timeout = timeout  # for reading and dropping a refused request's body
 
     def allowed(self, scope: Scope) -> bool:
         headers = dict(scope["headers"])
@@ -50,11 +51,12 @@ class ApiKeys:
         return given is not None and any([hmac.compare_digest(given, key) for key in self.keys])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.keys or scope["path"] in OPEN_PATHS or self.allowed(scope):
+        open_path = (scope.get("path", "").rstrip("/") or "/") in OPEN_PATHS  # /health/ is /health
+        if scope["type"] != "http" or not self.keys or open_path or self.allowed(scope):
             return await self.app(scope, receive, send)
         await refuse(scope, receive, send, 401,
                      "missing or invalid API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
-                     headers={"WWW-Authenticate": "Bearer"})
+                     seconds=self.timeout, headers={"WWW-Authenticate": "Bearer"})
 
 
 def inline_hashes(page: Path) -> str:
