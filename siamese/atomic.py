@@ -56,20 +56,54 @@ def output_error(path: Path, e: OSError) -> OutputError:
     return OutputError(f"{where}: cannot write ({e.strerror or e})")
 
 
-def is_siamese_folder(folder: Path) -> bool:
-    """True when ``folder`` holds a siamese model or index manifest."""
+KINDS = {"config.json": "model", "index.json": "index", "run.json": "dedupe run"}
+# What siamese writes at the top of a folder it owns (model, sentence-transformers layout, training
+# checkpoint, ONNX export, index, dedupe run): anything else there is the user's, and a re-save
+# that would delete it is refused.
+OWN_NAMES = frozenset({
+    "config.json", "model.safetensors", "tokenizer.json", "model.onnx", "prior", "modules.json",
+    "config_sentence_transformers.json", "sentence_bert_config.json", "0_Transformer", "1_Pooling", "2_Normalize",
+    "trainer_state.json", "trainer_state.safetensors",
+    "index.json", "index.faiss", "texts.jsonl", "lists.ivfdata", "shards",
+    "run.json", "result.json", "records.jsonl", "reference.jsonl", "pairs.npz", "vectors.npy", "clusters.jsonl",
+    "matches.jsonl",
+})
+
+
+def siamese_kind(folder: Path) -> str | None:
+    """What siamese folder ``folder`` is ("model", "index", "dedupe run"), or None."""
     for name in MANIFESTS:
         try:
             raw = json.loads((folder / name).read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):
             continue
         if isinstance(raw, dict) and str(raw.get("format", "")).startswith("siamese-"):
-            return True
-    return False
+            return KINDS[name]
+    return None
 
 
-def check_target(target: Path, *, overwrite: bool = False) -> None:
-    """Refuse a target that is a file, or a folder holding anything but a siamese folder (unless ``overwrite``)."""
+def is_siamese_folder(folder: Path) -> bool:
+    """True when ``folder`` holds a siamese model, index or dedupe-run manifest."""
+    return siamese_kind(folder) is not None
+
+
+def check_file_target(path: str | os.PathLike, *, overwrite: bool = False, inputs=()) -> Path:
+    """Refuse an output file that would replace something of the user's: an existing file (unless
+    ``overwrite``), a folder, or one of the command's ``inputs`` (even with ``overwrite``)."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputError(f"{path}: a folder is there, not a file")
+    for given in inputs:
+        if given is not None and Path(given).exists() and path.exists() and path.resolve() == Path(given).resolve():
+            raise OutputError(f"{path}: is this command's input; write the output under another name")
+    if (path.exists() or path.is_symlink()) and not overwrite:
+        raise OutputError(f"{path}: a file is already there; choose another name, or pass --overwrite to replace it")
+    return path
+
+
+def check_target(target: Path, *, overwrite: bool = False, kind: str | None = None) -> None:
+    """Refuse a target that is a file, a folder holding anything but a siamese folder, or a siamese
+    folder of another ``kind`` than the one to be written (a model over an index; unless ``overwrite``)."""
     parent = target.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
@@ -79,7 +113,21 @@ def check_target(target: Path, *, overwrite: bool = False) -> None:
         raise OutputError(f"{target}: a broken symbolic link is there, not a folder")
     if target.exists() and not target.is_dir():
         raise OutputError(f"{target}: a file is there, not a folder")
-    if target.is_dir() and not overwrite and not is_siamese_folder(target):
+    found = siamese_kind(target) if target.is_dir() else None
+    if found is not None and kind is not None and found != kind and not overwrite:
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise OutputError(f"{target}: holds a siamese {found}, which writing {article} {kind} would replace; "
+                          "choose another folder, or pass --overwrite to replace it")
+    if found is not None and not overwrite:
+        try:
+            theirs = sorted(p.name for p in target.iterdir() if p.name not in OWN_NAMES)
+        except OSError as e:
+            raise output_error(target, e) from None
+        if theirs:
+            shown = ", ".join(theirs[:5]) + (", ..." if len(theirs) > 5 else "")
+            raise OutputError(f"{target}: the {found} folder also holds files siamese did not write ({shown}), which "
+                              "replacing it would delete; move them, or pass --overwrite to replace it all")
+    if target.is_dir() and not overwrite and found is None:
         try:
             names = sorted(p.name for p in target.iterdir())
         except OSError as e:
@@ -211,13 +259,13 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def atomic_dir(target: str | os.PathLike, *, overwrite: bool = False) -> Iterator[Path]:
+def atomic_dir(target: str | os.PathLike, *, overwrite: bool = False, kind: str | None = None) -> Iterator[Path]:
     """Yield a temporary folder beside ``target``; on success it replaces ``target`` atomically.
 
-    ``target`` must not exist, be empty, or be a siamese folder, unless ``overwrite``; OS errors
-    become one-line :class:`OutputError`\\ s."""
+    ``target`` must not exist, be empty, or be a siamese folder (of ``kind``, when given), unless
+    ``overwrite``; OS errors become one-line :class:`OutputError`\\ s."""
     target = Path(os.path.abspath(target))
-    check_target(target, overwrite=overwrite)
+    check_target(target, overwrite=overwrite, kind=kind)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -226,7 +274,7 @@ def atomic_dir(target: str | os.PathLike, *, overwrite: bool = False) -> Iterato
         tmp = None
         try:
             recover(target)
-            check_target(target, overwrite=overwrite)  # another writer may have put something there meanwhile
+            check_target(target, overwrite=overwrite, kind=kind)  # another writer may have put something there meanwhile
             tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.siamese-", suffix=".tmp", dir=target.parent))
             yield tmp
             umask = _umask()

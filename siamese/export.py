@@ -97,7 +97,7 @@ def export_model(model: SiameseModel, out: str | os.PathLike, *, format: str = "
     except ImportError:
         raise ModelError("export needs the packages onnx and onnxruntime (pip install onnx onnxruntime)") from None
     out = Path(out)
-    with atomic_dir(out, overwrite=overwrite) as tmp:
+    with atomic_dir(out, overwrite=overwrite, kind="model") as tmp:
         raw = tmp / "export.onnx"
         export_graph(model.encoder, raw)
         quantization = None

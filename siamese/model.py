@@ -44,6 +44,7 @@ FORMAT = "siamese-model/1"
 # calibration: kept on the model (config.json's top-level "threshold"), not in the architecture.
 DEFAULT_THRESHOLD = 0.7
 HEAD_PREFIX = "head."
+MIN_VOCAB = 16  # [PAD], [UNK] and the other special tokens, and room for words
 _BIG = 1 << 24  # ids, buckets: a bound on sizes no real model reaches, so a tampered config cannot ask for more
 # Every config.json field, checked before anything is built from it.
 MANIFEST_FIELDS = {
@@ -120,6 +121,8 @@ class ModelConfig:
             raise ModelError(f"unknown head {self.head!r}; choose one of: {', '.join(HEADS)}")
         check_head_and_loss(self.head, self.loss)
         check_oov_buckets(self.oov_buckets)
+        if self.max_vocab is not None and (not isinstance(self.max_vocab, int) or self.max_vocab < MIN_VOCAB):
+            raise ConfigError(f"max_vocab must be at least {MIN_VOCAB} (the special tokens and some words; None: no cap), got {self.max_vocab!r}")
         if self.tokenizer not in ("words", "subwords"):
             raise ConfigError(f"tokenizer must be 'words' or 'subwords', got {self.tokenizer!r}")
         if self.tokenizer == "subwords" and (self.oov_buckets or self.char_ngrams):
@@ -361,7 +364,7 @@ class SiameseModel:
         """Write the model folder atomically (see :mod:`siamese.atomic`). An existing folder is
         replaced only when it is a siamese folder (or empty), or with ``overwrite``."""
         path = Path(path)
-        with atomic_dir(path, overwrite=overwrite) as tmp:
+        with atomic_dir(path, overwrite=overwrite, kind="model") as tmp:
             self.write(tmp)
         self.path = path.resolve()
         return path

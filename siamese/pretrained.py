@@ -57,6 +57,15 @@ def model_folder(name_or_path: str | os.PathLike | None) -> Path:
     return NAMED[name]() if name in NAMED and not Path(name).exists() else Path(name)
 
 
+def require_safetensors(folder: Path) -> None:
+    """Refuse a Hugging Face folder whose weights are only pickles (pytorch_model.bin): a pickle
+    can run code when loaded, so siamese loads safetensors only."""
+    if not any(folder.glob("*.safetensors")):
+        pickles = sorted(p.name for p in folder.glob("*.bin")) or ["no weights file"]
+        raise ModelError(f"{folder}: no .safetensors weights ({', '.join(pickles)}); siamese never loads pickled "
+                         "weights: convert them to safetensors first (safetensors.torch.save_file)")
+
+
 def cache_root(cache: str | os.PathLike | None = None) -> Path:
     return Path(cache or os.environ.get("SIAMESE_CACHE") or Path.home() / ".cache" / "siamese")
 

@@ -180,7 +180,7 @@ class Checkpoint:
         from .atomic import atomic_dir
 
         tensors, skeleton = trainer.state()
-        with atomic_dir(self.folder) as tmp:
+        with atomic_dir(self.folder, kind="model") as tmp:
             self.write_model(tmp)
             save_file(tensors, str(tmp / STATE_TENSORS))
             (tmp / STATE_JSON).write_text(json.dumps({"meta": self.meta, "trainer": skeleton}) + "\n")

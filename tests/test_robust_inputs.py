@@ -182,3 +182,82 @@ def test_os_errors_on_outputs_are_one_line(tmp_path, model_path):
 
         with atomic_file(tmp_path / "dir.npy"):
             pass
+
+
+# -- nothing of the user's is replaced ------------------------------------------------------------
+
+def test_output_files_never_replace_an_input_or_an_existing_file(tmp_path, model_path, data_dir):
+    """encode, evaluate --report/--errors, summary --png and score write a new file: an existing one
+    is replaced only with --overwrite, and never when it is the command's input (or the model's config)."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("one question\nanother one\n")
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_bytes((data_dir / "quora/quora_question_pairs_sample300.csv").read_bytes())
+    config = Path(model_path) / "config.json"
+    before = {p: p.read_bytes() for p in (texts, pairs, config)}
+    for args, fragment in [
+        (("encode", model_path, "--data", texts, "--out", texts, "--quiet"), "is this command's input"),
+        (("encode", model_path, "--data", texts, "--out", config, "--quiet", "--overwrite"), "is this command's input"),
+        (("evaluate", model_path, "--data", pairs, "--errors", pairs, "--overwrite"), "is this command's input"),
+        (("evaluate", model_path, "--data", pairs, "--report", tmp_path / "x.html", "--errors", tmp_path / "x.html"),
+         "give each its own file"),
+        (("summary", model_path, "--png", config), "is this command's input"),
+        (("score", model_path, "--data", pairs, "--out", texts), "a file is already there"),
+    ]:
+        assert_user_error(run(*args, check_ok=False), fragment)
+    assert {p: p.read_bytes() for p in before} == before
+    out = tmp_path / "v.npy"
+    run("encode", model_path, "--data", texts, "--out", out, "--quiet")
+    first = out.read_bytes()
+    assert_user_error(run("encode", model_path, "--data", texts, "--out", out, "--quiet", check_ok=False),
+                      "a file is already there", "--overwrite")
+    run("encode", model_path, "--data", texts, "--out", out, "--quiet", "--overwrite")
+    assert out.read_bytes() == first  # replaced, with the same vectors
+
+
+def test_output_folders_never_replace_another_kind_or_the_users_files(tmp_path, model_path):
+    """A model, an index and a dedupe run replace only a siamese folder of their own kind, holding
+    nothing siamese did not write, and never the folder the command reads."""
+    import shutil
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("how do I cook rice\nwhat is a policy\nhow to boil rice\n")
+    model = tmp_path / "model"
+    shutil.copytree(model_path, model)
+    index = tmp_path / "index"
+    run("index", "build", model, "--data", texts, "--out", index, "--quiet")
+    saved = {p.name: p.read_bytes() for p in model.iterdir()}
+    for args, fragment in [
+        (("dedupe", model, "--data", texts, "--out", model), "holds a siamese model, which writing a dedupe run"),
+        (("index", "build", model, "--data", texts, "--out", model), "holds a siamese model, which writing an index"),
+        (("export", model, "--out", model), "is the folder this command reads"),
+    ]:
+        assert_user_error(run(*args, check_ok=False), fragment)
+    assert {p.name: p.read_bytes() for p in model.iterdir()} == saved
+    (index / "NOTES.md").write_text("mine")
+    assert_user_error(run("index", "build", model, "--data", texts, "--out", index, "--quiet", check_ok=False),
+                      "files siamese did not write (NOTES.md)")
+    assert (index / "NOTES.md").read_text() == "mine"
+    run("index", "build", model, "--data", texts, "--out", index, "--quiet", "--overwrite")  # the user's consent
+    assert not (index / "NOTES.md").exists()
+
+
+def test_text_arguments_and_thresholds_are_checked(model_path):
+    assert_user_error(run("predict", model_path, "\udcff bytes", "hello", check_ok=False), "text1: not valid UTF-8")
+    assert_user_error(run("predict", model_path, "hello", "  ", check_ok=False), "text2: the text is empty")
+    proc = run("predict", model_path, "a", "b", "--threshold", "nan", check_ok=False)
+    assert proc.returncode == 2 and "not a finite number" in proc.stderr + proc.stdout
+
+
+def test_a_folder_with_pickled_weights_only_is_refused_unread(tmp_path):
+    """pytorch_model.bin is a pickle: refused before anything opens it, whatever it holds."""
+    from siamese.pretrained import model_folder
+
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    for name in ("config.json", "tokenizer.json"):
+        (folder / name).write_bytes((model_folder("minilm") / name).read_bytes())
+    (folder / "pytorch_model.bin").write_bytes(b"not even a pickle: it must not be opened")
+    assert_user_error(run("pretrained", folder, "--out", tmp_path / "out", check_ok=False),
+                      "pytorch_model.bin", "never loads pickled weights")
+    assert not (tmp_path / "out").exists()

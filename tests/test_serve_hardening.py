@@ -408,6 +408,20 @@ def test_bad_serve_options_are_one_line_errors(small_calibrated, args, fragment)
     assert proc.stderr.startswith("error: ") and fragment in proc.stderr and proc.stderr.count("\n") == 1
 
 
+def test_an_address_that_cannot_be_listened_on_is_a_one_line_error(small_calibrated):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        for args, fragment in ((["--port", str(port)], "in use"), (["--host", "no.such.host.invalid"], "cannot listen"),
+                               (["--port", "70000"], "65535")):
+            proc = subprocess.run([str(SCRIPT), "serve", str(small_calibrated.path), *args],
+                                  capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 2 and fragment in proc.stderr, (args, proc.stderr)
+            if args[0] == "--port" and args[1] != "70000":
+                assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1
+
+
 # -- back-pressure and batching ----------------------------------------------------------------
 
 def test_full_queue_answers_429_with_retry_after(guarded):

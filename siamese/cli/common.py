@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from ..errors import SiameseError
+from ..errors import DataError, SiameseError
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 FormatOpt = Annotated[str, typer.Option("--format", help="Data format: auto, quora, generic, msrp, paws, twitter-url, sick, sts, semeval, mqp.")]
@@ -21,7 +22,9 @@ Text1Opt = Annotated[Optional[str], typer.Option("--text1", help="Column holding
 Text2Opt = Annotated[Optional[str], typer.Option("--text2", help="Column holding the second text.")]
 LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Column holding the 0/1 label.")]
 OverwriteOpt = Annotated[bool, typer.Option(
-    "--overwrite", help="Replace --out even when it is a folder of other files (by default only a siamese folder is replaced).")]
+    "--overwrite", help="Replace --out even when it is a folder of other files or another kind of siamese folder (by default only a siamese folder of the same kind is replaced).")]
+OverwriteFileOpt = Annotated[bool, typer.Option(
+    "--overwrite", help="Replace output files that already exist (by default an existing file is never replaced).")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto (a GPU when there is one, else the CPU), cpu, cuda, cuda:N or mps.")]
 EngineOpt = Annotated[str, typer.Option("--engine", help="local (this process) or ray (a Ray cluster: Ray Data actors, one model each; pip install 'siamese[ray]').")]
 AddressOpt = Annotated[Optional[str], typer.Option("--address", help="--engine ray: the cluster to join (ray://HOST:10001 or HOST:6379; default: a local cluster on this machine's CPUs).")]
@@ -29,6 +32,25 @@ TargetPrecisionOpt = Annotated[Optional[float], typer.Option(
     "--target-precision", help="Set the threshold to the lowest one reaching this precision on the pairs (error if none does).")]
 TargetRecallOpt = Annotated[Optional[float], typer.Option(
     "--target-recall", help="Set the threshold to the highest one reaching this recall on the pairs.")]
+
+
+def finite(value: float | None) -> float | None:
+    """Option callback: NaN and infinities are not thresholds (they would reach the JSON output)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
+def text_argument(value: str, name: str) -> str:
+    """A text from the command line: valid UTF-8 (the shell may pass any bytes) and not blank."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise DataError(f"{name}: not valid UTF-8 (byte {value[e.start].encode('utf-8', 'surrogateescape')!r} "
+                        f"at character {e.start})") from None
+    if not value.strip():
+        raise DataError(f"{name}: the text is empty")
+    return value
 
 
 def user_errors(fn):
@@ -49,11 +71,25 @@ def user_errors(fn):
     return wrapper
 
 
-def _check_out(out: Path, overwrite: bool) -> None:
-    """Refuse a bad --out before any work is done (saving checks it again)."""
+def _check_out(out: Path, overwrite: bool, kind: str = "model", inputs=()) -> None:
+    """Refuse a bad --out folder before any work is done (saving checks it again); ``kind``: what
+    the command writes ("model", "index", "dedupe run"), so it never replaces another kind; never
+    one of the folders the command reads (``inputs``), even with --overwrite."""
     from ..atomic import check_target
+    from ..errors import OutputError
 
-    check_target(out, overwrite=overwrite)
+    for given in inputs:
+        if given is not None and Path(given).is_dir() and out.exists() and out.resolve() == Path(given).resolve():
+            raise OutputError(f"{out}: is the folder this command reads; write to another folder")
+    check_target(out, overwrite=overwrite, kind=kind)
+
+
+def _check_out_file(out: Path | None, overwrite: bool, inputs=()) -> None:
+    """Refuse an --out file that exists (unless ``overwrite``) or is one of the command's inputs."""
+    from ..atomic import check_file_target
+
+    if out is not None:
+        check_file_target(out, overwrite=overwrite, inputs=inputs)
 
 
 def _read(path: Path, format: str, text1, text2, label):

@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import ConfigError
-from .common import AddressOpt, DeviceOpt, EngineOpt, JsonOpt, OverwriteOpt, _check_out, _emit, user_errors
+from .common import (AddressOpt, finite, text_argument, DeviceOpt, EngineOpt, JsonOpt, OverwriteFileOpt, OverwriteOpt, _check_out, _check_out_file,
+                     _emit, user_errors)
 
 TextColumnOpt = Annotated[Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")]
 
@@ -38,6 +39,7 @@ def encode(
     engine: EngineOpt = "local",
     address: AddressOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    overwrite: OverwriteFileOpt = False,
     as_json: JsonOpt = False,
 ):
     """Embed texts into a .npy file: unit vectors for cosine models, the encoder's raw features for the other heads."""
@@ -46,6 +48,7 @@ def encode(
     from ..vectors import check_target, encode_to_file
 
     check_target(out)
+    _check_out_file(out, overwrite, inputs=[data, model_dir / "config.json"])
     model = SiameseModel.load(model_dir, device=device)
     texts = read_texts(data, column, skip_empty=False)  # row i of the output is text i: no silent skips
     runner = _corpus_engine(engine, address, device, quiet or as_json)
@@ -71,7 +74,7 @@ def index_build(
     as_json: JsonOpt = False,
 ):
     """Encode a corpus into a FAISS index saved with its texts (each distinct text once)."""
-    _check_out(out, overwrite)
+    _check_out(out, overwrite, kind="index")
     from ..data import read_texts
     from ..model import SiameseModel
     from ..search import DuplicateIndex
@@ -122,13 +125,14 @@ def search(
     query: Annotated[str, typer.Argument(help="The new question.")],
     model_dir: Annotated[Optional[Path], typer.Option("--model", help="Model folder (default: the one that built the index).")] = None,
     k: Annotated[int, typer.Option("-k", min=1, help="How many neighbours.")] = 5,
-    threshold: Annotated[Optional[float], typer.Option(help="Duplicate threshold (default: the model's).")] = None,
+    threshold: Annotated[Optional[float], typer.Option(callback=finite, help="Duplicate threshold (default: the model's).")] = None,
     rerank: Annotated[Optional[Path], typer.Option("--rerank", help="A cross-encoder folder (train --cross) that re-scores the k candidates and gives the verdict.")] = None,
     as_json: JsonOpt = False,
 ):
     """Nearest indexed texts to a query, with similarity and a duplicate verdict."""
     from dataclasses import asdict
 
+    query = text_argument(query, "query")
     cross = _open_cross(rerank) if rerank else None  # a wrong folder fails before the index is read
     index = _open_index(index_dir, model_dir)
     hits = index.search([query], k, threshold=None if cross else threshold)[0]
@@ -158,10 +162,10 @@ def dedupe(
     against: Annotated[Optional[Path], typer.Option(
         "--against", help="Reference set (a .txt/CSV/TSV file or an index folder): flag the texts that duplicate it.")] = None,
     rethreshold: Annotated[Optional[float], typer.Option(
-        "--rethreshold", help="Regroup the run folder PATH at this threshold (at or above its floor), without encoding.")] = None,
-    threshold: Annotated[Optional[float], typer.Option(help="Duplicate threshold (default: the model's).")] = None,
+        "--rethreshold", help="Regroup the run folder PATH at this threshold (at or above its floor), without encoding.", callback=finite)] = None,
+    threshold: Annotated[Optional[float], typer.Option(callback=finite, help="Duplicate threshold (default: the model's).")] = None,
     floor: Annotated[Optional[float], typer.Option(
-        help="Keep candidate pairs down to this similarity for later --rethreshold (default: threshold - 0.05).")] = None,
+        help="Keep candidate pairs down to this similarity for later --rethreshold (default: threshold - 0.05).", callback=finite)] = None,
     column: TextColumnOpt = None,
     id_column: Annotated[Optional[str], typer.Option("--id-column", help="CSV column of unique ids (default: row number).")] = None,
     against_column: Annotated[Optional[str], typer.Option(help="Text column of a CSV reference (default: --column).")] = None,
@@ -189,11 +193,16 @@ def dedupe(
     from ..search import DedupeRun
 
     if rethreshold is not None:
+        given = [name for name, value in (("--data", data), ("--out", out), ("--against", against), ("--verify", verify))
+                 if value is not None]
+        if given:
+            raise ConfigError(f"--rethreshold regroups the run folder in place; it takes no {', '.join(given)}")
         run = DedupeRun.load(path)
         summary = run.rethreshold(rethreshold, clustering=clusters, min_size=min_size)
     else:
         if data is None or out is None:
             raise ConfigError("dedupe needs --data and --out (or --rethreshold T RUN_FOLDER)")
+        _check_out(out, False, kind="dedupe run")  # never over the model it reads, or an index
         extra = {}
         if verify is not None:
             if against is not None:

@@ -10,15 +10,15 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import ConfigError
-from .common import (DeviceOpt, FormatOpt, JsonOpt, LabelOpt, TargetPrecisionOpt, TargetRecallOpt, Text1Opt, Text2Opt, _emit,
-                     _read, user_errors)
+from .common import (finite, text_argument, DeviceOpt, FormatOpt, JsonOpt, LabelOpt, OverwriteFileOpt, TargetPrecisionOpt, TargetRecallOpt, Text1Opt,
+                     Text2Opt, _check_out_file, _emit, _read, user_errors)
 
 
 @user_errors
 def evaluate(
     model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
     data: Annotated[Path, typer.Option("--data", help="Labelled pairs to evaluate on.")],
-    threshold: Annotated[Optional[float], typer.Option(help="Decision threshold (default: the model's, chosen on validation data).")] = None,
+    threshold: Annotated[Optional[float], typer.Option(callback=finite, help="Decision threshold (default: the model's, chosen on validation data).")] = None,
     report: Annotated[Optional[Path], typer.Option("--report", help="Also write a self-contained HTML report: curves, histograms, reliability diagram, confusion matrix, most confident errors.")] = None,
     errors: Annotated[Optional[Path], typer.Option("--errors", help="Also write every misclassified pair to this CSV.")] = None,
     format: FormatOpt = "auto",
@@ -26,11 +26,18 @@ def evaluate(
     text2: Text2Opt = None,
     label: LabelOpt = None,
     device: DeviceOpt = "auto",
+    overwrite: OverwriteFileOpt = False,
     as_json: JsonOpt = False,
 ):
     """Accuracy, precision, recall, F1, ROC-AUC, AP, calibration (Brier, ECE, log-loss) and the confusion matrix on labelled pairs."""
+    from ..errors import ConfigError
     from ..evaluation import evaluate_pairs
     from ..loading import load_model
+
+    if report is not None and errors is not None and report.absolute() == errors.absolute():
+        raise ConfigError(f"--report and --errors are both {report}: give each its own file")
+    for out in (report, errors):  # before the evaluation, not after it
+        _check_out_file(out, overwrite, inputs=[data, model_dir / "config.json"])
 
     model = load_model(model_dir, device=device)
     ev = evaluate_pairs(model, _read(data, format, text1, text2, label), threshold=threshold)
@@ -65,14 +72,15 @@ def predict(
     text2: Annotated[Optional[str], typer.Argument(help="Second text (or --text2).")] = None,
     first: Annotated[Optional[str], typer.Option("--text1", help="First text.")] = None,
     second: Annotated[Optional[str], typer.Option("--text2", help="Second text.")] = None,
-    threshold: Annotated[Optional[float], typer.Option(help="Decision threshold (default: the model's).")] = None,
+    threshold: Annotated[Optional[float], typer.Option(callback=finite, help="Decision threshold (default: the model's).")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Also weigh each word: how much it drove the similarity.")] = False,
     as_json: JsonOpt = False,
 ):
     """Similarity of two texts and whether they are duplicates."""
     from ..loading import load_model
 
-    text1, text2 = _one_of(text1, first, "text1"), _one_of(text2, second, "text2")
+    text1 = text_argument(_one_of(text1, first, "text1"), "text1")
+    text2 = text_argument(_one_of(text2, second, "text2"), "text2")
     model = load_model(model_dir)
     t = model.threshold if threshold is None else threshold
     similarity = float(model.similarity([text1], [text2])[0])
@@ -139,16 +147,18 @@ def score(
     data: Annotated[Path, typer.Option("--data", help="Pairs to score (CSV or TSV; labels optional, every column kept).")],
     out: Annotated[Path, typer.Option("--out", help="Scored copy to write (.csv or .tsv; written whole or not at all).")],
     batch_size: Annotated[int, typer.Option(min=1, help="Pairs read, scored and written at a time.")] = 1024,
-    threshold: Annotated[Optional[float], typer.Option(help="Decision threshold (default: the model's).")] = None,
+    threshold: Annotated[Optional[float], typer.Option(callback=finite, help="Decision threshold (default: the model's).")] = None,
     format: FormatOpt = "auto",
     text1: Text1Opt = None,
     text2: Text2Opt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
+    overwrite: OverwriteFileOpt = False,
     as_json: JsonOpt = False,
 ):
     """Add similarity, probability (calibrated models) and duplicate columns to a file of pairs, streamed."""
     from ..progress import tqdm
 
+    _check_out_file(out, overwrite, inputs=[data, model_dir / "config.json"])
     from ..loading import load_model
     from ..scoring import score_file
 
@@ -177,11 +187,13 @@ def score(
 def summary(
     model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
     png: Annotated[Optional[Path], typer.Option("--png", help="Also draw the architecture into this PNG file.")] = None,
+    overwrite: OverwriteFileOpt = False,
     as_json: JsonOpt = False,
 ):
     """Layers, output shapes and parameter counts of a model (like Keras's model.summary())."""
     from dataclasses import asdict
 
+    _check_out_file(png, overwrite, inputs=[model_dir / "config.json"])
     from ..model import SiameseModel
     from ..summary import draw, summary_rows
 
@@ -209,6 +221,7 @@ def rank(
     from ..data import read_texts
     from ..model import SiameseModel
 
+    question = text_argument(question, "question")
     model = SiameseModel.load(model_dir)
     texts = read_texts(candidates, column)
     ranked = run_rank(model, question, texts)[:k]

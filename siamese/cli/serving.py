@@ -16,7 +16,7 @@ def serve(
     model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
     index_dir: Annotated[Optional[Path], typer.Option("--index", help="Index folder for /search.")] = None,
     host: str = "127.0.0.1",
-    port: int = 8000,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free one).")] = 8000,
     api_key: Annotated[Optional[list[str]], typer.Option("--api-key", help="Require this key (repeat for several; default: $SIAMESE_API_KEYS, comma-separated) as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'. The page and /health stay open.")] = None,
     batching: Annotated[bool, typer.Option("--batching/--no-batching", help="Encode concurrent requests' texts in one model call.")] = True,
     max_batch: Annotated[int, typer.Option(help="Texts per batched model call.")] = 128,

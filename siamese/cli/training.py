@@ -179,9 +179,9 @@ def train(
     keep_initial: Annotated[float, typer.Option(min=0.0, max=0.99, help="Transformer: after training, mix this share of the pretrained weights back in (WiSE-FT), e.g. 0.5.")] = 0.0,
     margin: Annotated[Optional[float], typer.Option(help="Loss margin (default: 0.25 triplet, 0.2 hinge, 0.5 contrastive; other losses have none).")] = None,
     scale: Annotated[Optional[float], typer.Option(help="Loss scale of the softmax losses (default 20: mnr, cosent; other losses have none).")] = None,
-    seed: int = 0,
-    max_vocab: Annotated[int, typer.Option(help="Vocabulary size cap (0 = no cap).")] = 50_000,
-    oov_buckets: Annotated[int, typer.Option(min=0, help="Hash words outside the vocabulary into this many extra ids instead of [UNK] (0 = all [UNK]), so texts sharing an unseen word share its vector.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1)] = 0,
+    max_vocab: Annotated[int, typer.Option(min=0, help="Vocabulary size cap (0 = no cap).")] = 50_000,
+    oov_buckets: Annotated[int, typer.Option(min=0, max=1 << 22, help="Hash words outside the vocabulary into this many extra ids instead of [UNK] (0 = all [UNK]), so texts sharing an unseen word share its vector.")] = 0,
     char_ngrams: Annotated[Optional[str], typer.Option(help="Bag of words: also pool each word's character n-grams of these lengths, e.g. 3-5 (fastText subwords), so word forms and misspellings overlap.")] = None,
     char_buckets: Annotated[int, typer.Option(min=1, help="Ids the character n-grams are hashed into (with --char-ngrams).")] = 1 << 17,
     lowercase: Annotated[bool, typer.Option("--lowercase/--keep-case")] = True,
@@ -327,7 +327,7 @@ def distill_command(
     fine_tune_epochs: Annotated[int, typer.Option(min=1)] = 1,
     fine_tune_lr: Annotated[float, typer.Option(min=0.0)] = 1e-3,
     val_data: Annotated[Optional[list[Path]], typer.Option("--val-data", help="Labelled pairs to choose the threshold on (repeat). Default: the shared validation sets.")] = None,
-    seed: Annotated[int, typer.Option()] = StaticConfig.seed,
+    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1)] = StaticConfig.seed,
     overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,
 ):
@@ -336,7 +336,7 @@ def distill_command(
     from ..datasets import validation_sets
     from ..distill import distill, read_corpus
 
-    _check_out(out, overwrite)
+    _check_out(out, overwrite, inputs=[Path(teacher)])
     config = StaticConfig(dim=dim, vocabulary=vocabulary, extra_words=extra_words, epochs=epochs, lr=lr,
                           relational=relational, seed=seed)
     config.check()
@@ -376,7 +376,7 @@ def export(
     from ..model import SiameseModel
 
     check_export_options(format, quantize)  # before the model is loaded
-    _check_out(out, overwrite)
+    _check_out(out, overwrite, inputs=[model_dir])
     result = export_model(SiameseModel.load(model_dir), out, format=format, quantize=quantize, overwrite=overwrite)
     _emit(result, as_json, [f"exported {model_dir} to {out} ({format}{', ' + quantize if quantize else ''}, "
                             f"{result['bytes'] / 1e6:.1f} MB; cosine to the PyTorch model >= {result['min_cosine']:.4f})"])
@@ -397,7 +397,7 @@ def pretrained_model(
     as_json: JsonOpt = False,
 ):
     """Save a pretrained sentence encoder, untrained, as a Siamese model (cosine head, threshold chosen on validation pairs)."""
-    _check_out(out, overwrite)
+    _check_out(out, overwrite, inputs=[Path(source)])
     from ..datasets import validation_sets
     from ..sentence_encoder import from_pretrained
 

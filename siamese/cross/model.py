@@ -40,7 +40,7 @@ from ..manifest import read_manifest
 from ..model import FORMAT as SIAMESE_FORMAT
 from ..model import SiameseModel
 from ..precision import autocast, default_precision, resolve_precision
-from ..pretrained import model_folder, quiet_loading
+from ..pretrained import model_folder, quiet_loading, require_safetensors
 from ..version import __version__
 
 FORMAT = "siamese-cross/1"
@@ -75,8 +75,10 @@ class CrossNetwork(nn.Module):
             folder = model_folder(config.transformer)
             if not (folder / "config.json").is_file():
                 raise ModelError(f"{folder}: not a Hugging Face model folder (no config.json)")
+            require_safetensors(folder)
             with quiet_loading():
-                self.transformer = AutoModel.from_pretrained(str(folder), local_files_only=True, add_pooling_layer=False)
+                self.transformer = AutoModel.from_pretrained(str(folder), local_files_only=True, add_pooling_layer=False,
+                                                             use_safetensors=True)
             config.hf_config = json.loads(self.transformer.config.to_json_string())
         else:  # rebuilt from a saved folder: the weights follow
             hf = CONFIG_MAPPING[config.hf_config["model_type"]].from_dict(copy.deepcopy(config.hf_config))
@@ -257,7 +259,7 @@ class CrossEncoder:
     def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
         """Write the folder atomically (over a folder that is not a siamese one only with ``overwrite``)."""
         path = Path(path)
-        with atomic_dir(path, overwrite=overwrite) as tmp:
+        with atomic_dir(path, overwrite=overwrite, kind="model") as tmp:
             self.write(tmp)
         self.path = path.resolve()
         return path

@@ -27,7 +27,7 @@ def save_folder(path: str | os.PathLike, *, fmt: str, config, module: torch.nn.M
                 overwrite: bool = False) -> Path:
     """Write ``config`` (a dataclass), ``extra`` JSON fields, ``info`` and the module's weights."""
     path = Path(path)
-    with atomic_dir(path, overwrite=overwrite) as tmp:
+    with atomic_dir(path, overwrite=overwrite, kind="model") as tmp:
         manifest = {"format": fmt, "siamese_version": __version__, **asdict(config), **(extra or {}), "info": info}
         (tmp / "config.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         state = {k: v.detach().contiguous() for k, v in module.state_dict().items()}

@@ -16,7 +16,7 @@ import json
 import torch
 
 from ..errors import ConfigError, ModelError
-from ..pretrained import model_folder, quiet_loading
+from ..pretrained import model_folder, quiet_loading, require_safetensors
 from .base import Encoder
 from .common import check_pooling, finish, padding_mask
 
@@ -58,8 +58,9 @@ class TransformerEncoder(Encoder):
             if not (folder / "config.json").is_file():
                 raise ModelError(f"{folder}: not a Hugging Face model folder (no config.json)")
             _refuse_siamese_folder(folder)
+            require_safetensors(folder)
             with quiet_loading():
-                self.model = AutoModel.from_pretrained(str(folder), local_files_only=True)
+                self.model = AutoModel.from_pretrained(str(folder), local_files_only=True, use_safetensors=True)
             hf_config = json.loads(self.model.config.to_json_string())
             path = str(folder)
         else:  # rebuilt from a saved Siamese model: the weights follow from model.safetensors

@@ -201,7 +201,7 @@ class DuplicateIndex:
     def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
         """Write the index folder atomically; see :meth:`SiameseModel.save` for ``overwrite``."""
         path = Path(path)
-        with atomic_dir(path, overwrite=overwrite) as tmp:
+        with atomic_dir(path, overwrite=overwrite, kind="index") as tmp:
             if self.kind == "ondisk":
                 from .ondisk import build_ondisk
 

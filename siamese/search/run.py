@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,7 +229,7 @@ class DedupeRun:
         return summary
 
     def _save(self) -> None:
-        with atomic_dir(self.path) as tmp:
+        with atomic_dir(self.path, kind="dedupe run") as tmp:
             (tmp / "run.json").write_text(json.dumps(self.meta, indent=2) + "\n")
             _write_jsonl(tmp / "records.jsonl", (r.as_json() for r in self.records))
             np.savez(tmp / "pairs.npz", first=self.pairs.first, second=self.pairs.second,
@@ -256,7 +257,7 @@ class DedupeRun:
                 reference = {row["ref"]: Record(row["row"], row["id"], row["text"], row.get("columns", {}))
                              for row in _read_jsonl(path / "reference.jsonl")}
             result = json.loads((path / "result.json").read_text())
-        except (OSError, KeyError, ValueError) as e:
+        except (OSError, KeyError, ValueError, IndexError, zipfile.BadZipFile) as e:
             raise SearchIndexError(f"{path}: damaged dedupe run ({type(e).__name__}: {e})") from None
         self = cls(path, meta, records, text_of, pairs, vectors=vectors, reference=reference)
         self._set(result["threshold"], result.get("clustering") or "components", result.get("min_size") or 2)

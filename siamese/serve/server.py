@@ -8,9 +8,12 @@ within it too (limits.BodyLimits, 408), and an idle keep-alive connection is clo
 from __future__ import annotations
 
 import logging
+import socket
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from ..errors import ConfigError
 
 log = logging.getLogger("siamese.serve")
 LEVELS = ("critical", "error", "warning", "info", "debug")
@@ -64,6 +67,18 @@ def logging_config(level: str) -> dict:
     }
 
 
+def check_address(host: str, port: int) -> None:
+    """One line (ConfigError) when host:port cannot be listened on: an unknown host, an address
+    not of this machine, a port in use."""
+    try:
+        family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind(address)
+    except OSError as e:
+        raise ConfigError(f"cannot listen on {host}:{port} ({e.strerror or e})") from None
+
+
 def run(app, *, host: str, port: int, log_level: str = "info", read_timeout: float = 15.0,
         keep_alive: int = 5, what: str = "") -> None:
     """Serve ``app`` on host:port until interrupted; logs the address it listens on."""
@@ -71,6 +86,7 @@ def run(app, *, host: str, port: int, log_level: str = "info", read_timeout: flo
     config = uvicorn.Config(app, host=host, port=port, http=protocol, log_config=logging_config(log_level),
                             log_level=log_level, access_log=False, timeout_keep_alive=keep_alive,
                             server_header=False)
+    check_address(host, port)  # uvicorn would log a bind error and exit 1 or 3 instead of one line and 2
     sock = config.bind_socket()  # bound here: the log names the real port, even for --port 0
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
