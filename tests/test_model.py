@@ -13,6 +13,7 @@ import torch
 
 import siamese.model
 from siamese import ModelConfig, ModelError, SiameseModel
+from siamese.errors import OutputError
 
 PROBES = [
     "How do I learn Python?",
@@ -237,9 +238,12 @@ def test_interrupted_save_cleans_up(tmp_path, monkeypatch):
 
 def test_save_over_an_existing_model_replaces_it(tmp_path):
     target = small_model(seed=1).save(tmp_path / "model")
-    (target / "stale.txt").write_text("from an older model")
     new = small_model(seed=2)
-    assert new.save(target) == target
+    (target / "notes.txt").write_text("the user's, not ours")
+    with pytest.raises(OutputError, match=r"files siamese did not write \(notes.txt\)"):
+        new.save(target)  # replacing the folder would delete them
+    assert (target / "notes.txt").read_text() == "the user's, not ours"
+    assert new.save(target, overwrite=True) == target  # the user's consent
     assert sorted(os.listdir(target)) == ["config.json", "model.safetensors", "tokenizer.json"]
     assert leftovers(tmp_path, "model") == []
     np.testing.assert_array_equal(SiameseModel.load(target).encode(PROBES), new.encode(PROBES))

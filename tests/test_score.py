@@ -106,7 +106,7 @@ def test_refuses_to_overwrite_its_input_or_hide_a_column(small_calibrated, tmp_p
     data = tmp_path / "pairs.csv"
     data.write_text("text1,text2,similarity\na,b,0.3\n")
     result = runner.invoke(app, ["score", str(small_calibrated.path), "--data", str(data), "--out", str(data)])
-    assert result.exit_code == 2 and "would replace the input" in result.stderr
+    assert result.exit_code == 2 and "is this command's input" in result.stderr
     result = runner.invoke(app, ["score", str(small_calibrated.path), "--data", str(data), "--out", str(tmp_path / "o.csv")])
     assert result.exit_code == 2 and "already has column(s) 'similarity'" in result.stderr
     assert data.read_text() == "text1,text2,similarity\na,b,0.3\n"
