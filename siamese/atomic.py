@@ -118,24 +118,17 @@ def check_target(target: Path, *, overwrite: bool = False, kind: str | None = No
         article = "an" if kind[0] in "aeiou" else "a"
         raise OutputError(f"{target}: holds a siamese {found}, which writing {article} {kind} would replace; "
                           "choose another folder, or pass --overwrite to replace it")
-    if found is not None and not overwrite:
+    if target.is_dir() and not overwrite:
+        # a siamese folder may hold only what siamese writes; any other folder must be empty
         try:
-            theirs = sorted(p.name for p in target.iterdir() if p.name not in OWN_NAMES)
+            theirs = sorted(p.name for p in target.iterdir() if found is None or p.name not in OWN_NAMES)
         except OSError as e:
             raise output_error(target, e) from None
         if theirs:
             shown = ", ".join(theirs[:5]) + (", ..." if len(theirs) > 5 else "")
-            raise OutputError(f"{target}: the {found} folder also holds files siamese did not write ({shown}), which "
-                              "replacing it would delete; move them, or pass --overwrite to replace it all")
-    if target.is_dir() and not overwrite and found is None:
-        try:
-            names = sorted(p.name for p in target.iterdir())
-        except OSError as e:
-            raise output_error(target, e) from None
-        if names:
-            shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
-            raise OutputError(f"{target}: the folder holds files that are not a siamese model or index ({shown}); "
-                              "choose another folder, or pass --overwrite to replace it")
+            what = (f"the {found} folder also holds files siamese did not write ({shown}), which replacing it would delete"
+                    if found else f"the folder holds files that are not a siamese model or index ({shown})")
+            raise OutputError(f"{target}: {what}; move them or choose another folder, or pass --overwrite to replace it")
     if target.resolve() == Path(target.resolve().anchor):
         raise OutputError(f"{target}: cannot replace the root folder")
 
