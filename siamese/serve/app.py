@@ -137,17 +137,13 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
             raise HTTPException(413, f"'{field}' has {len(items)} items; at most {limits.max_texts} per request")
         for i, item in enumerate(items):
             for j, t in ([(None, item)] if isinstance(item, str) else enumerate(item)):
-                where = f"'{field}'[{i}]" + (f"[{j}]" if j is not None else "")
-                if len(t) > limits.max_chars:
-                    raise HTTPException(413, f"{where} has {len(t)} characters; at most {limits.max_chars}")
-                if not t.strip():
-                    raise HTTPException(422, f"{where} is empty")
+                check_text(t, f"'{field}'[{i}]" + (f"[{j}]" if j is not None else ""))
 
-    def check_text(text: str, field: str) -> None:
+    def check_text(text: str, where: str) -> None:
         if len(text) > limits.max_chars:
-            raise HTTPException(413, f"'{field}' has {len(text)} characters; at most {limits.max_chars}")
+            raise HTTPException(413, f"{where} has {len(text)} characters; at most {limits.max_chars}")
         if not text.strip():
-            raise HTTPException(422, f"'{field}' is empty")
+            raise HTTPException(422, f"{where} is empty")
 
     @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     async def home():
@@ -183,7 +179,7 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
     def search(req: SearchRequest):
         if index is None:
             raise HTTPException(404, "this server has no index; start it with --index")
-        check_text(req.query, "query")
+        check_text(req.query, "'query'")
         if req.k > limits.max_k:
             raise HTTPException(422, f"'k' is {req.k}; at most {limits.max_k}")
         hits = index.search([req.query], req.k, threshold=req.threshold)[0]

@@ -81,8 +81,9 @@ def _finite(text: str) -> float:
 
 
 def _integer(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_DIGITS:
-        raise BadBody(f"integer {text[:20]}... has {len(text)} digits; at most {MAX_DIGITS}")
+    digits = len(text.lstrip("-"))
+    if digits > MAX_DIGITS:
+        raise BadBody(f"integer {text[:20]}... has {digits} digits; at most {MAX_DIGITS}")
     return int(text)
 
 
