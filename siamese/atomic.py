@@ -91,6 +91,7 @@ def check_file_target(path: str | os.PathLike, *, overwrite: bool = False, input
     """Refuse an output file that would replace something of the user's: an existing file (unless
     ``overwrite``), a folder, or one of the command's ``inputs`` (even with ``overwrite``)."""
     path = Path(path)
+    _check_parent(path)
     if path.is_dir():
         raise OutputError(f"{path}: a folder is there, not a file")
     for given in inputs:
@@ -101,14 +102,19 @@ def check_file_target(path: str | os.PathLike, *, overwrite: bool = False, input
     return path
 
 
-def check_target(target: Path, *, overwrite: bool = False, kind: str | None = None) -> None:
-    """Refuse a target that is a file, a folder holding anything but a siamese folder, or a siamese
-    folder of another ``kind`` than the one to be written (a model over an index; unless ``overwrite``)."""
-    parent = target.parent
+def _check_parent(target: Path) -> None:
+    """The nearest existing folder above ``target`` must be a folder, not a file."""
+    parent = target.absolute().parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
         raise OutputError(f"{target}: cannot write there ({parent} is a file, not a folder)")
+
+
+def check_target(target: Path, *, overwrite: bool = False, kind: str | None = None) -> None:
+    """Refuse a target that is a file, a folder holding anything but a siamese folder, or a siamese
+    folder of another ``kind`` than the one to be written (a model over an index; unless ``overwrite``)."""
+    _check_parent(target)
     if target.is_symlink() and not target.exists():
         raise OutputError(f"{target}: a broken symbolic link is there, not a folder")
     if target.exists() and not target.is_dir():

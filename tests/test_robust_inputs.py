@@ -203,6 +203,7 @@ def test_output_files_never_replace_an_input_or_an_existing_file(tmp_path, model
          "give each its own file"),
         (("summary", model_path, "--png", config), "is this command's input"),
         (("score", model_path, "--data", pairs, "--out", texts), "a file is already there"),
+        (("score", model_path, "--data", pairs, "--out", texts / "scored.csv"), "is a file, not a folder"),
     ]:
         assert_user_error(run(*args, check_ok=False), fragment)
     assert {p: p.read_bytes() for p in before} == before

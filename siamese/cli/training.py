@@ -16,6 +16,11 @@ from .common import (DeviceOpt, FormatOpt, JsonOpt, LabelOpt, OverwriteOpt, Targ
                      Text2Opt, _check_out, _emit, _read, user_errors)
 
 
+def _threshold_source(val_pairs: int) -> str:
+    return (f"chosen on {val_pairs} validation pairs" if val_pairs
+            else "no validation pairs: the head's default, not chosen on data")
+
+
 def _answer_triplets(data: list[Path], val_data: Path | None, val_fraction: float, negatives: int, seed: int):
     """Training and validation triplets from answer-selection sets, and the validation questions."""
     import numpy as np
@@ -54,7 +59,7 @@ def _train_cross(pairs, val, test, *, out: Path, transformer, prior, epochs, bat
               "val_loss": info["history"][-1].get("val_loss"), "threshold": model.threshold,
               "pairs_per_second": info["pairs_per_second"], "seconds": info["seconds"], "calibration": info["calibration"]}
     lines = [f"cross-encoder trained on {result['train_pairs']} pairs for {result['epochs']} epochs in {result['seconds']:.1f}s",
-             f"threshold {model.threshold:.4f} (chosen on {result['val_pairs']} validation pairs)", f"saved to {out}"]
+             f"threshold {model.threshold:.4f} ({_threshold_source(result['val_pairs'])})", f"saved to {out}"]
     if test is not None:
         from ..evaluation import evaluate as run_evaluation
 
@@ -305,7 +310,7 @@ def train(
     _emit(result, as_json, [
         f"trained on {result['train_pairs']} pairs for {result['epochs']} epochs in {result['seconds']:.1f}s "
         f"({result['pairs_per_second']:.0f} pairs/s); best epoch {result['best_epoch']}",
-        f"threshold {result['threshold']:.4f} (chosen on {result['val_pairs']} validation pairs)",
+        f"threshold {result['threshold']:.4f} ({_threshold_source(result['val_pairs'])})",
         f"saved to {out}",
     ] + lines)
 
@@ -357,7 +362,7 @@ def distill_command(
     _emit(result, as_json, [
         f"student of {result['teacher']}: {info['tokens']:,} tokens x {student.dim}, learned on {info['corpus_texts']:,} texts "
         f"in {info['seconds']:.0f} s (epoch {kept['epoch']} kept; held-out cosine to the teacher {kept['val_cosine'] or 0:.3f})",
-        f"threshold {choice['threshold']:.4f} (chosen on {choice['val_pairs']} validation pairs)",
+        f"threshold {choice['threshold']:.4f} ({_threshold_source(choice['val_pairs'])})",
         f"saved to {out}",
     ])
 
