@@ -343,6 +343,8 @@ def test_cli_trains_a_glove_bilstm_on_weighted_sets(tmp_path, data_dir):
     r = invoke("train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--weight", "1",
                "--weight", "2", "--out", str(tmp_path / "x"), "-q")
     assert r.returncode == 2 and "--weight given 2 times for 1 --data files" in r.stderr
+    r = invoke("train", "--data", str(data_dir / "msrp/msr-para-val.tsv"), "--weight", "0", "--out", str(tmp_path / "x"), "-q")
+    assert r.returncode == 2 and "every --weight is 0" in r.stderr and not (tmp_path / "x").exists()
 
 
 def test_cli_trains_a_bag_of_bigrams(tmp_path, data_dir):

@@ -240,6 +240,8 @@ def train(
         if weight:
             if len(weight) != len(parts):
                 raise ConfigError(f"--weight given {len(weight)} times for {len(parts)} --data files; give one per file")
+            if not any(weight):
+                raise ConfigError("every --weight is 0: nothing would be trained on; give at least one file a weight above 0")
             parts = [part.with_weight(w) for part, w in zip(parts, weight)]
         pairs = Pairs.concat(parts)
         if test_fraction > 0:
