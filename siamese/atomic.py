@@ -87,6 +87,12 @@ def is_siamese_folder(folder: Path) -> bool:
     return siamese_kind(folder) is not None
 
 
+def same_path(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether two existing paths name the same file or folder (an output that would replace an input)."""
+    a, b = Path(a), Path(b)
+    return a.exists() and b.exists() and a.resolve() == b.resolve()
+
+
 def check_file_target(path: str | os.PathLike, *, overwrite: bool = False, inputs=()) -> Path:
     """Refuse an output file that would replace something of the user's: an existing file (unless
     ``overwrite``), a folder, or one of the command's ``inputs`` (even with ``overwrite``)."""
@@ -94,9 +100,8 @@ def check_file_target(path: str | os.PathLike, *, overwrite: bool = False, input
     _check_parent(path)
     if path.is_dir():
         raise OutputError(f"{path}: a folder is there, not a file")
-    for given in inputs:
-        if given is not None and Path(given).exists() and path.exists() and path.resolve() == Path(given).resolve():
-            raise OutputError(f"{path}: is this command's input; write the output under another name")
+    if any(given is not None and same_path(path, given) for given in inputs):
+        raise OutputError(f"{path}: is this command's input; write the output under another name")
     if (path.exists() or path.is_symlink()) and not overwrite:
         raise OutputError(f"{path}: a file is already there; choose another name, or pass --overwrite to replace it")
     return path

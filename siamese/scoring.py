@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .atomic import as_umask_allows, atomic_file
+from .atomic import as_umask_allows, atomic_file, same_path
 from .data import open_pairs, resolve_format
 from .errors import ConfigError, DataError
 
@@ -32,7 +32,7 @@ def score_file(model: SiameseModel, data: str | os.PathLike, out: str | os.PathL
     data, out = Path(data), Path(out)
     if chunk_size < 1:
         raise ConfigError(f"chunk size must be at least 1, got {chunk_size}")
-    if out.exists() and data.exists() and out.resolve() == data.resolve():
+    if same_path(out, data):
         raise ConfigError(f"{out}: the output would replace the input file; choose another --out")
     t = model.threshold if threshold is None else threshold
     calibrated = model.calibrator is not None

@@ -75,12 +75,11 @@ def _check_out(out: Path, overwrite: bool, kind: str = "model", inputs=()) -> No
     """Refuse a bad --out folder before any work is done (saving checks it again); ``kind``: what
     the command writes ("model", "index", "dedupe run"), so it never replaces another kind; never
     one of the folders the command reads (``inputs``), even with --overwrite."""
-    from ..atomic import check_target
+    from ..atomic import check_target, same_path
     from ..errors import OutputError
 
-    for given in inputs:
-        if given is not None and Path(given).is_dir() and out.exists() and out.resolve() == Path(given).resolve():
-            raise OutputError(f"{out}: is the folder this command reads; write to another folder")
+    if any(given is not None and Path(given).is_dir() and same_path(out, given) for given in inputs):
+        raise OutputError(f"{out}: is the folder this command reads; write to another folder")
     check_target(out, overwrite=overwrite, kind=kind)
 
 

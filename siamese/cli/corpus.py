@@ -9,8 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import ConfigError
-from .common import (AddressOpt, finite, text_argument, DeviceOpt, EngineOpt, JsonOpt, OverwriteFileOpt, OverwriteOpt, _check_out, _check_out_file,
-                     _emit, user_errors)
+from .common import (AddressOpt, DeviceOpt, EngineOpt, JsonOpt, OverwriteFileOpt, OverwriteOpt, _check_out, _check_out_file,
+                     _emit, finite, text_argument, user_errors)
 
 TextColumnOpt = Annotated[Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")]
 

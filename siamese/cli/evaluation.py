@@ -10,8 +10,8 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import ConfigError
-from .common import (finite, text_argument, DeviceOpt, FormatOpt, JsonOpt, LabelOpt, OverwriteFileOpt, TargetPrecisionOpt, TargetRecallOpt, Text1Opt,
-                     Text2Opt, _check_out_file, _emit, _read, user_errors)
+from .common import (DeviceOpt, FormatOpt, JsonOpt, LabelOpt, OverwriteFileOpt, TargetPrecisionOpt, TargetRecallOpt, Text1Opt,
+                     Text2Opt, _check_out_file, _emit, _read, finite, text_argument, user_errors)
 
 
 @user_errors
@@ -30,7 +30,6 @@ def evaluate(
     as_json: JsonOpt = False,
 ):
     """Accuracy, precision, recall, F1, ROC-AUC, AP, calibration (Brier, ECE, log-loss) and the confusion matrix on labelled pairs."""
-    from ..errors import ConfigError
     from ..evaluation import evaluate_pairs
     from ..loading import load_model
 
@@ -156,11 +155,11 @@ def score(
     as_json: JsonOpt = False,
 ):
     """Add similarity, probability (calibrated models) and duplicate columns to a file of pairs, streamed."""
+    from ..loading import load_model
     from ..progress import tqdm
+    from ..scoring import score_file
 
     _check_out_file(out, overwrite, inputs=[data, model_dir / "config.json"])
-    from ..loading import load_model
-    from ..scoring import score_file
 
     model = load_model(model_dir)
     bar = None
@@ -193,9 +192,10 @@ def summary(
     """Layers, output shapes and parameter counts of a model (like Keras's model.summary())."""
     from dataclasses import asdict
 
-    _check_out_file(png, overwrite, inputs=[model_dir / "config.json"])
     from ..model import SiameseModel
     from ..summary import draw, summary_rows
+
+    _check_out_file(png, overwrite, inputs=[model_dir / "config.json"])
 
     model = SiameseModel.load(model_dir)
     if png is not None:
