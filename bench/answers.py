@@ -18,21 +18,30 @@ import json
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
+from zoo import GLOVE, write_docs
 
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
 from siamese.answers import load_answers, make_triplets, ranking_report
 from siamese.baselines import TfidfBaseline
-from zoo import GLOVE, write_docs
 
 HERE = Path(__file__).resolve().parent
 RECIPES = {
-    "cnn-glove-hinge": (dict(encoder="cnn", loss="hinge", encoder_options={"filters": 300}), dict(epochs=8, batch_size=64), True),
-    "bilstm-max-glove-hinge": (dict(encoder="bilstm-max", loss="hinge", encoder_options={"hidden": 128, "out_dim": 128}),
-                               dict(epochs=8, batch_size=64), True),
-    "bilstm-glove-hinge": (dict(encoder="bilstm", loss="hinge", encoder_options={"hidden": 128, "pooling": "max"}),
-                           dict(epochs=6, batch_size=64), True),
+    "cnn-glove-hinge": (
+        dict(encoder="cnn", loss="hinge", encoder_options={"filters": 300}),
+        dict(epochs=8, batch_size=64),
+        True,
+    ),
+    "bilstm-max-glove-hinge": (
+        dict(encoder="bilstm-max", loss="hinge", encoder_options={"hidden": 128, "out_dim": 128}),
+        dict(epochs=8, batch_size=64),
+        True,
+    ),
+    "bilstm-glove-hinge": (
+        dict(encoder="bilstm", loss="hinge", encoder_options={"hidden": 128, "pooling": "max"}),
+        dict(epochs=6, batch_size=64),
+        True,
+    ),
     "minilm-as-is": (dict(encoder="transformer"), None, False),
     "minilm-hinge-2e-5": (dict(encoder="transformer", loss="hinge"), dict(epochs=1, batch_size=16, lr=2e-5), False),
 }
@@ -59,32 +68,59 @@ def main() -> None:
         for recipe in args.recipes:
             t0 = time.perf_counter()
             if recipe == "tfidf":
-                scorer = TfidfBaseline().fit([q.text for q in train_q] + [a for q in train_q for a in q.answers]).similarity
+                scorer = (
+                    TfidfBaseline().fit([q.text for q in train_q] + [a for q in train_q for a in q.answers]).similarity
+                )
             else:
                 model_kwargs, train_kwargs, glove = RECIPES[recipe]
                 config = ModelConfig(**model_kwargs, glove=str(root / GLOVE) if glove else None, seed=args.seed)
                 if train_kwargs is None:
                     model = SiameseModel.build([], config)
                 else:
-                    model = train(triplets, val, model_config=config, config=TrainConfig(**train_kwargs, seed=args.seed),
-                                  progress=False)
+                    model = train(
+                        triplets,
+                        val,
+                        model_config=config,
+                        config=TrainConfig(**train_kwargs, seed=args.seed),
+                        progress=False,
+                    )
                 scorer = model.similarity
             report = ranking_report(scorer, test_q)
-            rows.append({"set": name, "recipe": recipe, "seconds": round(time.perf_counter() - t0, 1),
-                         "triplets": len(triplets), **report})
+            rows.append(
+                {
+                    "set": name,
+                    "recipe": recipe,
+                    "seconds": round(time.perf_counter() - t0, 1),
+                    "triplets": len(triplets),
+                    **report,
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
             args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=2) + "\n")
+            args.out.write_text(
+                json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=2) + "\n"
+            )
     sets = list(dict.fromkeys(r["set"] for r in rows))
-    lines = ["| recipe | " + " | ".join(f"{s} MAP · MRR" for s in sets) + " | seconds |", "|---|" + "---|" * len(sets) + "---:|"]
+    lines = [
+        "| recipe | " + " | ".join(f"{s} MAP · MRR" for s in sets) + " | seconds |",
+        "|---|" + "---|" * len(sets) + "---:|",
+    ]
     for recipe in dict.fromkeys(r["recipe"] for r in rows):
         cells = {r["set"]: r for r in rows if r["recipe"] == recipe}
-        lines.append(f"| {recipe} | " + " | ".join(f"{cells[s]['map']:.3f} · {cells[s]['mrr']:.3f}" if s in cells else "–" for s in sets)
-                     + f" | {sum(c['seconds'] for c in cells.values()):.0f} |")
+        lines.append(
+            f"| {recipe} | "
+            + " | ".join(f"{cells[s]['map']:.3f} · {cells[s]['mrr']:.3f}" if s in cells else "–" for s in sets)
+            + f" | {sum(c['seconds'] for c in cells.values()):.0f} |"
+        )
     markdown = "\n".join(lines)
     print(markdown)
     if not args.no_docs:
-        write_docs(markdown, "HF_HUB_OFFLINE=1 .venv/bin/python bench/answers.py", "answers", "Answer selection (TrecQA, WikiQA)")
+        write_docs(
+            markdown,
+            "HF_HUB_OFFLINE=1 .venv/bin/python bench/answers.py",
+            "answers",
+            "Answer selection (TrecQA, WikiQA)",
+        )
 
 
 if __name__ == "__main__":

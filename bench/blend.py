@@ -26,8 +26,15 @@ from siamese.sentence_encoder import from_pretrained
 
 HERE = Path(__file__).resolve().parent
 TESTS = ["quora-sample", "msrp-test", "paws-wiki-test", "sts-test", "semeval-dev", "mqp"]
-COMBINATIONS = [["mpnet"], ["minilm"], ["cross"], ["mpnet", "minilm"], ["mpnet", "cross"], ["minilm", "cross"],
-                ["mpnet", "minilm", "cross"]]
+COMBINATIONS = [
+    ["mpnet"],
+    ["minilm"],
+    ["cross"],
+    ["mpnet", "minilm"],
+    ["mpnet", "cross"],
+    ["minilm", "cross"],
+    ["mpnet", "minilm", "cross"],
+]
 
 
 def score_all(cross_folder: Path) -> dict:
@@ -39,10 +46,12 @@ def score_all(cross_folder: Path) -> dict:
     cross = CrossEncoder.load(cross_folder)
     scores = {}
     for name, pairs in sets.items():
-        scores[name] = {"mpnet": mpnet.similarity(pairs.text1, pairs.text2).tolist(),
-                        "minilm": minilm.similarity(pairs.text1, pairs.text2).tolist(),
-                        "cross": cross.logits(pairs.text1, pairs.text2).tolist(),
-                        "labels": np.asarray(pairs.labels).tolist()}
+        scores[name] = {
+            "mpnet": mpnet.similarity(pairs.text1, pairs.text2).tolist(),
+            "minilm": minilm.similarity(pairs.text1, pairs.text2).tolist(),
+            "cross": cross.logits(pairs.text1, pairs.text2).tolist(),
+            "labels": np.asarray(pairs.labels).tolist(),
+        }
         print(f"scored {name}: {len(pairs)} pairs", flush=True)
     return scores
 
@@ -68,12 +77,16 @@ def main() -> None:
     print("blend", "weights", *TESTS, sep="\t")
     for names in COMBINATIONS:
         fit = LogisticRegression().fit(features(val, names), np.asarray(val["labels"]))
-        aucs = {t: round(float(roc_auc_score(scores[t]["labels"], fit.decision_function(features(scores[t], names)))), 4)
-                for t in TESTS}
+        aucs = {
+            t: round(float(roc_auc_score(scores[t]["labels"], fit.decision_function(features(scores[t], names)))), 4)
+            for t in TESTS
+        }
         rows.append({"blend": "+".join(names), "weights": [round(float(w), 3) for w in fit.coef_[0]], "roc_auc": aucs})
         print(rows[-1]["blend"], rows[-1]["weights"], *(f"{aucs[t]:.3f}" for t in TESTS), sep="\t")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"cross": str(args.cross), "fitted_on": datasets.VALIDATION, "rows": rows}, indent=2) + "\n")
+    args.out.write_text(
+        json.dumps({"cross": str(args.cross), "fitted_on": datasets.VALIDATION, "rows": rows}, indent=2) + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -47,16 +47,24 @@ def main() -> None:
     pairs = datasets.load("quora-sample")
     scores, labels = model.similarity(pairs.text1, pairs.text2), pairs.labels.astype(int)
     rng = np.random.default_rng(0)
-    result = {"model": args.model, "pairs": len(labels), "repeats": args.repeats,
-              "ece_cosine_as_probability": round(expected_calibration_error(np.clip(scores, 0, 1), labels), 4)}
+    result = {
+        "model": args.model,
+        "pairs": len(labels),
+        "repeats": args.repeats,
+        "ece_cosine_as_probability": round(expected_calibration_error(np.clip(scores, 0, 1), labels), 4),
+    }
     for method in ("auto", "platt", "isotonic", "blend"):
         eces, floors = [], []
         for seed in range(args.repeats):
             probs = cross_fitted(scores, labels, method, seed=seed)
             eces.append(expected_calibration_error(probs, labels))
             floors.append(floor(probs, len(labels), rng, draws=50))
-        result[method] = {"ece_median": round(float(np.median(eces)), 4), "ece_min": round(min(eces), 4),
-                          "ece_max": round(max(eces), 4), "floor_300_median": round(float(np.median(floors)), 4)}
+        result[method] = {
+            "ece_median": round(float(np.median(eces)), 4),
+            "ece_min": round(min(eces), 4),
+            "ece_max": round(max(eces), 4),
+            "floor_300_median": round(float(np.median(floors)), 4),
+        }
     result["floor_700"] = round(floor(cross_fitted(scores, labels, "auto"), 700, rng), 4)
     print(json.dumps(result, indent=1))
     (HERE / "results").mkdir(exist_ok=True)

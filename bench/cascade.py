@@ -20,8 +20,8 @@ import numpy as np
 from siamese import datasets
 from siamese.cross import CrossEncoder
 from siamese.evaluation import choose_threshold
-from siamese.sentence_encoder import from_pretrained
 from siamese.search.cascade import verify
+from siamese.sentence_encoder import from_pretrained
 
 SETS = ["quora-sample", "paws-qqp-dev-test", "msrp-test"]
 
@@ -55,18 +55,28 @@ def main() -> None:
         left, right = np.arange(len(pairs)), np.arange(len(pairs)) + len(pairs)
         band = verify(cross, texts, left, right, sims, threshold=bi.threshold, band=args.band)
         everything = verify(cross, texts, left, right, sims, threshold=bi.threshold, band=None)
-        best_bi = choose_threshold(sims, pairs.labels)[1]["value"]  # accuracy at an oracle threshold, for reference only
-        rows.append({
-            "set": name, "pairs": len(pairs), "bi_threshold": bi.threshold,
-            "bi_accuracy": accuracy(sims > bi.threshold, pairs.labels), "bi_oracle_accuracy": best_bi,
-            "cascade_accuracy": accuracy(band.keep, pairs.labels), "verified": band.verified,
-            "cross_all_accuracy": accuracy(everything.keep, pairs.labels),
-            "bi_pairs_per_second": round(len(pairs) / bi_seconds, 1),
-            "verified_pairs_per_second": round(everything.verified / everything.seconds, 1),
-        })
+        best_bi = choose_threshold(sims, pairs.labels)[1][
+            "value"
+        ]  # accuracy at an oracle threshold, for reference only
+        rows.append(
+            {
+                "set": name,
+                "pairs": len(pairs),
+                "bi_threshold": bi.threshold,
+                "bi_accuracy": accuracy(sims > bi.threshold, pairs.labels),
+                "bi_oracle_accuracy": best_bi,
+                "cascade_accuracy": accuracy(band.keep, pairs.labels),
+                "verified": band.verified,
+                "cross_all_accuracy": accuracy(everything.keep, pairs.labels),
+                "bi_pairs_per_second": round(len(pairs) / bi_seconds, 1),
+                "verified_pairs_per_second": round(everything.verified / everything.seconds, 1),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"band": args.band, "bi": args.bi, "cross": str(args.cross), "rows": rows}, indent=2) + "\n")
+    args.out.write_text(
+        json.dumps({"band": args.band, "bi": args.bi, "cross": str(args.cross), "rows": rows}, indent=2) + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ import argparse
 import json
 import re
 import tempfile
-import time
 from pathlib import Path
 
 import faiss
@@ -43,14 +42,22 @@ def texts_for(size: int, new: int, seed: int = 0) -> tuple[list[str], list[str],
     pool = base + joined[: max(size - len(base), 0)]
     rng.shuffle(pool)
     reference = pool[:size]
-    unseen = joined[max(size - len(base), 0):][: int(new * 0.9)]
+    unseen = joined[max(size - len(base), 0) :][: int(new * 0.9)]
     inside = rng.choice(min(size, 100_000), size=new - len(unseen), replace=False)
     half = len(inside) // 2
     exact = ["  " + reference[i].replace(" ", "  ") + " " for i in inside[:half]]
     near = [re.sub(r"[^\w\s]", "", reference[i].lower()) for i in inside[half:]]
     texts = unseen + exact + near
-    return reference, texts, {"unseen": len(unseen), "exact_copies": len(exact), "near_copies": len(near),
-                              "planted_rows": list(range(len(unseen), len(texts)))}
+    return (
+        reference,
+        texts,
+        {
+            "unseen": len(unseen),
+            "exact_copies": len(exact),
+            "near_copies": len(near),
+            "planted_rows": list(range(len(unseen), len(texts))),
+        },
+    )
 
 
 def main() -> None:
@@ -64,8 +71,15 @@ def main() -> None:
     args = ap.parse_args()
     model = SiameseModel.load(args.model)
     t = model.threshold if args.threshold is None else args.threshold
-    res = {"model": str(args.model), "encoder": model.config.encoder, "dim": model.dim, "threshold": t, "k": args.k,
-           "faiss_threads": faiss.omp_get_max_threads(), "runs": []}
+    res = {
+        "model": str(args.model),
+        "encoder": model.config.encoder,
+        "dim": model.dim,
+        "threshold": t,
+        "k": args.k,
+        "faiss_threads": faiss.omp_get_max_threads(),
+        "runs": [],
+    }
     for size in args.sizes:
         reference, texts, planted = texts_for(size, args.new)
         rows = set(planted.pop("planted_rows"))
@@ -75,17 +89,23 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             run, s = timed(dedupe_against, model, texts, reference, Path(tmp) / "texts", threshold=t, k=args.k)
             flagged = {f.record.row for f in run.flagged()}
-            row["from_texts"] = {"seconds": round(s, 1), "flagged": len(flagged),
-                                 "planted_found": round(len(flagged & rows) / len(rows), 4),
-                                 "unseen_flagged": len(flagged - rows)}
+            row["from_texts"] = {
+                "seconds": round(s, 1),
+                "flagged": len(flagged),
+                "planted_found": round(len(flagged & rows) / len(rows), 4),
+                "unseen_flagged": len(flagged - rows),
+            }
             print(json.dumps(row), flush=True)
             index = DuplicateIndex(model, kind="ivf")
             _, s = timed(index.add, reference, allow_duplicates=True)
             row["index_build_seconds"] = round(s, 1)
             run, s = timed(dedupe_against, model, texts, index, Path(tmp) / "index", threshold=t, k=args.k)
             flagged = {f.record.row for f in run.flagged()}
-            row["from_index"] = {"seconds": round(s, 1), "flagged": len(flagged),
-                                 "planted_found": round(len(flagged & rows) / len(rows), 4)}
+            row["from_index"] = {
+                "seconds": round(s, 1),
+                "flagged": len(flagged),
+                "planted_found": round(len(flagged & rows) / len(rows), 4),
+            }
             _, s = timed(run.rethreshold, min(t + 0.02, 0.99))
             row["rethreshold_seconds"] = round(s, 2)
             del index, run

@@ -43,7 +43,9 @@ def main() -> None:
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     base = corpus_texts()
-    texts = base + [f"{base[i]} {base[j]}" for i, j in rng.integers(0, len(base), size=(max(args.size - len(base), 0), 2))]
+    texts = base + [
+        f"{base[i]} {base[j]}" for i, j in rng.integers(0, len(base), size=(max(args.size - len(base), 0), 2))
+    ]
     student = SiameseModel.load(args.student)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -56,10 +58,19 @@ def main() -> None:
         summary = run.summary()
     encode_seconds = len(texts) / student_rate
     rest = max(seconds - encode_seconds, 0.0)
-    rows.append({"model": "static student", "quora_roc_auc": quora_auc(student), "dim": student.dim,
-                 "sample_texts_per_second": round(student_rate), "dedupe_seconds": round(seconds, 1),
-                 "measured": True, "pairs": summary["pairs"], "clusters": summary["clusters"],
-                 "threshold": summary["threshold"]})
+    rows.append(
+        {
+            "model": "static student",
+            "quora_roc_auc": quora_auc(student),
+            "dim": student.dim,
+            "sample_texts_per_second": round(student_rate),
+            "dedupe_seconds": round(seconds, 1),
+            "measured": True,
+            "pairs": summary["pairs"],
+            "clusters": summary["clusters"],
+            "threshold": summary["threshold"],
+        }
+    )
     print(json.dumps(rows[-1]), flush=True)
     minilm = from_pretrained("minilm", datasets.validation_sets())
     minilm.encode(texts[:256])  # warm-up
@@ -67,11 +78,25 @@ def main() -> None:
     minilm.encode(texts[: args.sample])
     rate = args.sample / (time.perf_counter() - started)
     estimate = len(texts) / rate + rest * minilm.dim / student.dim
-    rows.append({"model": "all-MiniLM-L6-v2 (bf16 where native)", "quora_roc_auc": quora_auc(minilm), "dim": minilm.dim,
-                 "sample_texts_per_second": round(rate), "dedupe_seconds": round(estimate, 1), "measured": False})
+    rows.append(
+        {
+            "model": "all-MiniLM-L6-v2 (bf16 where native)",
+            "quora_roc_auc": quora_auc(minilm),
+            "dim": minilm.dim,
+            "sample_texts_per_second": round(rate),
+            "dedupe_seconds": round(estimate, 1),
+            "measured": False,
+        }
+    )
     print(json.dumps(rows[-1]), flush=True)
-    result = {"texts": len(texts), "sample": args.sample, "student": str(args.student),
-              "student_search_and_cluster_seconds": round(rest, 1), "peak_rss_mb": round(peak_mb()), "rows": rows}
+    result = {
+        "texts": len(texts),
+        "sample": args.sample,
+        "student": str(args.student),
+        "student_search_and_cluster_seconds": round(rest, 1),
+        "peak_rss_mb": round(peak_mb()),
+        "rows": rows,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -45,11 +45,28 @@ def bench_train(args) -> dict:
     val = root / datasets.CATALOGUE["msrp-val"][0]
     runs = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, extra in (("1 process", []), ("2 processes", ["--nproc", "2"]),
-                            ("2 processes, --no-gather", ["--nproc", "2", "--no-gather"])):
+        for name, extra in (
+            ("1 process", []),
+            ("2 processes", ["--nproc", "2"]),
+            ("2 processes, --no-gather", ["--nproc", "2", "--no-gather"]),
+        ):
             out = Path(tmp) / name.replace(" ", "_").replace(",", "")
-            cmd = [sys.executable, "-m", "siamese", "train", *[a for f in files for a in ("--data", str(f))],
-                   "--val-data", str(val), "--epochs", str(args.epochs), "--out", str(out), "--quiet", "--json", *extra]
+            cmd = [
+                sys.executable,
+                "-m",
+                "siamese",
+                "train",
+                *[a for f in files for a in ("--data", str(f))],
+                "--val-data",
+                str(val),
+                "--epochs",
+                str(args.epochs),
+                "--out",
+                str(out),
+                "--quiet",
+                "--json",
+                *extra,
+            ]
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
             wall = time.perf_counter() - t0
@@ -57,9 +74,13 @@ def bench_train(args) -> dict:
                 raise SystemExit(proc.stderr)
             result = json.loads(proc.stdout)
             info = SiameseModel.load(out).info["training"]
-            runs[name] = {"pairs_per_second": result["pairs_per_second"], "train_seconds": info["train_seconds"],
-                          "wall_seconds": round(wall, 1), "val_loss": result["val_loss"],
-                          "msrp_val_roc_auc": round(evaluate(SiameseModel.load(out), datasets.load("msrp-val"))["roc_auc"], 4)}
+            runs[name] = {
+                "pairs_per_second": result["pairs_per_second"],
+                "train_seconds": info["train_seconds"],
+                "wall_seconds": round(wall, 1),
+                "val_loss": result["val_loss"],
+                "msrp_val_roc_auc": round(evaluate(SiameseModel.load(out), datasets.load("msrp-val"))["roc_auc"], 4),
+            }
     base = runs["1 process"]["pairs_per_second"]
     for run in runs.values():
         run["speed_up"] = round(run["pairs_per_second"] / base, 2)
@@ -71,8 +92,13 @@ def fast_model(folder: Path):
     from siamese import ModelConfig, datasets, train
     from siamese.training import TrainConfig
 
-    model = train(datasets.load("msrp-train"), datasets.load("msrp-val"), model_config=ModelConfig(encoder="bow"),
-                  config=TrainConfig(epochs=2), progress=False)
+    model = train(
+        datasets.load("msrp-train"),
+        datasets.load("msrp-val"),
+        model_config=ModelConfig(encoder="bow"),
+        config=TrainConfig(epochs=2),
+        progress=False,
+    )
     model.save(folder)
     from siamese import SiameseModel
 
@@ -117,12 +143,23 @@ def bench_ray(args) -> dict:
         ray_pairs_s = time.perf_counter() - t0
         ray.shutdown()
     return {
-        "texts": len(texts), "model": "bow (2 epochs on MSRP)", "actors": engine.actors,
-        "local": {"encode_seconds": round(local_s, 2), "texts_per_second": round(len(texts) / local_s),
-                  "pair_search_seconds": round(local_pairs_s, 2), "pairs": len(pairs_local)},
-        "ray": {"cluster_start_seconds": round(start_s, 2), "encode_seconds": round(ray_s, 2),
-                "encode_again_seconds": round(ray_again_s, 2), "pair_search_seconds": round(ray_pairs_s, 2),
-                "pairs": len(pairs_ray), "same_vectors": bool(np.allclose(vectors, local, atol=1e-5))},
+        "texts": len(texts),
+        "model": "bow (2 epochs on MSRP)",
+        "actors": engine.actors,
+        "local": {
+            "encode_seconds": round(local_s, 2),
+            "texts_per_second": round(len(texts) / local_s),
+            "pair_search_seconds": round(local_pairs_s, 2),
+            "pairs": len(pairs_local),
+        },
+        "ray": {
+            "cluster_start_seconds": round(start_s, 2),
+            "encode_seconds": round(ray_s, 2),
+            "encode_again_seconds": round(ray_again_s, 2),
+            "pair_search_seconds": round(ray_pairs_s, 2),
+            "pairs": len(pairs_ray),
+            "same_vectors": bool(np.allclose(vectors, local, atol=1e-5)),
+        },
         "overhead_seconds": round(start_s + ray_s - local_s, 2),
     }
 
@@ -166,11 +203,19 @@ def bench_ondisk(args) -> dict:
         agree = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(on_rows, mem_rows)])
         lists_mb = (folder / "lists.ivfdata").stat().st_size / 2**20
         nlist = faiss.extract_index_ivf(index).nlist
-    return {"vectors": len(vectors), "dim": int(vectors.shape[1]), "lists": nlist, "shards": 10,
-            "build_seconds": round(build_s, 2), "in_memory_ivf_build_seconds": round(memory_s, 2),
-            "lists_file_mb": round(lists_mb, 1), "rss_added_when_opened_mb": round(opened_mb, 1),
-            "query_p50_ms": round(float(np.percentile(times, 50)), 3), "query_p99_ms": round(float(np.percentile(times, 99)), 3),
-            "top10_agreement_with_in_memory_ivf": round(float(agree), 4)}
+    return {
+        "vectors": len(vectors),
+        "dim": int(vectors.shape[1]),
+        "lists": nlist,
+        "shards": 10,
+        "build_seconds": round(build_s, 2),
+        "in_memory_ivf_build_seconds": round(memory_s, 2),
+        "lists_file_mb": round(lists_mb, 1),
+        "rss_added_when_opened_mb": round(opened_mb, 1),
+        "query_p50_ms": round(float(np.percentile(times, 50)), 3),
+        "query_p99_ms": round(float(np.percentile(times, 99)), 3),
+        "top10_agreement_with_in_memory_ivf": round(float(agree), 4),
+    }
 
 
 def main() -> None:

@@ -83,21 +83,39 @@ def compare_encoders(args, codes: np.ndarray, names: list[str]) -> None:
         splits = dict(earlier.get("splits", {})) if same else {}
         for seed in args.split_seeds:
             _, report = train_and_evaluate(
-                tweets, codes=codes, names=names, model_config=SQAMConfig(sentiment_aware=True, fine_tune=fine_tune),
-                config=SQAMTrainConfig(epochs=epochs, seed=seed, encoder_lr=args.encoder_lr), glove_path=glove,
-                text_encoder=spec, text_vectors=vectors, progress=fine_tune)  # fine-tuning: per-epoch lines on stderr
+                tweets,
+                codes=codes,
+                names=names,
+                model_config=SQAMConfig(sentiment_aware=True, fine_tune=fine_tune),
+                config=SQAMTrainConfig(epochs=epochs, seed=seed, encoder_lr=args.encoder_lr),
+                glove_path=glove,
+                text_encoder=spec,
+                text_vectors=vectors,
+                progress=fine_tune,
+            )  # fine-tuning: per-epoch lines on stderr
             test = report["test"]
-            splits[str(seed)] = {"accuracy": test["accuracy"], "recall": test["recall"], "confusion_matrix": test["confusion_matrix"],
-                                 "agree_at_5": test["sentiment_agreement_at_5"], "val_accuracy": report["val_accuracy"],
-                                 "train_seconds": report["seconds"], "temperature": report["calibration"]["temperature"],
-                                 "calibration": test.get("calibration"),
-                                 "tfidf_logreg": report["baselines"]["tfidf_logreg"]["accuracy"],
-                                 "majority": report["baselines"]["majority"]["accuracy"]}
+            splits[str(seed)] = {
+                "accuracy": test["accuracy"],
+                "recall": test["recall"],
+                "confusion_matrix": test["confusion_matrix"],
+                "agree_at_5": test["sentiment_agreement_at_5"],
+                "val_accuracy": report["val_accuracy"],
+                "train_seconds": report["seconds"],
+                "temperature": report["calibration"]["temperature"],
+                "calibration": test.get("calibration"),
+                "tfidf_logreg": report["baselines"]["tfidf_logreg"]["accuracy"],
+                "majority": report["baselines"]["majority"]["accuracy"],
+            }
             print(f"{label} split {seed}: {json.dumps(splits[str(seed)])}", flush=True)
         splits = dict(sorted(splits.items()))
-        results[label] = {"spec": spec, "fine_tuned": fine_tune, "epochs": epochs,
-                          "encode_seconds_12000": encode_seconds or earlier.get("encode_seconds_12000", 0.0),
-                          **({"encoder_lr": args.encoder_lr} if fine_tune else {}), "splits": splits}
+        results[label] = {
+            "spec": spec,
+            "fine_tuned": fine_tune,
+            "epochs": epochs,
+            "encode_seconds_12000": encode_seconds or earlier.get("encode_seconds_12000", 0.0),
+            **({"encoder_lr": args.encoder_lr} if fine_tune else {}),
+            "splits": splits,
+        }
         args.encoders_out.parent.mkdir(parents=True, exist_ok=True)
         with atomic_file(args.encoders_out) as tmp:
             tmp.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
@@ -114,24 +132,32 @@ def print_encoder_table(results: dict) -> None:
         known = [v for v in values if v is not None]
         return " | ".join("–" if v is None else f"{v:.3f}" for v in values) + f" | **{np.mean(known):.3f}**"
 
-    print("| text side | " + " | ".join(f"split {s}" for s in seeds) + " | mean | TF-IDF + LR (same splits) | "
-          "val acc. | top-5 agree | encode s (12,000 tweets) | train s / split |")
+    print(
+        "| text side | " + " | ".join(f"split {s}" for s in seeds) + " | mean | TF-IDF + LR (same splits) | "
+        "val acc. | top-5 agree | encode s (12,000 tweets) | train s / split |"
+    )
     print("|---|" + "---:|" * (len(seeds) + 6))
     baselines = {}
     for label, row in results.items():
         splits = row["splits"]
         baselines |= splits
         mean = lambda key: np.mean([s[key] for s in splits.values()])  # noqa: E731
-        print(f"| {label} | {cells(splits, 'accuracy')} | {mean('tfidf_logreg'):.3f} | {mean('val_accuracy'):.3f} | "
-              f"{mean('agree_at_5'):.3f} | {row['encode_seconds_12000']:.0f} | {mean('train_seconds'):.0f} |")
+        print(
+            f"| {label} | {cells(splits, 'accuracy')} | {mean('tfidf_logreg'):.3f} | {mean('val_accuracy'):.3f} | "
+            f"{mean('agree_at_5'):.3f} | {row['encode_seconds_12000']:.0f} | {mean('train_seconds'):.0f} |"
+        )
     for baseline in ("tfidf_logreg", "majority"):
         print(f"| {baseline} | {cells(baselines, baseline)} | – | – | – | – | – |")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--encoders", nargs="+", help="Only compare these text sides (bilstm, minilm, mpnet, student:DIR, "
-                   "minilm+ft = fine-tuned) on --split-seeds (needs --vae); merges rows into --encoders-out.")
+    p.add_argument(
+        "--encoders",
+        nargs="+",
+        help="Only compare these text sides (bilstm, minilm, mpnet, student:DIR, "
+        "minilm+ft = fine-tuned) on --split-seeds (needs --vae); merges rows into --encoders-out.",
+    )
     p.add_argument("--split-seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--ft-epochs", type=int, default=2, help="Epochs of a fine-tuned (+ft) text side.")
     p.add_argument("--encoder-lr", type=float, default=2e-5, help="Learning rate of a fine-tuned encoder.")
@@ -141,8 +167,13 @@ def main() -> None:
     p.add_argument("--vae-epochs", type=int, default=15)
     p.add_argument("--sqam-epochs", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--more-seeds", type=int, nargs="*", default=[1, 2],
-                   help="Also train and test both SQAMs with these seeds (each draws its own split) for the mean accuracy.")
+    p.add_argument(
+        "--more-seeds",
+        type=int,
+        nargs="*",
+        default=[1, 2],
+        help="Also train and test both SQAMs with these seeds (each draws its own split) for the mean accuracy.",
+    )
     p.add_argument("--work", type=Path, default=Path("runs/emoji"), help="Where models and full-size sheets go.")
     p.add_argument("--out", type=Path, default=HERE / "results" / "emoji.json")
     args = p.parse_args()
@@ -159,16 +190,27 @@ def main() -> None:
     if args.vae:
         vae = EmojiVAE.load(args.vae)
     else:
-        vae = train_vae(emojis, model_config=VAEConfig(), config=VAETrainConfig(epochs=args.vae_epochs, seed=args.seed), progress=False)
+        vae = train_vae(
+            emojis,
+            model_config=VAEConfig(),
+            config=VAETrainConfig(epochs=args.vae_epochs, seed=args.seed),
+            progress=False,
+        )
         vae.save(args.work / "vae")
     started = time.perf_counter()
     codes = vae.encode(emojis.images)
     encode_seconds = time.perf_counter() - started
     training = vae.info["training"]
-    vae_summary = {"config": vae.info.get("training", {}).get("config"), "architecture": vars(vae.config),
-                   "history": training["history"], "best_epoch": training["best_epoch"], "val_loss": training["val_loss"],
-                   "seconds_per_epoch": training["seconds_per_epoch"], "non_finite_codes": int((~np.isfinite(codes)).any(axis=1).sum()),
-                   "encode_seconds_all_874": encode_seconds}
+    vae_summary = {
+        "config": vae.info.get("training", {}).get("config"),
+        "architecture": vars(vae.config),
+        "history": training["history"],
+        "best_epoch": training["best_epoch"],
+        "val_loss": training["val_loss"],
+        "seconds_per_epoch": training["seconds_per_epoch"],
+        "non_finite_codes": int((~np.isfinite(codes)).any(axis=1).sum()),
+        "encode_seconds_all_874": encode_seconds,
+    }
 
     sheets = write_sheets(vae, args.work / "sheets", between=("1f389", "1f621"), seed=args.seed)
     for sheet in sheets:
@@ -179,10 +221,14 @@ def main() -> None:
     glove = data_root() / "glove" / "glove-50d-5k.json"
     models, reports = {}, {}
     for name, aware in (("pixels-only", False), ("sentiment-aware", True)):
-        model, report = train_and_evaluate(tweets, codes=codes, names=emojis.names,
-                                           model_config=SQAMConfig(sentiment_aware=aware),
-                                           config=SQAMTrainConfig(epochs=args.sqam_epochs, seed=args.seed),
-                                           glove_path=glove)
+        model, report = train_and_evaluate(
+            tweets,
+            codes=codes,
+            names=emojis.names,
+            model_config=SQAMConfig(sentiment_aware=aware),
+            config=SQAMTrainConfig(epochs=args.sqam_epochs, seed=args.seed),
+            glove_path=glove,
+        )
         model.save(args.work / f"sqam-{name}")
         models[name], reports[name] = model, report
 
@@ -192,11 +238,19 @@ def main() -> None:
             if seed == args.seed:
                 report = reports[name]
             else:
-                _, report = train_and_evaluate(tweets, codes=codes, names=emojis.names,
-                                               model_config=SQAMConfig(sentiment_aware=aware),
-                                               config=SQAMTrainConfig(epochs=args.sqam_epochs, seed=seed), glove_path=glove)
+                _, report = train_and_evaluate(
+                    tweets,
+                    codes=codes,
+                    names=emojis.names,
+                    model_config=SQAMConfig(sentiment_aware=aware),
+                    config=SQAMTrainConfig(epochs=args.sqam_epochs, seed=seed),
+                    glove_path=glove,
+                )
             row = seeds.setdefault(seed, {})
-            row[name] = {"accuracy": report["test"]["accuracy"], "agree_at_5": report["test"]["sentiment_agreement_at_5"]}
+            row[name] = {
+                "accuracy": report["test"]["accuracy"],
+                "agree_at_5": report["test"]["sentiment_agreement_at_5"],
+            }
             row |= {b: report["baselines"][b]["accuracy"] for b in ("tfidf_logreg", "majority")}
     means = {name: float(np.mean([row[name]["accuracy"] for row in seeds.values()])) for name in reports}
     means |= {b: float(np.mean([row[b] for row in seeds.values()])) for b in ("tfidf_logreg", "majority")}
@@ -211,22 +265,36 @@ def main() -> None:
             row[f"{name} answers"] = dict(zip(("🎉", "😈", "😡"), map(float, answers.round(4))))
             if i in (0, 2):
                 strip = args.work / f"suggest-{name}-{i + 1}.png"
-                save_strip(emojis.images[[emojis.find(n) for n, _ in top]], [f"{n}\n{s:.3f}" for n, s in top], strip,
-                           title=f"{name}: {text[:70]}…")
+                save_strip(
+                    emojis.images[[emojis.find(n) for n, _ in top]],
+                    [f"{n}\n{s:.3f}" for n, s in top],
+                    strip,
+                    title=f"{name}: {text[:70]}…",
+                )
                 small_png(strip, DOCS / f"emoji-suggest-{name}-{i + 1}.png")
         examples.append(row)
 
-    summary = {"args": {k: str(v) for k, v in vars(args).items()}, "vae": vae_summary, "sqam": reports,
-               "seeds": seeds, "mean_accuracy": means, "examples": examples}
+    summary = {
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "vae": vae_summary,
+        "sqam": reports,
+        "seeds": seeds,
+        "mean_accuracy": means,
+        "examples": examples,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
 
-    print(f"VAE: best val loss {vae_summary['val_loss']:.1f} (epoch {vae_summary['best_epoch']}), "
-          f"{vae_summary['seconds_per_epoch']:.1f} s/epoch, inf/NaN codes {vae_summary['non_finite_codes']} of {len(emojis)}")
+    print(
+        f"VAE: best val loss {vae_summary['val_loss']:.1f} (epoch {vae_summary['best_epoch']}), "
+        f"{vae_summary['seconds_per_epoch']:.1f} s/epoch, inf/NaN codes {vae_summary['non_finite_codes']} of {len(emojis)}"
+    )
     print("| model | test accuracy | recall pos / neu / neg | top-5 share the tweet's sentiment |")
     print("|---|---|---|---|")
     first = next(iter(reports.values()))
-    for name, r in [(n, r["test"]) for n, r in reports.items()] + [(b, first["baselines"][b]) for b in ("majority", "tfidf_logreg")]:
+    for name, r in [(n, r["test"]) for n, r in reports.items()] + [
+        (b, first["baselines"][b]) for b in ("majority", "tfidf_logreg")
+    ]:
         recall = " / ".join(f"{v:.3f}" for v in r["recall"].values())
         print(f"| {name} | {r['accuracy']:.4f} | {recall} | {r.get('sentiment_agreement_at_5', float('nan')):.3f} |")
     print("per seed:", json.dumps(seeds))

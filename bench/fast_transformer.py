@@ -28,7 +28,7 @@ import platform
 import statistics
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -62,8 +62,10 @@ def quality(vectors: np.ndarray, quora, sts) -> dict:
     q_scores = (v[:nq] * v[nq : 2 * nq]).sum(1)
     s_scores = (v[2 * nq : 2 * nq + ns] * v[2 * nq + ns :]).sum(1)
     report = classification_report(q_scores, quora.labels, 0.5)
-    return {"quora_roc_auc": round(report["roc_auc"], 4) if report["roc_auc"] is not None else None,
-            "sts_spearman": round(correlation_report(s_scores, sts.scores)["spearman"], 2)}
+    return {
+        "quora_roc_auc": round(report["roc_auc"], 4) if report["roc_auc"] is not None else None,
+        "sts_spearman": round(correlation_report(s_scores, sts.scores)["spearman"], 2),
+    }
 
 
 def variants(name: str, texts: list[str], batch_size: int, st_batch_size: int, workdir: Path) -> tuple[dict, dict]:
@@ -117,9 +119,13 @@ def bench_model(name: str, args, quora, sts, texts) -> dict:
     for k in run:
         cos = (vectors[k] * reference).sum(1) / np.linalg.norm(vectors[k], axis=1) / np.linalg.norm(reference, axis=1)
         median = statistics.median(speeds[k])
-        rows[k] = {"texts_per_s": round(median, 1), "rounds": [round(s, 1) for s in speeds[k]],
-                   "ratio_to_st": round(median / st_speed, 2), **quality(vectors[k], quora, sts),
-                   "cosine_to_ours_fp32": {"min": round(float(cos.min()), 5), "mean": round(float(cos.mean()), 5)}}
+        rows[k] = {
+            "texts_per_s": round(median, 1),
+            "rounds": [round(s, 1) for s in speeds[k]],
+            "ratio_to_st": round(median / st_speed, 2),
+            **quality(vectors[k], quora, sts),
+            "cosine_to_ours_fp32": {"min": round(float(cos.min()), 5), "mean": round(float(cos.mean()), 5)},
+        }
     return {"folder": str(model_folder(name)), "export_seconds": exports, "variants": rows}
 
 
@@ -127,40 +133,73 @@ def machine() -> dict:
     import onnxruntime
     import sentence_transformers
 
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
+    cpu = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else platform.processor()
+    )
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    return {"cpu": cpu, "cores": len(os.sched_getaffinity(0)), "native_bf16": native_bf16(),
-            "avx512_vnni": "avx512_vnni" in flags, "avx2": "avx2" in flags,
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "onnxruntime": onnxruntime.__version__,
-            "sentence_transformers": sentence_transformers.__version__,
-            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+    return {
+        "cpu": cpu,
+        "cores": len(os.sched_getaffinity(0)),
+        "native_bf16": native_bf16(),
+        "avx512_vnni": "avx512_vnni" in flags,
+        "avx2": "avx2" in flags,
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "onnxruntime": onnxruntime.__version__,
+        "sentence_transformers": sentence_transformers.__version__,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
 
 
 def table(results: dict) -> str:
-    lines = ["| model | variant | texts/s | × sentence-transformers | Quora ROC-AUC | STS-B ρ | min cos to fp32 |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | variant | texts/s | × sentence-transformers | Quora ROC-AUC | STS-B ρ | min cos to fp32 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, r in results["models"].items():
         for k, v in r["variants"].items():
-            lines.append(f"| {name} | {k} | {v['texts_per_s']:,.0f} | {v['ratio_to_st']:.2f} | {v['quora_roc_auc']} | "
-                         f"{v['sts_spearman']} | {v['cosine_to_ours_fp32']['min']:.4f} |")
+            lines.append(
+                f"| {name} | {k} | {v['texts_per_s']:,.0f} | {v['ratio_to_st']:.2f} | {v['quora_roc_auc']} | "
+                f"{v['sts_spearman']} | {v['cosine_to_ours_fp32']['min']:.4f} |"
+            )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default="minilm", help="comma-separated: minilm, mpnet (make mpnet), or Hugging Face folders")
+    parser.add_argument(
+        "--models", default="minilm", help="comma-separated: minilm, mpnet (make mpnet), or Hugging Face folders"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds (the median is reported)")
     parser.add_argument("--batch-size", type=int, default=64, help="our batch size")
-    parser.add_argument("--st-batch-size", type=int, default=32, help="sentence-transformers' batch size (its default: 32)")
+    parser.add_argument(
+        "--st-batch-size", type=int, default=32, help="sentence-transformers' batch size (its default: 32)"
+    )
     parser.add_argument("--limit", type=int, default=None, help="only the first N pairs of each set (a quick check)")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "fast_transformer.json")
     args = parser.parse_args()
 
     quora, sts, texts = load_texts(args.limit)
-    results = {"machine": machine(), "texts": len(texts), "quora_pairs": len(quora), "sts_pairs": len(sts),
-               "rounds": args.rounds, "batch_size": args.batch_size, "st_batch_size": args.st_batch_size,
-               "limit": args.limit, "models": {}}
+    results = {
+        "machine": machine(),
+        "texts": len(texts),
+        "quora_pairs": len(quora),
+        "sts_pairs": len(sts),
+        "rounds": args.rounds,
+        "batch_size": args.batch_size,
+        "st_batch_size": args.st_batch_size,
+        "limit": args.limit,
+        "models": {},
+    }
     for name in args.models.split(","):
         results["models"][name] = bench_model(name.strip(), args, quora, sts, texts)
         print(f"{name}: done", flush=True)

@@ -30,6 +30,7 @@ by one Frobenius norm rather than normalising each row.  ``--l2-axis none``
 (the default) keeps that exactly; ``--l2-axis row`` normalises per row
 (axis=-1), which is what the notebook's prose describes.  Cost is the same.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,14 +51,16 @@ def parse_args(argv=None):
     p.add_argument("--val", help="optional validation pairs csv (text1,text2)")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--threads", type=int, default=2,
-                   help="TF intra- and inter-op threads (default 2)")
+    p.add_argument("--threads", type=int, default=2, help="TF intra- and inter-op threads (default 2)")
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--d-feature", type=int, default=128)
     p.add_argument("--margin", type=float, default=0.25)
-    p.add_argument("--l2-axis", choices=("none", "row"), default="none",
-                   help="'none' = seed-exact tf.math.l2_normalize(x) (axis=None); "
-                        "'row' = per-row normalisation (axis=-1)")
+    p.add_argument(
+        "--l2-axis",
+        choices=("none", "row"),
+        default="none",
+        help="'none' = seed-exact tf.math.l2_normalize(x) (axis=None); 'row' = per-row normalisation (axis=-1)",
+    )
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
 
@@ -81,8 +84,9 @@ def build_model(tf, vectorizer, d_feature, l2_axis):
     axis = None if l2_axis == "none" else -1
     branch = tf.keras.models.Sequential(name="sequential")
     branch.add(vectorizer)
-    branch.add(tf.keras.layers.Embedding(input_dim=vectorizer.vocabulary_size(),
-                                         output_dim=d_feature, name="embedding"))
+    branch.add(
+        tf.keras.layers.Embedding(input_dim=vectorizer.vocabulary_size(), output_dim=d_feature, name="embedding")
+    )
     branch.add(tf.keras.layers.LSTM(units=d_feature, return_sequences=True, name="LSTM"))
     branch.add(tf.keras.layers.GlobalAveragePooling1D(name="mean"))
     branch.add(tf.keras.layers.Lambda(lambda x: tf.math.l2_normalize(x, axis=axis), name="out"))
@@ -101,9 +105,8 @@ def make_triplet_loss(tf, margin):
         negative_zero_on_duplicate = scores - tf.linalg.diag(positive)
         mean_negative = tf.math.reduce_sum(negative_zero_on_duplicate, axis=1) / (batch_size - 1)
         mask = tf.cast(
-            tf.eye(n, dtype=tf.bool)
-            | (negative_zero_on_duplicate > tf.expand_dims(positive, 1)),
-            scores.dtype)
+            tf.eye(n, dtype=tf.bool) | (negative_zero_on_duplicate > tf.expand_dims(positive, 1)), scores.dtype
+        )
         closest_negative = tf.math.reduce_max(scores - 2.0 * mask, axis=1)
         loss_closest = tf.math.maximum(0.0, margin - positive + closest_negative)
         loss_mean = tf.math.maximum(0.0, margin - positive + mean_negative)
@@ -134,7 +137,8 @@ def main(argv=None):
     q2 = np.array(q2, dtype=object)
 
     vectorizer = tf.keras.layers.TextVectorization(
-        output_mode="int", split="whitespace", standardize="strip_punctuation")
+        output_mode="int", split="whitespace", standardize="strip_punctuation"
+    )
     vectorizer.adapt(np.concatenate((q1, q2)))
     vocab_size = vectorizer.vocabulary_size()
 
@@ -149,8 +153,7 @@ def main(argv=None):
         val_ds = dataset(np.array(v1, dtype=object), np.array(v2, dtype=object))
 
     model = build_model(tf, vectorizer, args.d_feature, args.l2_axis)
-    model.compile(loss=make_triplet_loss(tf, args.margin),
-                  optimizer=tf.keras.optimizers.Adam(learning_rate=args.lr))
+    model.compile(loss=make_triplet_loss(tf, args.margin), optimizer=tf.keras.optimizers.Adam(learning_rate=args.lr))
 
     class Timer(tf.keras.callbacks.Callback):
         """Training-only wall time per epoch (validation excluded)."""
@@ -170,12 +173,14 @@ def main(argv=None):
             self.seconds.append(self._last - self._t0)
             logs = logs or {}
             extra = f" val_loss={logs['val_loss']:.4f}" if "val_loss" in logs else ""
-            print(f"epoch {epoch + 1}/{args.epochs}: train {self.seconds[-1]:.2f}s "
-                  f"loss={logs.get('loss', float('nan')):.4f}{extra}", file=sys.stderr)
+            print(
+                f"epoch {epoch + 1}/{args.epochs}: train {self.seconds[-1]:.2f}s "
+                f"loss={logs.get('loss', float('nan')):.4f}{extra}",
+                file=sys.stderr,
+            )
 
     timer = Timer()
-    hist = model.fit(train_ds, epochs=args.epochs, validation_data=val_ds,
-                     callbacks=[timer], verbose=0)
+    hist = model.fit(train_ds, epochs=args.epochs, validation_data=val_ds, callbacks=[timer], verbose=0)
 
     secs = timer.seconds
     steady = secs[1:] if len(secs) > 1 else secs

@@ -31,19 +31,33 @@ def main() -> None:
 
     train_pairs = datasets.load_many(datasets.TRAIN)
     val_pairs = datasets.load_many(datasets.VALIDATION)
-    config = TrainConfig(epochs=args.epochs, precision=args.precision, seed=args.seed, threshold_metric=args.threshold_metric)
+    config = TrainConfig(
+        epochs=args.epochs, precision=args.precision, seed=args.seed, threshold_metric=args.threshold_metric
+    )
     model = train(train_pairs, val_pairs, config=config, progress=False)
     tfidf = TfidfBaseline().fit(train_pairs.text1 + train_pairs.text2)
     # TF-IDF has no training-time threshold: it gets the one chosen on the same validation mix.
-    tfidf_threshold, _ = choose_threshold(tfidf.similarity(val_pairs.text1, val_pairs.text2), val_pairs.labels, args.threshold_metric)
+    tfidf_threshold, _ = choose_threshold(
+        tfidf.similarity(val_pairs.text1, val_pairs.text2), val_pairs.labels, args.threshold_metric
+    )
     results = {
-        "siamese-lstm": benchmark(model.similarity, datasets.BENCHMARKS, default_threshold=model.threshold, metric=args.threshold_metric),
-        "tfidf-cosine": benchmark(tfidf.similarity, datasets.BENCHMARKS, default_threshold=tfidf_threshold, metric=args.threshold_metric),
+        "siamese-lstm": benchmark(
+            model.similarity, datasets.BENCHMARKS, default_threshold=model.threshold, metric=args.threshold_metric
+        ),
+        "tfidf-cosine": benchmark(
+            tfidf.similarity, datasets.BENCHMARKS, default_threshold=tfidf_threshold, metric=args.threshold_metric
+        ),
     }
     info = model.info["training"]
-    summary = {"args": vars(args) | {"out": str(args.out)}, "train_pairs": info["train_pairs"], "best_epoch": info["best_epoch"],
-               "train_seconds": info["train_seconds"], "pairs_per_second": info["pairs_per_second"],
-               "threshold": model.threshold, "results": results}
+    summary = {
+        "args": vars(args) | {"out": str(args.out)},
+        "train_pairs": info["train_pairs"],
+        "best_epoch": info["best_epoch"],
+        "train_seconds": info["train_seconds"],
+        "pairs_per_second": info["pairs_per_second"],
+        "threshold": model.threshold,
+        "results": results,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=2) + "\n")
 
@@ -57,7 +71,9 @@ def main() -> None:
                 cell += f" · ρ {r['spearman']:.1f}"
             cells.append(cell)
         print(f"| {name} | {' | '.join(cells)} |")
-    print(f"\ntrained {info['train_pairs']} pairs, best epoch {info['best_epoch']}, {info['train_seconds']:.0f}s, threshold {model.threshold:.3f}")
+    print(
+        f"\ntrained {info['train_pairs']} pairs, best epoch {info['best_epoch']}, {info['train_seconds']:.0f}s, threshold {model.threshold:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -41,7 +41,12 @@ def tfidf_metrics(queries, targets, corpus):
 
 def sets(root):
     iqa = datasets.load("insuranceqa-pairs", root)
-    yield "insuranceqa", iqa.text1, iqa.text2, read_texts(datasets.data_root(root) / "insuranceqa/questions.csv", "question")
+    yield (
+        "insuranceqa",
+        iqa.text1,
+        iqa.text2,
+        read_texts(datasets.data_root(root) / "insuranceqa/questions.csv", "question"),
+    )
     for name in ("quora-sample", "mqp"):
         p = datasets.load(name, root)
         dup = p.positives()
@@ -61,8 +66,12 @@ def main() -> None:
         index = DuplicateIndex(model)
         index.add(corpus)
         ours = retrieval_metrics(index, queries, targets)
-        results[name] = {"corpus": len(corpus), "siamese": ours, "tfidf": tfidf_metrics(queries, targets, corpus),
-                         "seconds": round(time.perf_counter() - t0, 2)}
+        results[name] = {
+            "corpus": len(corpus),
+            "siamese": ours,
+            "tfidf": tfidf_metrics(queries, targets, corpus),
+            "seconds": round(time.perf_counter() - t0, 2),
+        }
         print(name, json.dumps(results[name]))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")

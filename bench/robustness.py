@@ -57,8 +57,14 @@ def main() -> None:
         from siamese import ModelConfig, SiameseModel
 
         model = work / "model"
-        SiameseModel.build(["how do i learn python", "where is the station", "is it raining"], ModelConfig(dim=16)).save(model)
-        quora = (args.data / "quora/quora_question_pairs_sample300.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+        SiameseModel.build(
+            ["how do i learn python", "where is the station", "is it raining"], ModelConfig(dim=16)
+        ).save(model)
+        quora = (
+            (args.data / "quora/quora_question_pairs_sample300.csv")
+            .read_text(encoding="utf-8")
+            .splitlines(keepends=True)
+        )
 
         # -- input files
         def pairs_file(name, lines, encoding="utf-8"):
@@ -74,16 +80,58 @@ def main() -> None:
             parts[3] = '"' + parts[3]
             lines[i] = ",".join(parts)
             add("input files", one_line_error(cli("evaluate", model, "--data", pairs_file("q.csv", lines))))
-        add("input files", one_line_error(cli("evaluate", model, "--data", pairs_file("w.csv", quora[:5] + [quora[5].strip() + ",x\n"]))))
-        add("input files", one_line_error(cli("evaluate", model, "--data", pairs_file("d.csv", ["id,qid1,qid2,question1,question1,is_duplicate\n"] + quora[1:]),
-                                              "--text1", "question1", "--text2", "question2", "--label", "is_duplicate")))
-        add("input files", one_line_error(cli("evaluate", model, "--data", pairs_file("t.csv", [x.replace(",", "\t") for x in quora]),
-                                              "--text1", "question1", "--text2", "question2", "--label", "is_duplicate")))
+        add(
+            "input files",
+            one_line_error(
+                cli("evaluate", model, "--data", pairs_file("w.csv", quora[:5] + [quora[5].strip() + ",x\n"]))
+            ),
+        )
+        add(
+            "input files",
+            one_line_error(
+                cli(
+                    "evaluate",
+                    model,
+                    "--data",
+                    pairs_file("d.csv", ["id,qid1,qid2,question1,question1,is_duplicate\n"] + quora[1:]),
+                    "--text1",
+                    "question1",
+                    "--text2",
+                    "question2",
+                    "--label",
+                    "is_duplicate",
+                )
+            ),
+        )
+        add(
+            "input files",
+            one_line_error(
+                cli(
+                    "evaluate",
+                    model,
+                    "--data",
+                    pairs_file("t.csv", [x.replace(",", "\t") for x in quora]),
+                    "--text1",
+                    "question1",
+                    "--text2",
+                    "question2",
+                    "--label",
+                    "is_duplicate",
+                )
+            ),
+        )
         ok = cli("evaluate", model, "--data", pairs_file("u16.csv", quora, "utf-16"), "--json")
         add("input files", ok.returncode == 0 and json.loads(ok.stdout)["n"] == 300)
-        add("input files", one_line_error(cli("evaluate", model, "--data", pairs_file("n16.csv", quora, "utf-16-le"), "--format", "quora")))
+        add(
+            "input files",
+            one_line_error(
+                cli("evaluate", model, "--data", pairs_file("n16.csv", quora, "utf-16-le"), "--format", "quora")
+            ),
+        )
         add("input files", one_line_error(cli("evaluate", model, "--data", work)))
-        add("input files", one_line_error(cli("encode", model, "--data", work / "missing.txt", "--out", work / "v.npy")))
+        add(
+            "input files", one_line_error(cli("encode", model, "--data", work / "missing.txt", "--out", work / "v.npy"))
+        )
         questions = pairs_file("qs.csv", ["question\n"] + ['"' + x.split(",")[3] + "\n" for x in quora[1:20]])
         add("input files", one_line_error(cli("index", "build", model, "--data", questions, "--out", work / "idx0")))
 
@@ -92,18 +140,40 @@ def main() -> None:
         mine = work / "mine"
         mine.mkdir()
         (mine / "keep.txt").write_text("keep")
-        add("outputs", one_line_error(cli("index", "build", model, "--data", texts, "--out", mine)) and (mine / "keep.txt").exists())
-        add("outputs", one_line_error(cli("index", "build", model, "--data", texts, "--out", ".", cwd=mine)) and (mine / "keep.txt").exists())
-        add("outputs", one_line_error(cli("index", "build", model, "--data", texts, "--out", texts)) and texts.read_text().startswith("how"))
+        add(
+            "outputs",
+            one_line_error(cli("index", "build", model, "--data", texts, "--out", mine))
+            and (mine / "keep.txt").exists(),
+        )
+        add(
+            "outputs",
+            one_line_error(cli("index", "build", model, "--data", texts, "--out", ".", cwd=mine))
+            and (mine / "keep.txt").exists(),
+        )
+        add(
+            "outputs",
+            one_line_error(cli("index", "build", model, "--data", texts, "--out", texts))
+            and texts.read_text().startswith("how"),
+        )
         add("outputs", one_line_error(cli("index", "build", model, "--data", texts, "--out", texts / "x")))
         add("outputs", one_line_error(cli("encode", model, "--data", texts, "--out", mine, "--quiet")))
         add("outputs", one_line_error(cli("encode", model, "--data", texts, "--out", texts / "v.npy", "--quiet")))
 
         # -- tampered model folders
         config = json.loads((model / "config.json").read_text())
-        for fields in [{"vocab_size": 10**15}, {"dim": 10**12}, {"dim": 4096}, {"dim": -1}, {"oov_buckets": -5},
-                       {"dim": "x"}, {"lowercase": "yes"}, {"threshold": None}, {"char_buckets": 10**13},
-                       {"encoder_options": {"dim": 10**9}}, {"encoder_options": json.loads("[" * 500 + "]" * 500)}]:
+        for fields in [
+            {"vocab_size": 10**15},
+            {"dim": 10**12},
+            {"dim": 4096},
+            {"dim": -1},
+            {"oov_buckets": -5},
+            {"dim": "x"},
+            {"lowercase": "yes"},
+            {"threshold": None},
+            {"char_buckets": 10**13},
+            {"encoder_options": {"dim": 10**9}},
+            {"encoder_options": json.loads("[" * 500 + "]" * 500)},
+        ]:
             bad = Path(shutil.copytree(model, work / "bad-model", dirs_exist_ok=True))
             (bad / "config.json").write_text(json.dumps({**config, **fields}))
             add("tampered models", one_line_error(cli("predict", bad, "a", "b")))
@@ -123,10 +193,16 @@ def main() -> None:
         index = work / "idx"
         assert cli("index", "build", model, "--data", texts, "--out", index, "--quiet").returncode == 0
         meta = json.loads((index / "index.json").read_text())
-        cases = {"texts.jsonl": [None, "{oops\n", '{"id": 0, "text": 1}\n', "[1]\n", ""],
-                 "index.json": [json.dumps({**meta, "kind": "hnsw"}), json.dumps({**meta, "kind": "annoy"}),
-                                json.dumps({**meta, "dim": 7}), json.dumps({**meta, "size": "n"})],
-                 "index.faiss": [None, "garbage"]}
+        cases = {
+            "texts.jsonl": [None, "{oops\n", '{"id": 0, "text": 1}\n', "[1]\n", ""],
+            "index.json": [
+                json.dumps({**meta, "kind": "hnsw"}),
+                json.dumps({**meta, "kind": "annoy"}),
+                json.dumps({**meta, "dim": 7}),
+                json.dumps({**meta, "size": "n"}),
+            ],
+            "index.faiss": [None, "garbage"],
+        }
         for name, contents in cases.items():
             for content in contents:
                 bad = Path(shutil.copytree(index, work / "bad-idx", dirs_exist_ok=True))
@@ -140,14 +216,20 @@ def main() -> None:
         target = work / "saved"
         SiameseModel.build(["a b"], ModelConfig(dim=8)).save(target)
         for _ in range(args.kills):
-            proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target), "1000000"], stdout=subprocess.PIPE, text=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-c", WRITER, str(target), "1000000"], stdout=subprocess.PIPE, text=True
+            )
             proc.stdout.readline()
             time.sleep(rng.uniform(0, 0.4))
             proc.kill()
             proc.wait()
             add("kills mid-save", loads(target))
-        writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(target), "20"], stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE) for _ in range(3)]
+        writers = [
+            subprocess.Popen(
+                [sys.executable, "-c", WRITER, str(target), "20"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            )
+            for _ in range(3)
+        ]
         seen_missing = 0
         while any(w.poll() is None for w in writers):
             seen_missing += not (target / "config.json").is_file()

@@ -80,13 +80,20 @@ def paraphrase_mining_comparison(vectors: np.ndarray, threshold: float, k: int) 
     mined, st_s = timed(paraphrase_mining_embeddings, torch.from_numpy(vectors), top_k=k, max_pairs=50 * n)
     st = [(i, j) for s, i, j in mined if s > threshold]
     st_keys = pair_keys([min(p) for p in st], [max(p) for p in st], n)
-    res = {"texts": n, "k": k, "threshold": threshold,
-           "paraphrase_mining": {"seconds": round(st_s, 1), "pairs_above_threshold": len(st_keys)}}
+    res = {
+        "texts": n,
+        "k": k,
+        "threshold": threshold,
+        "paraphrase_mining": {"seconds": round(st_s, 1), "pairs_above_threshold": len(st_keys)},
+    }
     for kind in ("flat", "ivf", "hnsw"):
         pairs, s = timed(duplicate_pairs, vectors, threshold, k=k, kind=kind)
         keys = pair_keys(pairs.first, pairs.second, n)
-        res[f"siamese_{kind}"] = {"seconds": round(s, 1), "pairs_above_threshold": len(keys),
-                                  "share_of_paraphrase_mining_pairs_found": round(len(keys & st_keys) / max(len(st_keys), 1), 4)}
+        res[f"siamese_{kind}"] = {
+            "seconds": round(s, 1),
+            "pairs_above_threshold": len(keys),
+            "share_of_paraphrase_mining_pairs_found": round(len(keys & st_keys) / max(len(st_keys), 1), 4),
+        }
     return res
 
 
@@ -94,7 +101,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", type=Path, required=True)
     ap.add_argument("--size", type=int, default=1_000_000)
-    ap.add_argument("--compare-size", type=int, default=100_000, help="texts for the paraphrase_mining comparison (0: skip)")
+    ap.add_argument(
+        "--compare-size", type=int, default=100_000, help="texts for the paraphrase_mining comparison (0: skip)"
+    )
     ap.add_argument("--threshold", type=float, default=None, help="dedupe threshold (default: the model's)")
     ap.add_argument("--ef-construction", type=int, default=64)
     ap.add_argument("--ef-search", type=int, nargs="+", default=[16, 32, 64, 128, 256, 512])
@@ -133,8 +142,14 @@ def main() -> None:
             else:
                 index.nprobe = value
             _, approx = index.search(queries, 10)
-            rows.append({knob: value, "recall@10": recall(approx, exact), **latency(index, queries[:500]),
-                         "queries_per_second": throughput(index, queries)})
+            rows.append(
+                {
+                    knob: value,
+                    "recall@10": recall(approx, exact),
+                    **latency(index, queries[:500]),
+                    "queries_per_second": throughput(index, queries),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
         return rows
 
@@ -146,15 +161,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run, s = timed(dedupe, model, texts, Path(tmp) / "run", threshold=t, k=10)
         summary = run.summary()
-    res["dedupe_end_to_end"] = {**{k: summary[k] for k in ("threshold", "pairs", "clusters", "clustered_texts")},
-                                "k": 10, "kind": "auto (ivf)", "clustering": "components", "seconds": round(s, 1)}
+    res["dedupe_end_to_end"] = {
+        **{k: summary[k] for k in ("threshold", "pairs", "clusters", "clustered_texts")},
+        "k": 10,
+        "kind": "auto (ivf)",
+        "clustering": "components",
+        "seconds": round(s, 1),
+    }
     print(json.dumps(res["dedupe_end_to_end"]), flush=True)
     pairs, s = timed(duplicate_pairs, vectors, t, k=10)
     res["dedupe_steps"] = {"pairs_seconds": round(s, 1)}
     for name, group in (("components", components), ("communities", communities)):
         groups, s = timed(group, len(texts), pairs)
-        res["dedupe_steps"][name] = {"clusters": len(groups), "largest": max(map(len, groups), default=0),
-                                     "seconds": round(s, 1)}
+        res["dedupe_steps"][name] = {
+            "clusters": len(groups),
+            "largest": max(map(len, groups), default=0),
+            "seconds": round(s, 1),
+        }
     print(json.dumps(res["dedupe_steps"]), flush=True)
     res["peak_rss_mb"] = round(peak_mb())
     if args.compare_size:

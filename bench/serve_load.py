@@ -87,9 +87,14 @@ def load(port: int, clients: int, seconds: float, texts: list[str]) -> dict:
         t.join()
     elapsed = time.perf_counter() - start_time
     ms = np.array(latencies) * 1000
-    return {"requests": len(ms), "statuses": {str(k): v for k, v in sorted(statuses.items())},
-            "requests_per_s": round(len(ms) / elapsed, 1), "p50_ms": round(float(np.percentile(ms, 50)), 1),
-            "p99_ms": round(float(np.percentile(ms, 99)), 1), "mean_ms": round(float(ms.mean()), 1)}
+    return {
+        "requests": len(ms),
+        "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "requests_per_s": round(len(ms) / elapsed, 1),
+        "p50_ms": round(float(np.percentile(ms, 50)), 1),
+        "p99_ms": round(float(np.percentile(ms, 99)), 1),
+        "mean_ms": round(float(ms.mean()), 1),
+    }
 
 
 def main():
@@ -113,8 +118,13 @@ def main():
                 proc.terminate()
                 proc.wait(timeout=30)
             print(f"{name:13s} {results[name]}", flush=True)
-    report = {"model": str(args.model or "quick LSTM (1 epoch, 2,000 MSRP pairs)"), "clients": args.clients,
-              "seconds": args.seconds, "cpus": os.cpu_count(), "results": results}
+    report = {
+        "model": str(args.model or "quick LSTM (1 epoch, 2,000 MSRP pairs)"),
+        "clients": args.clients,
+        "seconds": args.seconds,
+        "cpus": os.cpu_count(),
+        "results": results,
+    }
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print("| | requests/s | p50 ms | p99 ms |\n|---|---|---|---|")
     for name, r in results.items():

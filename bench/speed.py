@@ -53,7 +53,9 @@ def quality(model) -> dict:
     out = {}
     for name in ("quora-sample", "paws-qqp-dev-test"):
         pairs = datasets.load(name)
-        out[name] = round(classification_report(model.similarity(pairs.text1, pairs.text2), pairs.labels, 0.5)["roc_auc"], 4)
+        out[name] = round(
+            classification_report(model.similarity(pairs.text1, pairs.text2), pairs.labels, 0.5)["roc_auc"], 4
+        )
     return out
 
 
@@ -61,7 +63,9 @@ def worker_ours(args) -> dict:
     from siamese import TrainConfig, datasets, train
 
     pairs = datasets.load(args.pairs)
-    model = train(pairs, config=TrainConfig(epochs=args.epochs, precision=args.precision, seed=args.seed), progress=False)
+    model = train(
+        pairs, config=TrainConfig(epochs=args.epochs, precision=args.precision, seed=args.seed), progress=False
+    )
     rates = [h["pairs_per_second"] for h in model.info["training"]["history"]]
     return {"pairs_per_second": statistics.median(rates[1:] or rates), "epoch_rates": rates, "roc_auc": quality(model)}
 
@@ -112,8 +116,11 @@ def worker_naive(args) -> dict:
             opt.step()
         rates.append(len(order) / (time.perf_counter() - t0))
     model.encoder = _as_encoder(branch)
-    return {"pairs_per_second": statistics.median(rates[1:] or rates), "epoch_rates": [round(r, 1) for r in rates],
-            "roc_auc": quality(model)}
+    return {
+        "pairs_per_second": statistics.median(rates[1:] or rates),
+        "epoch_rates": [round(r, 1) for r in rates],
+        "roc_auc": quality(model),
+    }
 
 
 def _as_encoder(branch):
@@ -129,7 +136,9 @@ def worker_encode(args) -> dict:
     from siamese import TrainConfig, datasets, read_texts, train
 
     root = datasets.data_root()
-    texts = read_texts(root / "insuranceqa/questions.csv", "question") + read_texts(root / "simplequestions/test.csv", "question")
+    texts = read_texts(root / "insuranceqa/questions.csv", "question") + read_texts(
+        root / "simplequestions/test.csv", "question"
+    )
     model = train(datasets.load("paws-qqp-train"), config=TrainConfig(epochs=1), progress=False)
     rates = []
     for _ in range(3):
@@ -190,8 +199,21 @@ def main() -> None:
                 w = csv.writer(f)
                 w.writerow(["text1", "text2"])
                 w.writerows(zip(pairs.text1, pairs.text2))
-            contenders = {"keras": [str(TF_PY), str(HERE / "keras_seed.py"), "--pairs", str(csv_path), "--epochs",
-                                    str(args.epochs), "--batch-size", "256", "--threads", "2"], **contenders}
+            contenders = {
+                "keras": [
+                    str(TF_PY),
+                    str(HERE / "keras_seed.py"),
+                    "--pairs",
+                    str(csv_path),
+                    "--epochs",
+                    str(args.epochs),
+                    "--batch-size",
+                    "256",
+                    "--threads",
+                    "2",
+                ],
+                **contenders,
+            }
         else:
             print("bench/.venv-tf missing: run with --setup-tf to include the Keras baseline", file=sys.stderr)
         runs: dict[str, list[dict]] = {k: [] for k in contenders}
@@ -199,18 +221,33 @@ def main() -> None:
             for name, cmd in contenders.items():
                 res = run(cmd, env.get(name))
                 runs[name].append(res)
-                print(f"round {r + 1} {name}: {res['pairs_per_second']:.0f} pairs/s, peak {res['peak_rss_mb']:.0f} MB", file=sys.stderr)
+                print(
+                    f"round {r + 1} {name}: {res['pairs_per_second']:.0f} pairs/s, peak {res['peak_rss_mb']:.0f} MB",
+                    file=sys.stderr,
+                )
         enc = None if args.no_encode else run(me + ["--worker", "encode"])
 
     summary = {
-        "cpu": cpu_name(), "data": args.pairs, "pairs": len(pairs), "mean_words_per_text": round(words, 2), "epochs": args.epochs, "rounds": args.rounds,
+        "cpu": cpu_name(),
+        "data": args.pairs,
+        "pairs": len(pairs),
+        "mean_words_per_text": round(words, 2),
+        "epochs": args.epochs,
+        "rounds": args.rounds,
         "training": {
             name: {
                 "pairs_per_second_median": round(statistics.median(r["pairs_per_second"] for r in rs), 1),
                 "pairs_per_second_runs": [round(r["pairs_per_second"], 1) for r in rs],
                 "peak_rss_mb_median": round(statistics.median(r["peak_rss_mb"] for r in rs), 1),
-                **({"roc_auc_median": {k: round(statistics.median(r["roc_auc"][k] for r in rs), 4) for k in rs[0]["roc_auc"]}}
-                   if "roc_auc" in rs[0] else {}),
+                **(
+                    {
+                        "roc_auc_median": {
+                            k: round(statistics.median(r["roc_auc"][k] for r in rs), 4) for k in rs[0]["roc_auc"]
+                        }
+                    }
+                    if "roc_auc" in rs[0]
+                    else {}
+                ),
             }
             for name, rs in runs.items()
         },

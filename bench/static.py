@@ -41,7 +41,11 @@ def unit(x: np.ndarray) -> np.ndarray:
 
 
 def folder_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file() and f.suffix in (".safetensors", ".onnx", ".npy", ".bin"))
+    return sum(
+        f.stat().st_size
+        for f in Path(path).rglob("*")
+        if f.is_file() and f.suffix in (".safetensors", ".onnx", ".npy", ".bin")
+    )
 
 
 def wordllama():
@@ -72,7 +76,9 @@ def sentence_transformers_minilm():
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(default_model_path()), device="cpu")
-    return lambda texts: unit(model.encode(list(texts), batch_size=64, show_progress_bar=False)), folder_bytes(default_model_path())
+    return lambda texts: unit(model.encode(list(texts), batch_size=64, show_progress_bar=False)), folder_bytes(
+        default_model_path()
+    )
 
 
 def ours(path):
@@ -86,7 +92,11 @@ def quality(encode) -> dict:
         pairs = datasets.load(name)
         a, b = encode(pairs.text1), encode(pairs.text2)
         s = (a * b).sum(1)
-        out[name] = round(100 * spearmanr(s, pairs.scores).statistic, 2) if kind == "spearman" else round(roc_auc_score(pairs.labels, s), 4)
+        out[name] = (
+            round(100 * spearmanr(s, pairs.scores).statistic, 2)
+            if kind == "spearman"
+            else round(roc_auc_score(pairs.labels, s), 4)
+        )
     return out
 
 
@@ -94,7 +104,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--student", type=Path, required=True, help="our static student folder (siamese distill)")
     ap.add_argument("--student-sts", type=Path, default=None, help="the student fine-tuned on STS-B train (optional)")
-    ap.add_argument("--minilm", type=Path, default=None, help="our MiniLM folder to time (default: siamese pretrained minilm, built here)")
+    ap.add_argument(
+        "--minilm",
+        type=Path,
+        default=None,
+        help="our MiniLM folder to time (default: siamese pretrained minilm, built here)",
+    )
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", type=Path, default=Path("runs/bench-static"))
     args = ap.parse_args()
@@ -114,7 +129,12 @@ def main() -> None:
         "MiniLM, ours (fast path)": ours(minilm_dir),
         "MiniLM, sentence-transformers": sentence_transformers_minilm(),
     }
-    static = {"siamese student", "siamese student + STS-B fine-tune", "WordLlama (l2_supercat 256)", "model2vec distill of MiniLM"}
+    static = {
+        "siamese student",
+        "siamese student + STS-B fine-tune",
+        "WordLlama (l2_supercat 256)",
+        "model2vec distill of MiniLM",
+    }
     texts = list(dict.fromkeys(t for name in SETS for p in [datasets.load(name)] for t in p.text1 + p.text2))
     results = {name: {"quality": quality(encode), "bytes": size} for name, (encode, size) in contenders.items()}
     timings: dict[str, list[float]] = {name: [] for name in contenders}
@@ -130,18 +150,32 @@ def main() -> None:
     st_speed = statistics.median(timings["MiniLM, sentence-transformers"])
     for name in contenders:
         speed = statistics.median(timings[name])
-        results[name].update(texts_per_second=round(speed), rounds=[round(t) for t in timings[name]],
-                             x_minilm_ours=round(speed / minilm_speed, 1), x_minilm_st=round(speed / st_speed, 1))
-    report = {"texts": len(texts), "rounds": args.rounds, "student": str(args.student), "results": results,
-              "machine": os.uname().machine, "cpu": _cpu()}
+        results[name].update(
+            texts_per_second=round(speed),
+            rounds=[round(t) for t in timings[name]],
+            x_minilm_ours=round(speed / minilm_speed, 1),
+            x_minilm_st=round(speed / st_speed, 1),
+        )
+    report = {
+        "texts": len(texts),
+        "rounds": args.rounds,
+        "student": str(args.student),
+        "results": results,
+        "machine": os.uname().machine,
+        "cpu": _cpu(),
+    }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"| model | Quora ROC-AUC | STS-B test ρ | MSRP | PAWS-Wiki | MQP | texts/s | × MiniLM (ours) | × MiniLM (ST) | MB |")
+    print(
+        "| model | Quora ROC-AUC | STS-B test ρ | MSRP | PAWS-Wiki | MQP | texts/s | × MiniLM (ours) | × MiniLM (ST) | MB |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         q = r["quality"]
-        print(f"| {name} | {q['quora-sample']:.3f} | {q['sts-test']:.1f} | {q['msrp-test']:.3f} | {q['paws-wiki-test']:.3f} | "
-              f"{q['mqp']:.3f} | {r['texts_per_second']:,} | {r['x_minilm_ours']} | {r['x_minilm_st']} | {r['bytes'] / 1e6:.0f} |")
+        print(
+            f"| {name} | {q['quora-sample']:.3f} | {q['sts-test']:.1f} | {q['msrp-test']:.3f} | {q['paws-wiki-test']:.3f} | "
+            f"{q['mqp']:.3f} | {r['texts_per_second']:,} | {r['x_minilm_ours']} | {r['x_minilm_st']} | {r['bytes'] / 1e6:.0f} |"
+        )
 
 
 def _cpu() -> str:

@@ -14,13 +14,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from static_corpus import scores  # noqa: E402  (this folder: the same per-set metrics)
+
 from siamese.distill import StaticConfig, default_corpus, distill_static  # noqa: E402
 from siamese.teachers import load_teacher  # noqa: E402
-from static_corpus import scores  # noqa: E402  (this folder: the same per-set metrics)
 
 HERE = Path(__file__).resolve().parent
 SETS = ["msrp-val", "sts-dev", "semeval-dev", "mqp", "quora-sample"]
-SETTINGS = [(0.0, 0.1), (1.0, 0.05), (2.0, 0.05), (1.0, 0.1), (4.0, 0.1), (8.0, 0.1), (4.0, 0.2)]  # (weight, temperature)
+SETTINGS = [
+    (0.0, 0.1),
+    (1.0, 0.05),
+    (2.0, 0.05),
+    (1.0, 0.1),
+    (4.0, 0.1),
+    (8.0, 0.1),
+    (4.0, 0.2),
+]  # (weight, temperature)
 
 
 def main() -> None:
@@ -29,12 +38,22 @@ def main() -> None:
     targets = teacher.encode(texts, progress=False)
     result = []
     for weight, temperature in SETTINGS:
-        student = distill_static(teacher, texts, StaticConfig(relational=weight, temperature=temperature),
-                                 teacher_info=info, targets=targets, progress=False)
+        student = distill_static(
+            teacher,
+            texts,
+            StaticConfig(relational=weight, temperature=temperature),
+            teacher_info=info,
+            targets=targets,
+            progress=False,
+        )
         history = student.info["distillation"]["history"]
         kept = next(h for h in history if h.get("kept"))
-        row = {"relational": weight, "temperature": temperature, "epoch_kept": kept["epoch"],
-               "held_out_cosine": kept["val_cosine"]}
+        row = {
+            "relational": weight,
+            "temperature": temperature,
+            "epoch_kept": kept["epoch"],
+            "held_out_cosine": kept["val_cosine"],
+        }
         row.update(scores(student, SETS))
         print(row, flush=True)
         result.append(row)

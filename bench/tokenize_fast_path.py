@@ -21,7 +21,9 @@ SETS = ["quora-sample", "msrp-test", "sts-test", "mqp", "paws-wiki-test"]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", required=True, help="a model folder with a BERT-normalised tokenizer (e.g. siamese distill's)")
+    ap.add_argument(
+        "--model", required=True, help="a model folder with a BERT-normalised tokenizer (e.g. siamese distill's)"
+    )
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=4, help="the test sets' distinct texts, this many times over")
     args = ap.parse_args()
@@ -41,9 +43,13 @@ def main() -> None:
             vectors[mode] = model.encode(texts)
             speeds[mode].append(len(texts) / (time.perf_counter() - started))
     Vectorizer._ascii_twin = with_twin
-    result = {"model": args.model, "texts": len(texts), "ascii_share": round(sum(t.isascii() for t in texts) / len(texts), 4),
-              **{f"{k} texts/s": round(float(np.median(v))) for k, v in speeds.items()},
-              "identical": bool(np.array_equal(*vectors.values()))}
+    result = {
+        "model": args.model,
+        "texts": len(texts),
+        "ascii_share": round(sum(t.isascii() for t in texts) / len(texts), 4),
+        **{f"{k} texts/s": round(float(np.median(v))) for k, v in speeds.items()},
+        "identical": bool(np.array_equal(*vectors.values())),
+    }
     print(json.dumps(result, indent=1))
 
 

@@ -40,8 +40,12 @@ BILSTM_SAMPLE = 30_000
 MPNET = {"encoder": "transformer", "encoder_options": {"path": "mpnet"}}  # all-mpnet-base-v2: make mpnet
 # Unseen words hashed into buckets (they still match across two texts); ordered word pairs up to
 # 12 apart, pooled apart from the words and mixed in at 0.7.
-BOW_OOV_PAIRS = {"encoder": "bow", "max_vocab": None, "oov_buckets": 16384,
-                 "encoder_options": {"ngrams": 2, "window": 12, "pair_mix": 0.7}}
+BOW_OOV_PAIRS = {
+    "encoder": "bow",
+    "max_vocab": None,
+    "oov_buckets": 16384,
+    "encoder_options": {"ngrams": 2, "window": 12, "pair_mix": 0.7},
+}
 
 
 @dataclass
@@ -64,21 +68,41 @@ class Recipe:
 RECIPES = [
     Recipe("lstm-cosine-triplet", {}, {"epochs": 8}),  # the foundation model
     Recipe("lstm-attention-cosine-mnr", {"loss": "mnr", "encoder_options": {"pooling": "attention"}}, {"epochs": 8}),
-    Recipe("bilstm-glove-l1-bce", {"encoder": "bilstm", "head": "l1", "loss": "bce"}, {"epochs": 3}, glove=True,
-           sample=BILSTM_SAMPLE),
-    Recipe("bilstm-glove-manhattan-contrastive", {"encoder": "bilstm", "head": "manhattan", "loss": "contrastive",
-                                                   "encoder_options": {"hidden": 50}}, {"epochs": 4}, glove=True),
-    Recipe("bilstm-glove-symmetric-bce", {"encoder": "bilstm", "head": "symmetric", "loss": "bce",
-                                          "encoder_options": {"pooling": "max"}}, {"epochs": 3}, glove=True,
-           sample=BILSTM_SAMPLE),
-    Recipe("bilstm-max-glove-cosine-hinge", {"encoder": "bilstm-max", "loss": "hinge",
-                                             "encoder_options": {"hidden": 128, "out_dim": 128}}, {"epochs": 6}, glove=True),
+    Recipe(
+        "bilstm-glove-l1-bce",
+        {"encoder": "bilstm", "head": "l1", "loss": "bce"},
+        {"epochs": 3},
+        glove=True,
+        sample=BILSTM_SAMPLE,
+    ),
+    Recipe(
+        "bilstm-glove-manhattan-contrastive",
+        {"encoder": "bilstm", "head": "manhattan", "loss": "contrastive", "encoder_options": {"hidden": 50}},
+        {"epochs": 4},
+        glove=True,
+    ),
+    Recipe(
+        "bilstm-glove-symmetric-bce",
+        {"encoder": "bilstm", "head": "symmetric", "loss": "bce", "encoder_options": {"pooling": "max"}},
+        {"epochs": 3},
+        glove=True,
+        sample=BILSTM_SAMPLE,
+    ),
+    Recipe(
+        "bilstm-max-glove-cosine-hinge",
+        {"encoder": "bilstm-max", "loss": "hinge", "encoder_options": {"hidden": 128, "out_dim": 128}},
+        {"epochs": 6},
+        glove=True,
+    ),
     Recipe("cnn-glove-cosine-hinge", {"encoder": "cnn", "loss": "hinge"}, {"epochs": 6}, glove=True),
     Recipe("cnn-glove-cosine-triplet", {"encoder": "cnn"}, {"epochs": 6}, glove=True),
     Recipe("cnn-glove-cosine-cosent", {"encoder": "cnn", "loss": "cosent"}, {"epochs": 6}, glove=True),
     Recipe("bow-cosine-triplet", {"encoder": "bow"}, {"epochs": 6}),
-    Recipe("bow-bigrams-cosine-triplet", {"encoder": "bow", "dim": 512, "encoder_options": {"ngrams": 2, "bigram_weight": 0.5}},
-           {"epochs": 6}),
+    Recipe(
+        "bow-bigrams-cosine-triplet",
+        {"encoder": "bow", "dim": 512, "encoder_options": {"ngrams": 2, "bigram_weight": 0.5}},
+        {"epochs": 6},
+    ),
     # settings chosen on validation sets only (docs/benchmarks.md)
     Recipe("bow-oov-pairs-cosine-triplet", BOW_OOV_PAIRS, {"epochs": 6}),
     # The same at 512 dimensions: random vectors of unrelated rare words collide less (validation:
@@ -86,67 +110,128 @@ RECIPES = [
     Recipe("bow-oov-pairs-512-cosine-triplet", {**BOW_OOV_PAIRS, "dim": 512}, {"epochs": 6}),
     # ... and each word's character n-grams (3-5, fastText's subwords) pooled as a third part,
     # with the pairs' share raised to match (all chosen on validation: docs/benchmarks.md).
-    Recipe("bow-oov-pairs-chars-cosine-triplet",
-           {**BOW_OOV_PAIRS, "char_ngrams": [3, 5], "char_buckets": 1 << 17,
-            "encoder_options": {**BOW_OOV_PAIRS["encoder_options"], "pair_mix": 1.0, "char_mix": 1.0}}, {"epochs": 6}),
+    Recipe(
+        "bow-oov-pairs-chars-cosine-triplet",
+        {
+            **BOW_OOV_PAIRS,
+            "char_ngrams": [3, 5],
+            "char_buckets": 1 << 17,
+            "encoder_options": {**BOW_OOV_PAIRS["encoder_options"], "pair_mix": 1.0, "char_mix": 1.0},
+        },
+        {"epochs": 6},
+    ),
     # The same bag of words taught by all-MiniLM-L6-v2: every in-batch cosine of every training
     # pair (labels unused) matched to the teacher's; pairs sharing a text with a test set dropped.
-    Recipe("bow-oov-pairs-cosine-distill-minilm", {**BOW_OOV_PAIRS, "loss": "distill"}, {"epochs": 6, "teacher": "minilm"},
-           exclude_test_texts=True),
+    Recipe(
+        "bow-oov-pairs-cosine-distill-minilm",
+        {**BOW_OOV_PAIRS, "loss": "distill"},
+        {"epochs": 6, "teacher": "minilm"},
+        exclude_test_texts=True,
+    ),
     Recipe("minilm-as-is", {"encoder": "transformer"}, trained=False),
     Recipe("mpnet-as-is", MPNET, trained=False),  # a larger pretrained encoder (and the distillation teacher)
-    Recipe("minilm-mnr-2e-6", {"encoder": "transformer", "loss": "mnr"}, {"epochs": 1, "batch_size": 32},
-           sample=TRANSFORMER_SAMPLE),
-    Recipe("minilm-mnr-2e-5", {"encoder": "transformer", "loss": "mnr"}, {"epochs": 1, "batch_size": 32, "lr": 2e-5},
-           sample=TRANSFORMER_SAMPLE),
-    Recipe("minilm-cosent-sts-2e-5", {"encoder": "transformer", "loss": "cosent"},
-           {"epochs": 1, "batch_size": 16, "lr": 2e-5, "warmup_steps": 36}, train_sets=["sts-train"]),
+    Recipe(
+        "minilm-mnr-2e-6",
+        {"encoder": "transformer", "loss": "mnr"},
+        {"epochs": 1, "batch_size": 32},
+        sample=TRANSFORMER_SAMPLE,
+    ),
+    Recipe(
+        "minilm-mnr-2e-5",
+        {"encoder": "transformer", "loss": "mnr"},
+        {"epochs": 1, "batch_size": 32, "lr": 2e-5},
+        sample=TRANSFORMER_SAMPLE,
+    ),
+    Recipe(
+        "minilm-cosent-sts-2e-5",
+        {"encoder": "transformer", "loss": "cosent"},
+        {"epochs": 1, "batch_size": 16, "lr": 2e-5, "warmup_steps": 36},
+        train_sets=["sts-train"],
+    ),
     # graded STS-B mixed with question pairs (label 1 = score 5), then half the pretrained weights mixed back in
-    Recipe("minilm-cosent-mix-keep-0.5", {"encoder": "transformer", "loss": "cosent"},
-           {"epochs": 1, "batch_size": 16, "lr": 1e-5, "warmup_steps": 36, "keep_initial": 0.5},
-           train_sets=["sts-train", "semeval-train", "insuranceqa-pairs"]),
+    Recipe(
+        "minilm-cosent-mix-keep-0.5",
+        {"encoder": "transformer", "loss": "cosent"},
+        {"epochs": 1, "batch_size": 16, "lr": 1e-5, "warmup_steps": 36, "keep_initial": 0.5},
+        train_sets=["sts-train", "semeval-train", "insuranceqa-pairs"],
+    ),
     # the same recipe from a larger start: all-mpnet-base-v2 (110M parameters, PyPI parts, make mpnet)
-    Recipe("mpnet-cosent-mix-keep-0.5", {**MPNET, "loss": "cosent"},
-           {"epochs": 1, "batch_size": 16, "lr": 1e-5, "warmup_steps": 36, "keep_initial": 0.5},
-           train_sets=["sts-train", "semeval-train", "insuranceqa-pairs"]),
-    Recipe("minilm-concat-bce-2e-5", {"encoder": "transformer", "head": "concat", "loss": "bce"},
-           {"epochs": 1, "batch_size": 32, "lr": 2e-5}, sample=TRANSFORMER_SAMPLE),
+    Recipe(
+        "mpnet-cosent-mix-keep-0.5",
+        {**MPNET, "loss": "cosent"},
+        {"epochs": 1, "batch_size": 16, "lr": 1e-5, "warmup_steps": 36, "keep_initial": 0.5},
+        train_sets=["sts-train", "semeval-train", "insuranceqa-pairs"],
+    ),
+    Recipe(
+        "minilm-concat-bce-2e-5",
+        {"encoder": "transformer", "head": "concat", "loss": "bce"},
+        {"epochs": 1, "batch_size": 32, "lr": 2e-5},
+        sample=TRANSFORMER_SAMPLE,
+    ),
     # A cross-encoder (both texts read together) from MiniLM's weights, on the labelled question and
     # paraphrase pairs (PAWS-QQP's word-order traps included), both orders (siamese.cross).
-    Recipe("cross-encoder-best", {"encoder": "transformer", "cross": True},
-           {"epochs": 1, "batch_size": 16, "lr": 5e-5}, train_sets=["paws-qqp-train", "msrp-train", "semeval-train"]),
+    Recipe(
+        "cross-encoder-best",
+        {"encoder": "transformer", "cross": True},
+        {"epochs": 1, "batch_size": 16, "lr": 5e-5},
+        train_sets=["paws-qqp-train", "msrp-train", "semeval-train"],
+    ),
     # The same with less of PAWS-QQP's word-order traps and more ordinary paraphrase and question
     # pairs (Quora's non-duplicates are questions on the same topic, not swaps): 20k pairs drawn
     # from six sets.
-    Recipe("cross-encoder-mix", {"encoder": "transformer", "cross": True},
-           {"epochs": 1, "batch_size": 16, "lr": 5e-5}, sample=20_000,
-           train_sets=["semeval-train", "msrp-train", "sick-train", "twitter-url-train", "paws-qqp-train", "sts-train"]),
+    Recipe(
+        "cross-encoder-mix",
+        {"encoder": "transformer", "cross": True},
+        {"epochs": 1, "batch_size": 16, "lr": 5e-5},
+        sample=20_000,
+        train_sets=["semeval-train", "msrp-train", "sick-train", "twitter-url-train", "paws-qqp-train", "sts-train"],
+    ),
     # The same with PAWS-Wiki's labelled pairs (its dev split: the shared data holds no PAWS-Wiki
     # train) in place of PAWS-QQP and Twitter URL: word-order pairs from the kind of sentences
     # PAWS-Wiki tests. Pairs sharing a text with any test set are dropped.
-    Recipe("cross-encoder-paws-wiki", {"encoder": "transformer", "cross": True},
-           {"epochs": 1, "batch_size": 16, "lr": 5e-5}, sample=20_000, exclude_test_texts=True,
-           train_sets=["paws-wiki-dev", "semeval-train", "msrp-train", "sick-train", "sts-train"]),
+    Recipe(
+        "cross-encoder-paws-wiki",
+        {"encoder": "transformer", "cross": True},
+        {"epochs": 1, "batch_size": 16, "lr": 5e-5},
+        sample=20_000,
+        exclude_test_texts=True,
+        train_sets=["paws-wiki-dev", "semeval-train", "msrp-train", "sick-train", "sts-train"],
+    ),
     # A PAWS-Wiki specialist: PAWS-Wiki dev alone for three epochs (the mixed recipe above ended
     # its one epoch at training loss 0.59, still falling), the epoch and threshold chosen on 500
     # held-out pairs of it rather than on the validation mix (MSRP/STS-B/SICK, which reward overlap).
     # PAWS pairs share sentences: dropping those of the held-out pairs leaves 5,876 to train on.
-    Recipe("cross-encoder-paws-wiki-only", {"encoder": "transformer", "cross": True},
-           {"epochs": 3, "batch_size": 16, "lr": 5e-5}, exclude_test_texts=True, val_holdout=500,
-           train_sets=["paws-wiki-dev"]),
+    Recipe(
+        "cross-encoder-paws-wiki-only",
+        {"encoder": "transformer", "cross": True},
+        {"epochs": 3, "batch_size": 16, "lr": 5e-5},
+        exclude_test_texts=True,
+        val_holdout=500,
+        train_sets=["paws-wiki-dev"],
+    ),
     # The same specialist from all-mpnet-base-v2's weights (`make mpnet` first). ~7x slower to train
     # than MiniLM here: one epoch over both orders (~55 min on two AVX2 cores) is what fits a session;
     # lr 3e-5, between BERT-base's usual 2e-5 and MiniLM's 5e-5.
-    Recipe("cross-encoder-mpnet-paws-wiki-only", {**MPNET, "cross": True},
-           {"epochs": 1, "batch_size": 16, "lr": 3e-5}, exclude_test_texts=True, val_holdout=500,
-           train_sets=["paws-wiki-dev"]),
+    Recipe(
+        "cross-encoder-mpnet-paws-wiki-only",
+        {**MPNET, "cross": True},
+        {"epochs": 1, "batch_size": 16, "lr": 3e-5},
+        exclude_test_texts=True,
+        val_holdout=500,
+        train_sets=["paws-wiki-dev"],
+    ),
     # A cross-encoder that corrects a bi-encoder: mpnet as-is gives the starting logit (its cosine,
     # scaled on the validation mix), MiniLM reads the pair and learns only what mpnet misses
     # (word order, the one word that differs), on word-order pairs from both PAWS sets and on
     # question and paraphrase pairs. Pairs sharing a text with any test set are dropped.
-    Recipe("cross-encoder-prior", {"encoder": "transformer", "cross": True, "encoder_options": {"prior": "mpnet"}},
-           {"epochs": 1, "batch_size": 16, "lr": 5e-5}, sample=10_000, exclude_test_texts=True,
-           train_sets=["paws-wiki-dev", "paws-qqp-train", "semeval-train", "msrp-train"]),
+    Recipe(
+        "cross-encoder-prior",
+        {"encoder": "transformer", "cross": True, "encoder_options": {"prior": "mpnet"}},
+        {"epochs": 1, "batch_size": 16, "lr": 5e-5},
+        sample=10_000,
+        exclude_test_texts=True,
+        train_sets=["paws-wiki-dev", "paws-qqp-train", "semeval-train", "msrp-train"],
+    ),
 ]
 
 
@@ -183,7 +268,9 @@ def run_recipe(recipe: Recipe, train_pairs, val_pairs, root: Path, args) -> dict
         if recipe.val_holdout:
             held = np.random.default_rng(args.seed).permutation(len(pairs))
             val_pairs = pairs.subset(held[: recipe.val_holdout])
-            pairs = without_texts(pairs.subset(held[recipe.val_holdout :]), {normal(t) for t in val_pairs.text1 + val_pairs.text2})
+            pairs = without_texts(
+                pairs.subset(held[recipe.val_holdout :]), {normal(t) for t in val_pairs.text1 + val_pairs.text2}
+            )
         limit = args.limit if args.limit else recipe.sample
         if limit and limit < len(pairs):
             pairs = pairs.subset(np.random.default_rng(args.seed).choice(len(pairs), limit, replace=False))
@@ -194,8 +281,12 @@ def run_recipe(recipe: Recipe, train_pairs, val_pairs, root: Path, args) -> dict
         if args.save_models:  # e.g. a cross-encoder for bench/cascade.py
             model.save(args.save_models / recipe.name, overwrite=True)
         training = model.info["training"]
-        fit = {"train_pairs_seen": sum(h["pairs"] for h in training["history"]), "best_epoch": training["best_epoch"],
-               "epochs": len(training["history"]), "lr": training["config"]["lr"]}
+        fit = {
+            "train_pairs_seen": sum(h["pairs"] for h in training["history"]),
+            "best_epoch": training["best_epoch"],
+            "epochs": len(training["history"]),
+            "lr": training["config"]["lr"],
+        }
     else:
         model = SiameseModel.build([], config)
         sims = model.similarity(val_pairs.text1, val_pairs.text2)
@@ -203,21 +294,35 @@ def run_recipe(recipe: Recipe, train_pairs, val_pairs, root: Path, args) -> dict
         fit = {}
     seconds = time.perf_counter() - started
     speed_texts = datasets.load("quora-sample", root)
-    results = benchmark(model.similarity, ZOO_BENCHMARKS, default_threshold=model.threshold, root=root,
-                        metric=args.threshold_metric)
+    results = benchmark(
+        model.similarity, ZOO_BENCHMARKS, default_threshold=model.threshold, root=root, metric=args.threshold_metric
+    )
     if getattr(model, "kind", None) == "cross":  # no vectors: its speed is pairs scored per second
         speed = pairs_per_second(model, speed_texts)
         params = sum(p.numel() for p in model.network.parameters())
     else:
         speed = texts_per_second(model, speed_texts.text1 + speed_texts.text2)
         params = sum(p.numel() for m in (model.encoder, model.head) for p in m.parameters())
-    return {"recipe": recipe.name, "config": {"model": recipe.model, "train": recipe.train, "glove": recipe.glove,
-                                              "sample": recipe.sample, "train_sets": recipe.train_sets or datasets.TRAIN,
-                                              "exclude_test_texts": recipe.exclude_test_texts,
-                                              "val_holdout": recipe.val_holdout},
-            "train_seconds": round(seconds, 1) if recipe.trained else 0.0, **fit,
-            "texts_per_second": round(speed), "speed_unit": "pairs" if getattr(model, "kind", None) == "cross" else "texts",
-            "parameters": params, "threshold": model.threshold, "glove": model.info.get("glove"), "results": results}
+    return {
+        "recipe": recipe.name,
+        "config": {
+            "model": recipe.model,
+            "train": recipe.train,
+            "glove": recipe.glove,
+            "sample": recipe.sample,
+            "train_sets": recipe.train_sets or datasets.TRAIN,
+            "exclude_test_texts": recipe.exclude_test_texts,
+            "val_holdout": recipe.val_holdout,
+        },
+        "train_seconds": round(seconds, 1) if recipe.trained else 0.0,
+        **fit,
+        "texts_per_second": round(speed),
+        "speed_unit": "pairs" if getattr(model, "kind", None) == "cross" else "texts",
+        "parameters": params,
+        "threshold": model.threshold,
+        "glove": model.info.get("glove"),
+        "results": results,
+    }
 
 
 def benchmark_texts(root: Path) -> set[str]:
@@ -226,7 +331,9 @@ def benchmark_texts(root: Path) -> set[str]:
 
 
 def without_texts(pairs, texts: set[str]):
-    keep = [i for i, (a, b) in enumerate(zip(pairs.text1, pairs.text2)) if normal(a) not in texts and normal(b) not in texts]
+    keep = [
+        i for i, (a, b) in enumerate(zip(pairs.text1, pairs.text2)) if normal(a) not in texts and normal(b) not in texts
+    ]
     return pairs.subset(keep)
 
 
@@ -236,10 +343,20 @@ def normal(text: str) -> str:
 
 def run_tfidf(train_pairs, val_pairs, root: Path, args) -> dict:
     tfidf = TfidfBaseline().fit(train_pairs.text1 + train_pairs.text2)
-    threshold, _ = choose_threshold(tfidf.similarity(val_pairs.text1, val_pairs.text2), val_pairs.labels, args.threshold_metric)
-    results = benchmark(tfidf.similarity, ZOO_BENCHMARKS, default_threshold=threshold, root=root, metric=args.threshold_metric)
-    return {"recipe": "tfidf-cosine", "train_seconds": 0.0, "texts_per_second": None, "parameters": len(tfidf.vectorizer.vocabulary_),
-            "threshold": threshold, "results": results}
+    threshold, _ = choose_threshold(
+        tfidf.similarity(val_pairs.text1, val_pairs.text2), val_pairs.labels, args.threshold_metric
+    )
+    results = benchmark(
+        tfidf.similarity, ZOO_BENCHMARKS, default_threshold=threshold, root=root, metric=args.threshold_metric
+    )
+    return {
+        "recipe": "tfidf-cosine",
+        "train_seconds": 0.0,
+        "texts_per_second": None,
+        "parameters": len(tfidf.vectorizer.vocabulary_),
+        "threshold": threshold,
+        "results": results,
+    }
 
 
 def cell(r: dict) -> str:
@@ -249,8 +366,10 @@ def cell(r: dict) -> str:
 
 def table(rows: list[dict]) -> str:
     sets = list(ZOO_BENCHMARKS)
-    out = ["| recipe | train s | texts/s | params | " + " | ".join(sets) + " |",
-           "|---|---:|---:|---:|" + "---|" * len(sets)]
+    out = [
+        "| recipe | train s | texts/s | params | " + " | ".join(sets) + " |",
+        "|---|---:|---:|---:|" + "---|" * len(sets),
+    ]
     best = {s: max(row["results"][s]["roc_auc"] for row in rows) for s in sets}
     for row in rows:
         cells = []
@@ -260,7 +379,9 @@ def table(rows: list[dict]) -> str:
         speed = f"{row['texts_per_second']:,}" if row["texts_per_second"] else "–"
         if row.get("speed_unit") == "pairs":
             speed += " pairs"
-        params = f"{row['parameters'] / 1e6:.2f}M" if row["recipe"] != "tfidf-cosine" else f"{row['parameters']:,} terms"
+        params = (
+            f"{row['parameters'] / 1e6:.2f}M" if row["recipe"] != "tfidf-cosine" else f"{row['parameters']:,} terms"
+        )
         out.append(f"| {row['recipe']} | {row['train_seconds']:.0f} | {speed} | {params} | {' | '.join(cells)} |")
     return "\n".join(out)
 
@@ -272,7 +393,7 @@ def write_docs(markdown: str, command: str, section: str = "zoo", title: str = "
     text = DOCS.read_text()
     block = f"{start}\n```bash\n{command}\n```\n\n{markdown}\n{end}"
     if start in text and end in text:
-        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
+        text = text[: text.index(start)] + block + text[text.index(end) + len(end) :]
     else:
         text += f"\n## {title}\n\n{block}\n"
     DOCS.write_text(text)
@@ -298,16 +419,26 @@ def main() -> None:
     p.add_argument("--threshold-metric", default="accuracy")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--progress", action="store_true")
-    p.add_argument("--save-models", type=Path, default=None, help="Save each trained model in this folder (one sub-folder per recipe).")
+    p.add_argument(
+        "--save-models",
+        type=Path,
+        default=None,
+        help="Save each trained model in this folder (one sub-folder per recipe).",
+    )
     p.add_argument("--no-docs", action="store_true", help="Do not write the table into docs/benchmarks.md.")
     p.add_argument("--out", type=Path, default=HERE / "results" / "zoo.json")
     p.add_argument("--table-only", action="store_true", help="Only rewrite the docs table from the rows in --out.")
-    p.add_argument("--fresh", action="store_true",
-                   help="Forget earlier rows in --out (default: keep the rows of recipes not re-run, if run with the same settings).")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="Forget earlier rows in --out (default: keep the rows of recipes not re-run, if run with the same settings).",
+    )
     args = p.parse_args()
     if args.list:
         for r in RECIPES:
-            print(f"{r.name:<40} {r.model} {r.train}{' glove' if r.glove else ''}{f' sample {r.sample}' if r.sample else ''}")
+            print(
+                f"{r.name:<40} {r.model} {r.train}{' glove' if r.glove else ''}{f' sample {r.sample}' if r.sample else ''}"
+            )
         return
     if args.quick and not args.limit:
         args.limit = 2000
@@ -340,7 +471,8 @@ def main() -> None:
     print(markdown)
     if not args.no_docs:
         command = "HF_HUB_OFFLINE=1 .venv/bin/python bench/zoo.py " + " ".join(
-            f"--{k.replace('_', '-')} {' '.join(v) if isinstance(v, list) else v}" for k, v in vars(args).items()
+            f"--{k.replace('_', '-')} {' '.join(v) if isinstance(v, list) else v}"
+            for k, v in vars(args).items()
             if v not in (None, False) and k in ("limit", "threads", "quick", "seed") and not (k == "seed" and v == 0)
         ).replace("--quick True", "--quick")
         write_docs(markdown, command.strip())

@@ -15,8 +15,8 @@ import sys
 import time
 
 from siamese import SiameseModel, datasets
-from siamese.distill import distill
 from siamese.baselines import TfidfBaseline
+from siamese.distill import distill
 from siamese.errors import SiameseError
 from siamese.evaluation import benchmark, choose_threshold
 
@@ -35,12 +35,16 @@ def main() -> int:
     train_pairs = datasets.load_many(datasets.TRAIN, root)
     val_pairs = datasets.load_many(datasets.VALIDATION, root)
     print(f"data: {root}")
-    print("distilling all-MiniLM-L6-v2 into a static student on the shared sets' texts (no test split); "
-          f"threshold chosen on {len(val_pairs)} validation pairs")
+    print(
+        "distilling all-MiniLM-L6-v2 into a static student on the shared sets' texts (no test split); "
+        f"threshold chosen on {len(val_pairs)} validation pairs"
+    )
     model = distill("minilm", val_pairs=[datasets.load(n, root) for n in datasets.VALIDATION])
     info = model.info["distillation"]
-    print(f"distilled in {info['seconds']:.0f}s ({info['teacher_seconds']:.0f}s of it the teacher) on "
-          f"{info['corpus_texts']:,} texts; {info['tokens']:,} tokens x {model.dim}; threshold {model.threshold:.3f}")
+    print(
+        f"distilled in {info['seconds']:.0f}s ({info['teacher_seconds']:.0f}s of it the teacher) on "
+        f"{info['corpus_texts']:,} texts; {info['tokens']:,} tokens x {model.dim}; threshold {model.threshold:.3f}"
+    )
     model.save("runs/demo-model")
     model = SiameseModel.load("runs/demo-model")  # what users get back from disk
 
@@ -48,12 +52,16 @@ def main() -> int:
     ours = benchmark(model.similarity, datasets.BENCHMARKS, default_threshold=model.threshold, root=root)
     tfidf_threshold, _ = choose_threshold(tfidf.similarity(val_pairs.text1, val_pairs.text2), val_pairs.labels)
     base = benchmark(tfidf.similarity, datasets.BENCHMARKS, default_threshold=tfidf_threshold, root=root)
-    print(f"\n{'held-out set':<16}{'pairs':>7}{'ROC-AUC':>9}{'acc':>7}{'F1':>7}{'Spearman':>10}   TF-IDF: ROC-AUC acc F1")
+    print(
+        f"\n{'held-out set':<16}{'pairs':>7}{'ROC-AUC':>9}{'acc':>7}{'F1':>7}{'Spearman':>10}   TF-IDF: ROC-AUC acc F1"
+    )
     for name, r in ours.items():
         b = base[name]
         rho = f"{r['spearman']:.1f}" if "spearman" in r else "-"
-        print(f"{name:<16}{r['n']:>7}{r['roc_auc']:>9.3f}{r['accuracy']:>7.3f}{r['f1']:>7.3f}{rho:>10}"
-              f"   {b['roc_auc']:.3f} {b['accuracy']:.3f} {b['f1']:.3f}")
+        print(
+            f"{name:<16}{r['n']:>7}{r['roc_auc']:>9.3f}{r['accuracy']:>7.3f}{r['f1']:>7.3f}{rho:>10}"
+            f"   {b['roc_auc']:.3f} {b['accuracy']:.3f} {b['f1']:.3f}"
+        )
     (tn, fp), (fn, tp) = ours["quora-sample"]["confusion_matrix"]
     print(f"Quora sample confusion matrix [[tn, fp], [fn, tp]] = [[{tn}, {fp}], [{fn}, {tp}]]")
 

@@ -39,13 +39,27 @@ def main() -> None:
         model = from_pretrained("minilm", datasets.validation_sets())
         calibrate(model, datasets.load("msrp-val"))
         model.save(tmp / "minilm")
-        report = write_report(tmp / "report.html", evaluate_pairs(model, datasets.load("msrp-test")),
-                              title="minilm on msrp-test", model="models/minilm", data="msrp/msr-para-test.tsv")
+        report = write_report(
+            tmp / "report.html",
+            evaluate_pairs(model, datasets.load("msrp-test")),
+            title="minilm on msrp-test",
+            model="models/minilm",
+            data="msrp/msr-para-test.tsv",
+        )
         index = DuplicateIndex(model)
         index.add(read_texts(datasets.data_root() / "insuranceqa/questions.csv", "question")[:3000])
         index.save(tmp / "index")
-        server = subprocess.Popen([str(Path(sys.executable).parent / "siamese"), "serve", str(tmp / "minilm"),
-                                   "--index", str(tmp / "index"), "--port", str(args.port)])
+        server = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "siamese"),
+                "serve",
+                str(tmp / "minilm"),
+                "--index",
+                str(tmp / "index"),
+                "--port",
+                str(args.port),
+            ]
+        )
         base = f"http://127.0.0.1:{args.port}"
         try:
             wait_for(base + "/health")

@@ -21,8 +21,11 @@ from .datasets import data_root
 from .errors import DataError
 from .input_files import check_utf8, open_table, open_text
 
-ANSWER_SETS = {f"{name}-{split}": (folder, split) for name, folder in (("trecqa", "trecqa"), ("wikiqa", "wikiqa"))
-               for split in ("train", "dev", "test")}
+ANSWER_SETS = {
+    f"{name}-{split}": (folder, split)
+    for name, folder in (("trecqa", "trecqa"), ("wikiqa", "wikiqa"))
+    for split in ("train", "dev", "test")
+}
 
 
 @dataclass

@@ -47,7 +47,9 @@ def lock_timeout() -> float:
     try:
         return float(os.environ.get("SIAMESE_LOCK_TIMEOUT", "120"))
     except ValueError:
-        raise OutputError(f"$SIAMESE_LOCK_TIMEOUT must be a number of seconds, got {os.environ['SIAMESE_LOCK_TIMEOUT']!r}") from None
+        raise OutputError(
+            f"$SIAMESE_LOCK_TIMEOUT must be a number of seconds, got {os.environ['SIAMESE_LOCK_TIMEOUT']!r}"
+        ) from None
 
 
 def output_error(path: Path, e: OSError) -> OutputError:
@@ -60,14 +62,36 @@ KINDS = {"config.json": "model", "index.json": "index", "run.json": "dedupe run"
 # What siamese writes at the top of a folder it owns (model, sentence-transformers layout, training
 # checkpoint, ONNX export, index, dedupe run): anything else there is the user's, and a re-save
 # that would delete it is refused.
-OWN_NAMES = frozenset({
-    "config.json", "model.safetensors", "tokenizer.json", "model.onnx", "prior", "modules.json",
-    "config_sentence_transformers.json", "sentence_bert_config.json", "0_Transformer", "1_Pooling", "2_Normalize",
-    "trainer_state.json", "trainer_state.safetensors",
-    "index.json", "index.faiss", "texts.jsonl", "lists.ivfdata", "shards",
-    "run.json", "result.json", "records.jsonl", "reference.jsonl", "pairs.npz", "vectors.npy", "clusters.jsonl",
-    "matches.jsonl",
-})
+OWN_NAMES = frozenset(
+    {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "model.onnx",
+        "prior",
+        "modules.json",
+        "config_sentence_transformers.json",
+        "sentence_bert_config.json",
+        "0_Transformer",
+        "1_Pooling",
+        "2_Normalize",
+        "trainer_state.json",
+        "trainer_state.safetensors",
+        "index.json",
+        "index.faiss",
+        "texts.jsonl",
+        "lists.ivfdata",
+        "shards",
+        "run.json",
+        "result.json",
+        "records.jsonl",
+        "reference.jsonl",
+        "pairs.npz",
+        "vectors.npy",
+        "clusters.jsonl",
+        "matches.jsonl",
+    }
+)
 
 
 def siamese_kind(folder: Path) -> str | None:
@@ -127,8 +151,10 @@ def check_target(target: Path, *, overwrite: bool = False, kind: str | None = No
     found = siamese_kind(target) if target.is_dir() else None
     if found is not None and kind is not None and found != kind and not overwrite:
         article = "an" if kind[0] in "aeiou" else "a"
-        raise OutputError(f"{target}: holds a siamese {found}, which writing {article} {kind} would replace; "
-                          "choose another folder, or pass --overwrite to replace it")
+        raise OutputError(
+            f"{target}: holds a siamese {found}, which writing {article} {kind} would replace; "
+            "choose another folder, or pass --overwrite to replace it"
+        )
     if target.is_dir() and not overwrite:
         # a siamese folder may hold only what siamese writes; any other folder must be empty
         try:
@@ -137,9 +163,14 @@ def check_target(target: Path, *, overwrite: bool = False, kind: str | None = No
             raise output_error(target, e) from None
         if theirs:
             shown = ", ".join(theirs[:5]) + (", ..." if len(theirs) > 5 else "")
-            what = (f"the {found} folder also holds files siamese did not write ({shown}), which replacing it would delete"
-                    if found else f"the folder holds files that are not a siamese model or index ({shown})")
-            raise OutputError(f"{target}: {what}; move them or choose another folder, or pass --overwrite to replace it")
+            what = (
+                f"the {found} folder also holds files siamese did not write ({shown}), which replacing it would delete"
+                if found
+                else f"the folder holds files that are not a siamese model or index ({shown})"
+            )
+            raise OutputError(
+                f"{target}: {what}; move them or choose another folder, or pass --overwrite to replace it"
+            )
     if target.resolve() == Path(target.resolve().anchor):
         raise OutputError(f"{target}: cannot replace the root folder")
 
@@ -160,8 +191,10 @@ def target_lock(target: Path, timeout: float | None = None) -> Iterator[None]:
         except BlockingIOError:
             os.close(fd)
             if time.monotonic() >= deadline:
-                raise OutputError(f"{target}: another process is writing it (lock {lock.name} held for "
-                                  f"{timeout:g} s; $SIAMESE_LOCK_TIMEOUT sets the wait)") from None
+                raise OutputError(
+                    f"{target}: another process is writing it (lock {lock.name} held for "
+                    f"{timeout:g} s; $SIAMESE_LOCK_TIMEOUT sets the wait)"
+                ) from None
             time.sleep(0.05)
             continue
         try:
@@ -278,7 +311,9 @@ def atomic_dir(target: str | os.PathLike, *, overwrite: bool = False, kind: str 
         tmp = None
         try:
             recover(target)
-            check_target(target, overwrite=overwrite, kind=kind)  # another writer may have put something there meanwhile
+            check_target(
+                target, overwrite=overwrite, kind=kind
+            )  # another writer may have put something there meanwhile
             tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.siamese-", suffix=".tmp", dir=target.parent))
             yield tmp
             umask = _umask()

@@ -68,10 +68,15 @@ class Calibrator:
         if not isinstance(params, dict):
             raise ValueError("calibration 'params' must be a JSON object")
 
-        return cls(method=method, params=_checked_params(method, params), pairs=int(raw.get("pairs", 0)),
-                   positives=int(raw.get("positives", 0)),
-                   cv_log_loss=dict(raw.get("cv_log_loss") or {}), folds=int(raw.get("folds", 0)),
-                   fitted_on=raw.get("fitted_on"))
+        return cls(
+            method=method,
+            params=_checked_params(method, params),
+            pairs=int(raw.get("pairs", 0)),
+            positives=int(raw.get("positives", 0)),
+            cv_log_loss=dict(raw.get("cv_log_loss") or {}),
+            folds=int(raw.get("folds", 0)),
+            fitted_on=raw.get("fitted_on"),
+        )
 
 
 def _apply(method: str, params: dict, s: np.ndarray) -> np.ndarray:
@@ -125,8 +130,11 @@ def _fit_isotonic(scores: np.ndarray, labels: np.ndarray) -> dict:
     # Isotonic regression puts exactly 0 or 1 on its end blocks; n pairs cannot justify more
     # certainty than Laplace's rule of succession, 1/(n+2), and a hard 0/1 makes log-loss infinite.
     n = len(scores)
-    return {"x": iso.X_thresholds_.astype(float).tolist(), "y": iso.y_thresholds_.astype(float).tolist(),
-            "clip": [1.0 / (n + 2), (n + 1.0) / (n + 2)]}
+    return {
+        "x": iso.X_thresholds_.astype(float).tolist(),
+        "y": iso.y_thresholds_.astype(float).tolist(),
+        "clip": [1.0 / (n + 2), (n + 1.0) / (n + 2)],
+    }
 
 
 def _fit_blend(scores: np.ndarray, labels: np.ndarray) -> dict:
@@ -161,11 +169,15 @@ def fit_calibrator(scores, labels, *, method: str = "auto", folds: int = 5, seed
     positives = int(labels.sum())
     fewest = min(positives, len(labels) - positives)
     if fewest < 2:
-        raise DataError(f"calibration needs at least 2 pairs of each label (0 and 1); got {positives} duplicates "
-                        f"and {len(labels) - positives} non-duplicates")
+        raise DataError(
+            f"calibration needs at least 2 pairs of each label (0 and 1); got {positives} duplicates "
+            f"and {len(labels) - positives} non-duplicates"
+        )
     folds = min(folds, fewest)
-    cv = {m: float(log_loss(labels, cross_fitted(scores, labels, m, folds=folds, seed=seed), labels=[0, 1]))
-          for m in METHODS}
+    cv = {
+        m: float(log_loss(labels, cross_fitted(scores, labels, m, folds=folds, seed=seed), labels=[0, 1]))
+        for m in METHODS
+    }
     chosen = min(METHODS, key=lambda m: cv[m]) if method == "auto" else method  # ties: the simpler, in METHODS order
     return Calibrator(chosen, _FITTERS[chosen](scores, labels), len(labels), positives, cv, folds)
 
@@ -180,7 +192,9 @@ def cross_fitted(scores, labels, method: str, *, folds: int = 5, seed: int = 0) 
         if method == "auto":
             fold = fit_calibrator(scores[train], labels[train])
         else:
-            fold = Calibrator(method, _FITTERS[method](scores[train], labels[train]), len(train), int(labels[train].sum()))
+            fold = Calibrator(
+                method, _FITTERS[method](scores[train], labels[train]), len(train), int(labels[train].sum())
+            )
         out[test] = fold(scores[test])
     return out
 
@@ -224,8 +238,16 @@ def data_record(pairs: Pairs) -> dict:
     return record
 
 
-def calibrate(model: SiameseModel, pairs: Pairs, *, method: str = "auto", target_precision: float | None = None,
-              target_recall: float | None = None, seed: int = 0, scores: np.ndarray | None = None) -> dict:
+def calibrate(
+    model: SiameseModel,
+    pairs: Pairs,
+    *,
+    method: str = "auto",
+    target_precision: float | None = None,
+    target_recall: float | None = None,
+    seed: int = 0,
+    scores: np.ndarray | None = None,
+) -> dict:
     """Fit ``model``'s calibrator on labelled ``pairs`` (and, with a target, set its threshold on
     them); the model is changed in memory only: save it (or :meth:`SiameseModel.save_fitted`).
 
@@ -237,16 +259,24 @@ def calibrate(model: SiameseModel, pairs: Pairs, *, method: str = "auto", target
     check_targets(target_precision, target_recall)  # before the (slow) scoring
     check_method(method)
     if pairs.scores is not None:
-        raise DataError(f"{pairs.source}: graded pairs (similarity scores, not 0/1 labels) cannot calibrate a "
-                        "duplicate probability; use a file of 0/1 labelled pairs")
+        raise DataError(
+            f"{pairs.source}: graded pairs (similarity scores, not 0/1 labels) cannot calibrate a "
+            "duplicate probability; use a file of 0/1 labelled pairs"
+        )
     if scores is None:
         scores = model.similarity(pairs.text1, pairs.text2)
     calibrator = fit_calibrator(scores, pairs.labels, method=method, seed=seed)
     fitted_on = data_record(pairs)
     calibrator = replace(calibrator, fitted_on=fitted_on)
-    summary = {"method": calibrator.method, "cv_log_loss": calibrator.cv_log_loss, "folds": calibrator.folds,
-               "pairs": len(pairs), "positives": calibrator.positives, **{k: v for k, v in fitted_on.items() if k != "pairs"},
-               "ece_before": calibration_metrics(probabilities_or_clipped(scores, model.calibrator), pairs.labels)["ece"]}
+    summary = {
+        "method": calibrator.method,
+        "cv_log_loss": calibrator.cv_log_loss,
+        "folds": calibrator.folds,
+        "pairs": len(pairs),
+        "positives": calibrator.positives,
+        **{k: v for k, v in fitted_on.items() if k != "pairs"},
+        "ece_before": calibration_metrics(probabilities_or_clipped(scores, model.calibrator), pairs.labels)["ece"],
+    }
     model.calibrator = calibrator
     summary["ece_after"] = calibration_metrics(calibrator(scores), pairs.labels)["ece"]
     if target_precision is not None or target_recall is not None:

@@ -39,29 +39,89 @@ class PairFormat:
 FORMATS: dict[str, PairFormat] = {
     f.name: f
     for f in [
-        PairFormat("quora", "question1", "question2", "is_duplicate",
-                   description="Kaggle Quora Question Pairs: id,qid1,qid2,question1,question2,is_duplicate"),
-        PairFormat("generic", "text1", "text2", "label",
-                   description="CSV text1,text2,label (rename columns with --text1/--text2/--label)"),
-        PairFormat("msrp", "#1 String", "#2 String", "Quality", delimiter="\t", quoting=csv.QUOTE_NONE,
-                   description="Microsoft Research Paraphrase Corpus TSV"),
-        PairFormat("paws", "sentence1", "sentence2", "label", delimiter="\t", quoting=csv.QUOTE_NONE,
-                   description="PAWS TSV id,sentence1,sentence2,label"),
-        PairFormat("twitter-url", "sentence1", "sentence2", "label",
-                   description="Twitter URL Paraphrase Corpus CSV sentence1,sentence2,label"),
-        PairFormat("sick", "sentence_A", "sentence_B", label=None, score="relatedness_score",
-                   delimiter="\t", quoting=csv.QUOTE_NONE, positive_score=4.0,
-                   description="SICK TSV; relatedness 1-5, positive when >= 4"),
-        PairFormat("sts", "sentence1", "sentence2", label=None, score="score", delimiter="\t",
-                   quoting=csv.QUOTE_NONE, positive_score=4.0,
-                   columns=("genre", "file", "years", "id", "score", "sentence1", "sentence2"),
-                   description="STS Benchmark TSV without header; score 0-5, positive when >= 4"),
-        PairFormat("semeval", "orgq_text", "relq_text", "label",
-                   description="SemEval-2016 Task 3 subtask B question-question CSV"),
-        PairFormat("mqp", "question_1", "question_2", "label",
-                   description="Medical Question Pairs CSV dr_id,question_1,question_2,label"),
-        PairFormat("parasci", "sentence1", "sentence2", label=None,
-                   description="ParaSCI CSV sentence1,sentence2: every row is a paraphrase (label 1)"),
+        PairFormat(
+            "quora",
+            "question1",
+            "question2",
+            "is_duplicate",
+            description="Kaggle Quora Question Pairs: id,qid1,qid2,question1,question2,is_duplicate",
+        ),
+        PairFormat(
+            "generic",
+            "text1",
+            "text2",
+            "label",
+            description="CSV text1,text2,label (rename columns with --text1/--text2/--label)",
+        ),
+        PairFormat(
+            "msrp",
+            "#1 String",
+            "#2 String",
+            "Quality",
+            delimiter="\t",
+            quoting=csv.QUOTE_NONE,
+            description="Microsoft Research Paraphrase Corpus TSV",
+        ),
+        PairFormat(
+            "paws",
+            "sentence1",
+            "sentence2",
+            "label",
+            delimiter="\t",
+            quoting=csv.QUOTE_NONE,
+            description="PAWS TSV id,sentence1,sentence2,label",
+        ),
+        PairFormat(
+            "twitter-url",
+            "sentence1",
+            "sentence2",
+            "label",
+            description="Twitter URL Paraphrase Corpus CSV sentence1,sentence2,label",
+        ),
+        PairFormat(
+            "sick",
+            "sentence_A",
+            "sentence_B",
+            label=None,
+            score="relatedness_score",
+            delimiter="\t",
+            quoting=csv.QUOTE_NONE,
+            positive_score=4.0,
+            description="SICK TSV; relatedness 1-5, positive when >= 4",
+        ),
+        PairFormat(
+            "sts",
+            "sentence1",
+            "sentence2",
+            label=None,
+            score="score",
+            delimiter="\t",
+            quoting=csv.QUOTE_NONE,
+            positive_score=4.0,
+            columns=("genre", "file", "years", "id", "score", "sentence1", "sentence2"),
+            description="STS Benchmark TSV without header; score 0-5, positive when >= 4",
+        ),
+        PairFormat(
+            "semeval",
+            "orgq_text",
+            "relq_text",
+            "label",
+            description="SemEval-2016 Task 3 subtask B question-question CSV",
+        ),
+        PairFormat(
+            "mqp",
+            "question_1",
+            "question_2",
+            "label",
+            description="Medical Question Pairs CSV dr_id,question_1,question_2,label",
+        ),
+        PairFormat(
+            "parasci",
+            "sentence1",
+            "sentence2",
+            label=None,
+            description="ParaSCI CSV sentence1,sentence2: every row is a paraphrase (label 1)",
+        ),
     ]
 }
 
@@ -115,8 +175,12 @@ class Pairs:
         graded = [p.scores for p in parts if p.scores is not None]
         if graded:  # a 0/1 set mixed with graded ones: label 1 is the top of their scale, 0 the bottom
             low, high = min(float(s.min()) for s in graded), max(float(s.max()) for s in graded)
-            scores = np.concatenate([p.scores if p.scores is not None else np.where(p.labels == 1, high, low).astype(np.float32)
-                                     for p in parts])
+            scores = np.concatenate(
+                [
+                    p.scores if p.scores is not None else np.where(p.labels == 1, high, low).astype(np.float32)
+                    for p in parts
+                ]
+            )
         if any(p.weights is not None for p in parts):
             weights = np.concatenate([np.ones(len(p), np.float32) if p.weights is None else p.weights for p in parts])
         return Pairs(
@@ -148,7 +212,8 @@ def detect_format(path: str | os.PathLike, *, labelled: bool = True) -> PairForm
         return FORMATS["sts"]
     raise DataError(
         f"{path}: cannot tell the format from the first line {first[:80]!r}; "
-        f"pass --format ({', '.join(FORMATS)}) or name the columns with --text1/--text2" + ("/--label" if labelled else "")
+        f"pass --format ({', '.join(FORMATS)}) or name the columns with --text1/--text2"
+        + ("/--label" if labelled else "")
     )
 
 
@@ -221,9 +286,7 @@ def _rows(rows, path: Path, fmt: PairFormat, col: dict[str, int], labelled: bool
         yield PairRow(line, row, texts[0], texts[1], label, score)
 
 
-def iter_pairs(
-    path: str | os.PathLike, fmt: PairFormat
-) -> Iterator[tuple[int, str, str, int, float | None]]:
+def iter_pairs(path: str | os.PathLike, fmt: PairFormat) -> Iterator[tuple[int, str, str, int, float | None]]:
     """Yield ``(line, text1, text2, label, score)`` for each row, checking every value."""
     with open_pairs(path, fmt) as stream:
         for r in stream.rows:
@@ -274,8 +337,9 @@ def read_texts(path: str | os.PathLike, column: str | None = None, *, skip_empty
     return [text for _, text, _ in text_rows(path, column, skip_empty=skip_empty)]
 
 
-def text_rows(path: str | os.PathLike, column: str | None = None, *, skip_empty: bool = True,
-              fields: bool = False) -> Iterator[tuple[int, str, dict[str, str]]]:
+def text_rows(
+    path: str | os.PathLike, column: str | None = None, *, skip_empty: bool = True, fields: bool = False
+) -> Iterator[tuple[int, str, dict[str, str]]]:
     """``(row number, text, other columns)`` for each text of a .txt file or a CSV/TSV column.
 
     The row number counts data rows from 1 (a .txt file's line, a CSV's record after the header);
@@ -311,9 +375,7 @@ def text_rows(path: str | os.PathLike, column: str | None = None, *, skip_empty:
         raise DataError(f"{path}: no texts")
 
 
-def split_pairs(
-    pairs: Pairs, fractions: Sequence[float], *, seed: int = 0, stratify: bool = True
-) -> list[Pairs]:
+def split_pairs(pairs: Pairs, fractions: Sequence[float], *, seed: int = 0, stratify: bool = True) -> list[Pairs]:
     """Shuffle and cut into parts of the given fractions (the last part takes the rest).
 
     Stratified by label so each part keeps the positive rate of the whole.
@@ -329,9 +391,16 @@ def split_pairs(
     return [pairs.subset(rng.permutation(np.concatenate(p))) for p in parts]
 
 
-def resolve_format(path: str | os.PathLike, format: str | PairFormat = "auto", text1: str | None = None,
-                   text2: str | None = None, label: str | None = None, delimiter: str | None = None, *,
-                   labelled: bool = True) -> PairFormat:
+def resolve_format(
+    path: str | os.PathLike,
+    format: str | PairFormat = "auto",
+    text1: str | None = None,
+    text2: str | None = None,
+    label: str | None = None,
+    delimiter: str | None = None,
+    *,
+    labelled: bool = True,
+) -> PairFormat:
     """The format to read ``path`` with: named, given, or detected from its header (``"auto"``),
     with the named columns (and delimiter) overriding the format's."""
     if isinstance(format, PairFormat):

@@ -35,8 +35,11 @@ CATALOGUE: dict[str, tuple[str, str | PairFormat, tuple[str, ...] | None]] = {
     "mqp": ("mqp/mqp.csv", "mqp", None),
     "parasci-acl-train": ("parasci/acl_train.csv", "parasci", None),
     "parasci-acl-val": ("parasci/acl_val.csv", "parasci", None),
-    "insuranceqa-pairs": ("insuranceqa/same_answer_pairs.csv",
-                          PairFormat("insuranceqa", "question1", "question2", label=None), None),
+    "insuranceqa-pairs": (
+        "insuranceqa/same_answer_pairs.csv",
+        PairFormat("insuranceqa", "question1", "question2", label=None),
+        None,
+    ),
 }
 
 
@@ -71,8 +74,10 @@ def load_many(names: list[str], root: str | os.PathLike | None = None) -> Pairs:
 def validation_sets(root: str | os.PathLike | None = None) -> list[Pairs]:
     """The shared validation sets (:data:`VALIDATION`), one Pairs each."""
     if not data_root(root).is_dir():
-        raise DataError(f"no validation pairs given and no shared data folder at {data_root(root)} "
-                        "(pass --val-data FILE, or set SIAMESE_DATA to the folder holding the shared data sets)")
+        raise DataError(
+            f"no validation pairs given and no shared data folder at {data_root(root)} "
+            "(pass --val-data FILE, or set SIAMESE_DATA to the folder holding the shared data sets)"
+        )
     return [load(name, root) for name in VALIDATION]
 
 
@@ -88,8 +93,16 @@ __all__ = ["CATALOGUE", "FORMATS", "available", "data_root", "load", "load_many"
 # The duplicate-detection recipe used by `make demo` and bench/quality.py: train on the
 # duplicates of these sets, validate on these, and test each benchmark with the threshold
 # chosen on its own validation split (None: the threshold chosen on VALIDATION at training).
-TRAIN = ["paws-qqp-train", "msrp-train", "twitter-url-train", "sts-train", "sick-train",
-         "semeval-train", "parasci-acl-train", "insuranceqa-pairs"]
+TRAIN = [
+    "paws-qqp-train",
+    "msrp-train",
+    "twitter-url-train",
+    "sts-train",
+    "sick-train",
+    "semeval-train",
+    "parasci-acl-train",
+    "insuranceqa-pairs",
+]
 VALIDATION = ["msrp-val", "sts-dev", "sick-trial"]
 BENCHMARKS: dict[str, str | None] = {
     "msrp-test": "msrp-val",

@@ -37,19 +37,25 @@ def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
         return torch.device("cpu")
     if spec == "mps":
         if not _mps_available():
-            raise ConfigError("device 'mps' is not available here (no Apple GPU, or PyTorch built without MPS); "
-                              "use --device cpu or auto")
+            raise ConfigError(
+                "device 'mps' is not available here (no Apple GPU, or PyTorch built without MPS); "
+                "use --device cpu or auto"
+            )
         return torch.device("mps")
     match = re.fullmatch(r"cuda(?::(\d+))?", spec)
     if match is None:
         raise ConfigError(f"unknown device {spec!r}; choose one of: {', '.join(DEVICES)}")
     if not torch.cuda.is_available():
-        raise ConfigError(f"device {spec!r} is not available: no CUDA GPU here (PyTorch {torch.__version__}); "
-                          "use --device cpu or auto")
+        raise ConfigError(
+            f"device {spec!r} is not available: no CUDA GPU here (PyTorch {torch.__version__}); "
+            "use --device cpu or auto"
+        )
     index = int(match.group(1) or 0)
     if index >= torch.cuda.device_count():
-        raise ConfigError(f"device {spec!r} is not available: this machine has {torch.cuda.device_count()} CUDA GPU(s) "
-                          f"(cuda:0..cuda:{torch.cuda.device_count() - 1})")
+        raise ConfigError(
+            f"device {spec!r} is not available: this machine has {torch.cuda.device_count()} CUDA GPU(s) "
+            f"(cuda:0..cuda:{torch.cuda.device_count() - 1})"
+        )
     return torch.device("cuda", index)
 
 

@@ -105,9 +105,13 @@ def gather(tensor: torch.Tensor, sizes: Sequence[int]) -> torch.Tensor:
     from torch.distributed.nn.functional import all_gather
 
     most = max(sizes)
-    padded = torch.cat([tensor, tensor.new_zeros((most - len(tensor), *tensor.shape[1:]))]) if len(tensor) < most else tensor
+    padded = (
+        torch.cat([tensor, tensor.new_zeros((most - len(tensor), *tensor.shape[1:]))]) if len(tensor) < most else tensor
+    )
     if tensor.requires_grad:
-        with warnings.catch_warnings():  # its successor (_functional_collectives) is private and needs reduce_scatter, which gloo lacks
+        with (
+            warnings.catch_warnings()
+        ):  # its successor (_functional_collectives) is private and needs reduce_scatter, which gloo lacks
             warnings.simplefilter("ignore", FutureWarning)
             parts = all_gather(padded)
     else:
@@ -143,7 +147,15 @@ def launch(nproc: int, fn: Callable, *args) -> dict:
 
     if nproc < 1:
         raise ConfigError(f"--nproc must be at least 1, got {nproc}")
-    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=f"siamese-{uuid.uuid4().hex[:8]}",
-                          rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", max_restarts=0, monitor_interval=0.2,
-                          start_method="spawn")
+    config = LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=nproc,
+        run_id=f"siamese-{uuid.uuid4().hex[:8]}",
+        rdzv_backend="c10d",
+        rdzv_endpoint="127.0.0.1:0",
+        max_restarts=0,
+        monitor_interval=0.2,
+        start_method="spawn",
+    )
     return elastic_launch(config, fn)(*args)

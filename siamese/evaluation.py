@@ -47,8 +47,9 @@ def choose_threshold(scores: np.ndarray, labels: np.ndarray, metric: str = "accu
     return threshold, {"metric": metric, "value": float(value[best])}
 
 
-def threshold_for_target(scores: np.ndarray, labels: np.ndarray, *, precision: float | None = None,
-                         recall: float | None = None) -> tuple[float, dict]:
+def threshold_for_target(
+    scores: np.ndarray, labels: np.ndarray, *, precision: float | None = None, recall: float | None = None
+) -> tuple[float, dict]:
     """A threshold (duplicate when score > t) meeting a target on these pairs.
 
     ``precision``: the lowest threshold whose precision reaches it (the most recall at that
@@ -74,8 +75,10 @@ def threshold_for_target(scores: np.ndarray, labels: np.ndarray, *, precision: f
     if precision is not None:
         ok = np.flatnonzero(precisions >= precision - 1e-12)
         if not len(ok):
-            raise DataError(f"no threshold reaches precision {precision} on these {len(s)} pairs "
-                            f"(the best is {precisions.max():.4f}); lower the target")
+            raise DataError(
+                f"no threshold reaches precision {precision} on these {len(s)} pairs "
+                f"(the best is {precisions.max():.4f}); lower the target"
+            )
         best = ok[-1]  # the largest k: the lowest threshold
     else:
         best = np.flatnonzero(recalls >= recall - 1e-12)[0]  # the smallest k: the highest threshold
@@ -83,8 +86,13 @@ def threshold_for_target(scores: np.ndarray, labels: np.ndarray, *, precision: f
     lower = s[kb] if kb < len(s) else min(s[-1], -1.0) - 1e-6
     threshold = float((s[kb - 1] + lower) / 2)
     metric = "precision" if precision is not None else "recall"
-    return threshold, {"metric": metric, "target": precision if precision is not None else recall,
-                       "precision": float(precisions[best]), "recall": float(recalls[best]), "pairs": int(len(s))}
+    return threshold, {
+        "metric": metric,
+        "target": precision if precision is not None else recall,
+        "precision": float(precisions[best]),
+        "recall": float(recalls[best]),
+        "pairs": int(len(s)),
+    }
 
 
 def classification_report(scores: np.ndarray, labels: np.ndarray, threshold: float) -> dict:

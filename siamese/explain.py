@@ -70,6 +70,7 @@ def words_of(text: str) -> list[tuple[str, int, int]]:
 
 # -- exact ---------------------------------------------------------------------------------------
 
+
 @torch.inference_mode()
 def _exact(model, text1: str, text2: str) -> Explanation:
     model.encoder.eval()
@@ -93,7 +94,9 @@ def _token_words(vectorizer, text: str, n_tokens: int) -> list[list[int]]:
     owners = []
     for start, end in encoding.offsets:
         # special tokens have empty spans: they belong to the whole text
-        owners.append([int(np.searchsorted(starts, start, side="right") - 1)] if end > start else list(range(len(words))))
+        owners.append(
+            [int(np.searchsorted(starts, start, side="right") - 1)] if end > start else list(range(len(words)))
+        )
     # each word token's character n-grams follow the words, word by word
     for owner, count in zip(list(owners), vectorizer.ngrams_per_word(text, len(encoding.ids))):
         owners += [owner] * count
@@ -114,6 +117,7 @@ def _words_with_weights(text: str, owners: list[list[int]], per_token: np.ndarra
 
 # -- occlusion -----------------------------------------------------------------------------------
 
+
 @torch.inference_mode()
 def _occlusion(model, text1: str, text2: str) -> Explanation:
     words1, words2 = words_of(text1), words_of(text2)
@@ -126,8 +130,12 @@ def _occlusion(model, text1: str, text2: str) -> Explanation:
     full = float(model.score(a, b)[0])
     drop1 = full - model.score(rest1, b.expand(len(rest1), -1))
     drop2 = full - model.score(a.expand(len(rest2), -1), rest2)
-    return Explanation(full, "occlusion", [Word(w, s, e, float(x)) for (w, s, e), x in zip(words1, drop1)],
-                       [Word(w, s, e, float(x)) for (w, s, e), x in zip(words2, drop2)])
+    return Explanation(
+        full,
+        "occlusion",
+        [Word(w, s, e, float(x)) for (w, s, e), x in zip(words1, drop1)],
+        [Word(w, s, e, float(x)) for (w, s, e), x in zip(words2, drop2)],
+    )
 
 
 def _pair_occlusion(model, text1: str, text2: str) -> Explanation:
@@ -137,8 +145,12 @@ def _pair_occlusion(model, text1: str, text2: str) -> Explanation:
     seconds = [text2] * (1 + len(words1)) + [_without(text2, s, e) for _, s, e in words2]
     scores = model.similarity(firsts, seconds)
     full, drops = float(scores[0]), float(scores[0]) - scores[1:]
-    return Explanation(full, "occlusion", [Word(w, s, e, float(x)) for (w, s, e), x in zip(words1, drops)],
-                       [Word(w, s, e, float(x)) for (w, s, e), x in zip(words2, drops[len(words1):])])
+    return Explanation(
+        full,
+        "occlusion",
+        [Word(w, s, e, float(x)) for (w, s, e), x in zip(words1, drops)],
+        [Word(w, s, e, float(x)) for (w, s, e), x in zip(words2, drops[len(words1) :])],
+    )
 
 
 def _without(text: str, start: int, end: int) -> str:

@@ -51,14 +51,21 @@ OPSET = 17
 # Real-looking texts of different lengths and topics: int8 picks the matmuls it keeps in fp32 on
 # them, and the finished export is checked on them against the PyTorch model before it appears.
 CHECK_TEXTS = (
-    "When will I see you?", "When can I see you again?", "Do they enjoy eating the dessert?",
-    "How do I learn Python quickly if I already know some C?", "What is the best way to lose weight fast?",
-    "Why is the sky blue?", "A man is playing a guitar on stage.", "Two dogs are running through a snowy field.",
+    "When will I see you?",
+    "When can I see you again?",
+    "Do they enjoy eating the dessert?",
+    "How do I learn Python quickly if I already know some C?",
+    "What is the best way to lose weight fast?",
+    "Why is the sky blue?",
+    "A man is playing a guitar on stage.",
+    "Two dogs are running through a snowy field.",
     "The stock market fell sharply on Tuesday after the central bank raised interest rates again.",
-    "Is it safe to take ibuprofen with coffee in the morning?", "How can I cancel my car insurance policy online?",
+    "Is it safe to take ibuprofen with coffee in the morning?",
+    "How can I cancel my car insurance policy online?",
     "Which programming language should a beginner learn first, and why do people recommend it?",
     "The committee approved the new budget, although several members raised concerns about its long-term costs.",
-    "What are the symptoms of vitamin D deficiency?", "Can you recommend a good book about the history of Rome?",
+    "What are the symptoms of vitamin D deficiency?",
+    "Can you recommend a good book about the history of Rome?",
     "Obama signs the bill into law.",
 )
 MIN_COSINE = {None: 0.999, "int8": 0.95}  # the worst check text's cosine to the PyTorch model's vector
@@ -70,7 +77,9 @@ def check_export_options(format: str, quantize: str | None) -> None:
     if format not in EXPORT_FORMATS:
         raise ConfigError(f"unknown export format {format!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
     if quantize is not None and quantize not in QUANTIZATIONS:
-        raise ConfigError(f"unknown quantization {quantize!r}; choose one of: {', '.join(QUANTIZATIONS)} (or leave it out for fp32)")
+        raise ConfigError(
+            f"unknown quantization {quantize!r}; choose one of: {', '.join(QUANTIZATIONS)} (or leave it out for fp32)"
+        )
 
 
 def check_exportable(model: SiameseModel) -> None:
@@ -78,15 +87,25 @@ def check_exportable(model: SiameseModel) -> None:
     if getattr(model.encoder, "exported", False):
         raise ModelError(f"{where}: already an exported model; export the PyTorch model it came from")
     if model.config.encoder != "transformer":
-        raise ConfigError(f"{where}: export supports the transformer encoder; a {model.config.encoder!r} model is "
-                          "small and already fast in PyTorch")
+        raise ConfigError(
+            f"{where}: export supports the transformer encoder; a {model.config.encoder!r} model is "
+            "small and already fast in PyTorch"
+        )
     if model.config.head != "cosine":
-        raise ConfigError(f"{where}: export writes cosine-head models (the graph ends with the unit vectors); "
-                          f"this one has head {model.config.head!r}")
+        raise ConfigError(
+            f"{where}: export writes cosine-head models (the graph ends with the unit vectors); "
+            f"this one has head {model.config.head!r}"
+        )
 
 
-def export_model(model: SiameseModel, out: str | os.PathLike, *, format: str = "onnx",
-                 quantize: str | None = None, overwrite: bool = False) -> dict:
+def export_model(
+    model: SiameseModel,
+    out: str | os.PathLike,
+    *,
+    format: str = "onnx",
+    quantize: str | None = None,
+    overwrite: bool = False,
+) -> dict:
     """Write ``out`` (atomically: complete or not at all; an existing folder only if it is a
     siamese folder, or with ``overwrite``) and return what was done."""
     check_export_options(format, quantize)
@@ -107,13 +126,26 @@ def export_model(model: SiameseModel, out: str | os.PathLike, *, format: str = "
             raw.unlink()
         else:
             raw.replace(tmp / FILE)
-        source = {"encoder": model.config.encoder, "pooling": model.encoder.pooling,
-                  "fingerprint": model.fingerprint(), "path": str(model.path) if model.path else None,
-                  "model_type": model.encoder.hf_config.get("model_type")}
+        source = {
+            "encoder": model.config.encoder,
+            "pooling": model.encoder.pooling,
+            "fingerprint": model.fingerprint(),
+            "path": str(model.path) if model.path else None,
+            "model_type": model.encoder.hf_config.get("model_type"),
+        }
         options = {"dim": model.dim, "sha256": file_sha256(tmp / FILE), "quantize": quantize, "source": source}
         config = replace(model.config, encoder="onnx", dim=None, encoder_options=options)
-        info = {**model.info, "export": {"format": format, "quantize": quantize, "opset": OPSET, "int8": quantization,
-                                         "torch": torch.__version__, "onnxruntime": onnxruntime.__version__}}
+        info = {
+            **model.info,
+            "export": {
+                "format": format,
+                "quantize": quantize,
+                "opset": OPSET,
+                "int8": quantization,
+                "torch": torch.__version__,
+                "onnxruntime": onnxruntime.__version__,
+            },
+        }
         # The calibration comes along: it maps similarities to probabilities, and the exported
         # vectors are the model's to within the cosine checked below.
         (tmp / "config.json").write_text(model._config_json(config, info))
@@ -123,11 +155,19 @@ def export_model(model: SiameseModel, out: str | os.PathLike, *, format: str = "
         reference = model.encode(list(CHECK_TEXTS), precision="fp32")
         cosine = float((exported.encode(list(CHECK_TEXTS), batch_size=len(CHECK_TEXTS)) * reference).sum(1).min())
         if not cosine >= MIN_COSINE[quantize]:
-            raise ModelError(f"the exported graph's vectors are off (cosine {cosine:.4f} to the PyTorch model's, "
-                             f"expected >= {MIN_COSINE[quantize]}); nothing was written")
+            raise ModelError(
+                f"the exported graph's vectors are off (cosine {cosine:.4f} to the PyTorch model's, "
+                f"expected >= {MIN_COSINE[quantize]}); nothing was written"
+            )
         del exported
-    return {"out": str(out), "format": format, "quantize": quantize, "min_cosine": round(cosine, 6), "int8": quantization,
-            "bytes": (out / FILE).stat().st_size}
+    return {
+        "out": str(out),
+        "format": format,
+        "quantize": quantize,
+        "min_cosine": round(cosine, 6),
+        "int8": quantization,
+        "bytes": (out / FILE).stat().st_size,
+    }
 
 
 @contextlib.contextmanager
@@ -159,10 +199,16 @@ def export_graph(encoder: torch.nn.Module, path: Path) -> None:
     ids = (torch.arange(32, dtype=torch.int64).reshape(2, 16) + 5) % vocab
     lengths = torch.tensor([16, 9], dtype=torch.int64)  # unequal: the mask must stay a computation, not a constant
     with _quiet(), torch.no_grad():
-        torch.onnx.export(_Graph(encoder), (ids, lengths), str(path), input_names=["input_ids", "lengths"],
-                          output_names=["vectors"], opset_version=OPSET, dynamo=False,
-                          dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "lengths": {0: "batch"},
-                                        "vectors": {0: "batch"}})
+        torch.onnx.export(
+            _Graph(encoder),
+            (ids, lengths),
+            str(path),
+            input_names=["input_ids", "lengths"],
+            output_names=["vectors"],
+            opset_version=OPSET,
+            dynamo=False,
+            dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "lengths": {0: "batch"}, "vectors": {0: "batch"}},
+        )
 
 
 def quantize_int8(src: Path, dst: Path, ids: np.ndarray, lengths: np.ndarray) -> dict:
@@ -204,10 +250,17 @@ def quantize_int8(src: Path, dst: Path, ids: np.ndarray, lengths: np.ndarray) ->
     steps = sorted({0, *(min(n, -(-n // d)) for d in (16, 8, 4, 2, 1))})
     for keep in steps:
         with _quiet():
-            quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
-                             op_types_to_quantize=["MatMul"], nodes_to_exclude=ranked[:keep],
-                             # tensors ONNX's shape inference leaves untyped are fp32 here
-                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+            quantize_dynamic(
+                str(src),
+                str(dst),
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                reduce_range=True,
+                op_types_to_quantize=["MatMul"],
+                nodes_to_exclude=ranked[:keep],
+                # tensors ONNX's shape inference leaves untyped are fp32 here
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+            )
             session = ort.InferenceSession(str(dst), session_options(), providers=["CPUExecutionProvider"])
             vectors = session.run(None, feeds)[0]
         mean = float((vectors * reference).sum(1).mean())

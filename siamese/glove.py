@@ -82,8 +82,15 @@ class Coverage:
         return f"GloVe covers {self.covered} of {self.total} words ({100 * self.fraction:.1f}%)"
 
 
-def embedding_matrix(vocabulary: Sequence[str], vectors: dict[str, np.ndarray], *, dim: int | None = None,
-                     pad_index: int | None = 0, seed: int = 0, lowercase_fallback: bool = True) -> tuple[np.ndarray, Coverage]:
+def embedding_matrix(
+    vocabulary: Sequence[str],
+    vectors: dict[str, np.ndarray],
+    *,
+    dim: int | None = None,
+    pad_index: int | None = 0,
+    seed: int = 0,
+    lowercase_fallback: bool = True,
+) -> tuple[np.ndarray, Coverage]:
     """A (len(vocabulary), dim) float32 matrix: the vector of each covered word, random normal
     vectors (matching the vectors' spread) for the rest, zeros for the padding row.
 

@@ -26,8 +26,12 @@ from .errors import DataError
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
-_BOMS = [(codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
-         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")]  # UTF-32 first: its LE mark starts like UTF-16's
+_BOMS = [
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+]  # UTF-32 first: its LE mark starts like UTF-16's
 _DELIMITER_NAMES = {",": "comma", "\t": "tab", ";": "semicolon"}
 
 
@@ -59,8 +63,9 @@ def open_text(path: str | os.PathLike) -> Iterator[TextIO]:
                 yield io.StringIO(text.removeprefix("\ufeff"), newline="")
                 return
             if b"\0" in head:
-                raise DataError(f"{path}: holds NUL bytes: not a text file, or UTF-16 without a byte-order mark "
-                                "(save it as UTF-8)")
+                raise DataError(
+                    f"{path}: holds NUL bytes: not a text file, or UTF-16 without a byte-order mark (save it as UTF-8)"
+                )
         with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
             yield f
     except OSError as e:
@@ -82,9 +87,11 @@ def check_delimiter(path: Path, first_line: str, delimiter: str) -> None:
         return
     for other, name in _DELIMITER_NAMES.items():
         if other != delimiter and other in first_line:
-            raise DataError(f"{path}:1: the first line is {name}-separated, but this file is read "
-                            f"{_DELIMITER_NAMES.get(delimiter, repr(delimiter))}-separated "
-                            f"(rename it .{'tsv' if other == chr(9) else 'csv'} or pass --format)")
+            raise DataError(
+                f"{path}:1: the first line is {name}-separated, but this file is read "
+                f"{_DELIMITER_NAMES.get(delimiter, repr(delimiter))}-separated "
+                f"(rename it .{'tsv' if other == chr(9) else 'csv'} or pass --format)"
+            )
 
 
 def check_header(path: Path, header: list[str]) -> list[str]:
@@ -102,8 +109,17 @@ class Rows:
     """The rows of an open CSV/TSV file, each with the line it starts on, checked as they are read:
     a malformed quote (``strict``), and, when ``width`` is set, a row with another number of fields."""
 
-    def __init__(self, f: TextIO, path: Path, *, delimiter: str = ",", quoting: int = csv.QUOTE_MINIMAL,
-                 width: int | None = None, at_least: bool = False, skip_blank: bool = True):
+    def __init__(
+        self,
+        f: TextIO,
+        path: Path,
+        *,
+        delimiter: str = ",",
+        quoting: int = csv.QUOTE_MINIMAL,
+        width: int | None = None,
+        at_least: bool = False,
+        skip_blank: bool = True,
+    ):
         self.path = path
         self.skip_blank = skip_blank  # False: a blank line comes out as [] (its line still counts)
         self.width = width
@@ -133,15 +149,22 @@ class Rows:
 
     def _malformed(self, start: int, end: int, what: str) -> str:
         if end > start:  # the row ran over several lines: a quote opened and never closed where it should
-            return (f"{self.path}:{start}: unbalanced quote: the quoted field starting on this line runs to line {end} "
-                    f"({what})")
+            return (
+                f"{self.path}:{start}: unbalanced quote: the quoted field starting on this line runs to line {end} "
+                f"({what})"
+            )
         return f"{self.path}:{end}: {what}"
 
 
 @contextlib.contextmanager
-def open_table(path: str | os.PathLike, *, delimiter: str = ",", quoting: int = csv.QUOTE_MINIMAL,
-               columns: list[str] | tuple[str, ...] | None = None, skip_blank: bool = True
-               ) -> Iterator[tuple[list[str], Rows]]:
+def open_table(
+    path: str | os.PathLike,
+    *,
+    delimiter: str = ",",
+    quoting: int = csv.QUOTE_MINIMAL,
+    columns: list[str] | tuple[str, ...] | None = None,
+    skip_blank: bool = True,
+) -> Iterator[tuple[list[str], Rows]]:
     """Open a CSV/TSV file: ``(header, rows)``. The header is its first line (checked for
     duplicate names and for the delimiter), or ``columns`` for files without one; every row must
     have as many fields as the header (at least as many without a header line)."""
@@ -149,7 +172,9 @@ def open_table(path: str | os.PathLike, *, delimiter: str = ",", quoting: int = 
     with open_text(path) as f:
         first = f.readline()
         if not first.strip():
-            raise DataError(f"{path}: file is empty" if not first else f"{path}:1: empty first line (expected the header)")
+            raise DataError(
+                f"{path}: file is empty" if not first else f"{path}:1: empty first line (expected the header)"
+            )
         check_delimiter(path, first, delimiter)
         f.seek(0)
         rows = Rows(f, path, delimiter=delimiter, quoting=quoting, skip_blank=skip_blank)

@@ -52,9 +52,18 @@ _WHERE = f"{_SOURCE.resolve()}|{Path(torch.__file__).resolve().parent}"
 def cache_name(source: bytes, isa: str, torch_version: str = torch.__version__, where: str = _WHERE) -> str:
     """The cached build's name: what it was built from, for which torch, Python and instruction
     set, and where the source and torch live."""
-    key = hashlib.sha256(b"\0".join([source, torch_version.encode(), sys.version.split()[0].encode(), isa.encode(),
-                                      " ".join(_COMMON_FLAGS + _ISA_FLAGS.get(isa, [])).encode(),
-                                      where.encode()])).hexdigest()[:12]
+    key = hashlib.sha256(
+        b"\0".join(
+            [
+                source,
+                torch_version.encode(),
+                sys.version.split()[0].encode(),
+                isa.encode(),
+                " ".join(_COMMON_FLAGS + _ISA_FLAGS.get(isa, [])).encode(),
+                where.encode(),
+            ]
+        )
+    ).hexdigest()[:12]
     return f"siamese_kernels_{isa.lower()}_{key}"
 
 
@@ -98,7 +107,9 @@ def _build():
         except ImportError:
             pass
     # a cached build loads in well under a second; say why the first one takes ~30 s
-    notice = threading.Timer(2.0, lambda: print("siamese: compiling its C++ kernels (once, ~30 s) ...", file=sys.stderr))
+    notice = threading.Timer(
+        2.0, lambda: print("siamese: compiling its C++ kernels (once, ~30 s) ...", file=sys.stderr)
+    )
     notice.start()
     try:
         name = this_build_name()
@@ -106,17 +117,28 @@ def _build():
         with target_lock(folder, timeout=build_timeout()):
             (folder / "lock").unlink(missing_ok=True)  # torch's, left by a killed build: no builder holds it now
             _forget_earlier_builds(name)
-            return build(name, [str(_SOURCE)], extra_cflags=_COMMON_FLAGS + _ISA_FLAGS.get(isa, []),
-                         build_directory=str(folder), verbose=False)
+            return build(
+                name,
+                [str(_SOURCE)],
+                extra_cflags=_COMMON_FLAGS + _ISA_FLAGS.get(isa, []),
+                build_directory=str(folder),
+                verbose=False,
+            )
     except OutputError:
-        warnings.warn(f"siamese's C++ kernels are still being built by another process after {build_timeout():g} s "
-                      "($SIAMESE_KERNELS_TIMEOUT); using PyTorch ops instead", stacklevel=3)
+        warnings.warn(
+            f"siamese's C++ kernels are still being built by another process after {build_timeout():g} s "
+            "($SIAMESE_KERNELS_TIMEOUT); using PyTorch ops instead",
+            stacklevel=3,
+        )
         return None
     except Exception as e:  # no compiler, no headers: PyTorch ops still work
         lines = str(e).splitlines() or [type(e).__name__]
-        reason = next((line for line in lines if "error" in line.lower() and "building extension" not in line), lines[-1])
-        warnings.warn(f"siamese's C++ kernels are unavailable, training with PyTorch ops instead: {reason.strip()}",
-                      stacklevel=3)
+        reason = next(
+            (line for line in lines if "error" in line.lower() and "building extension" not in line), lines[-1]
+        )
+        warnings.warn(
+            f"siamese's C++ kernels are unavailable, training with PyTorch ops instead: {reason.strip()}", stacklevel=3
+        )
         return None
     finally:
         notice.cancel()

@@ -36,5 +36,7 @@ def load_model(path: str | os.PathLike, *, precision: str | None = None, device:
 def refuse_cross(path: str | os.PathLike) -> None:
     """One line for a command that needs vectors when it is given a cross-encoder."""
     if folder_format(path) == CROSS_FORMAT:
-        raise ModelError(f"{path}: a cross-encoder scores pairs and has no vectors; use it with evaluate, predict, score, "
-                         "calibrate or serve (or to verify a bi-encoder's candidates: dedupe --verify, search --rerank)")
+        raise ModelError(
+            f"{path}: a cross-encoder scores pairs and has no vectors; use it with evaluate, predict, score, "
+            "calibrate or serve (or to verify a bi-encoder's candidates: dedupe --verify, search --rerank)"
+        )

@@ -69,13 +69,20 @@ def check_fields(raw: dict, spec: dict[str, Field], file: Path, error: type[Exce
             continue
         value = raw[name]
         items = value if f.kind is list and isinstance(value, list) else [value]
-        ok = _type_ok(value, f.kind) and all(_type_ok(v, f.item) for v in value) if f.kind is list and f.item else _type_ok(value, f.kind)
+        ok = (
+            _type_ok(value, f.kind) and all(_type_ok(v, f.item) for v in value)
+            if f.kind is list and f.item
+            else _type_ok(value, f.kind)
+        )
         numbers = [v for v in items if isinstance(v, (int, float)) and not isinstance(v, bool)]
         in_range = all((f.lo is None or v >= f.lo) and (f.hi is None or v <= f.hi) for v in numbers)
         if not ok or not in_range:
             what = f.kind.__name__ + (f" of {f.item.__name__}" if f.item else "")
-            bounds = f" in [{f.lo:g}, {f.hi:g}]" if f.lo is not None and f.hi is not None else (
-                f" >= {f.lo:g}" if f.lo is not None else "")
+            bounds = (
+                f" in [{f.lo:g}, {f.hi:g}]"
+                if f.lo is not None and f.hi is not None
+                else (f" >= {f.lo:g}" if f.lo is not None else "")
+            )
             shown = repr(value)
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
             raise error(f"{file}: field {name!r} must be {'null or ' if f.optional else ''}{what}{bounds}, got {shown}")

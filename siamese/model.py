@@ -48,14 +48,26 @@ MIN_VOCAB = 16  # [PAD], [UNK] and the other special tokens, and room for words
 _BIG = 1 << 24  # ids, buckets: a bound on sizes no real model reaches, so a tampered config cannot ask for more
 # Every config.json field, checked before anything is built from it.
 MANIFEST_FIELDS = {
-    "encoder": Field(str), "head": Field(str), "loss": Field(str), "tokenizer": Field(str),
-    "dim": Field(int, optional=True, lo=1, hi=1 << 16), "encoder_options": Field(dict),
-    "glove": Field(str, optional=True), "threshold": Field(float), "lowercase": Field(bool),
-    "max_vocab": Field(int, optional=True, lo=1, hi=_BIG), "min_frequency": Field(int, lo=0),
-    "max_length": Field(int, optional=True, lo=1, hi=1 << 20), "oov_buckets": Field(int, lo=0, hi=_BIG),
-    "char_ngrams": Field(list, optional=True, lo=1, hi=64, item=int), "char_buckets": Field(int, lo=1, hi=_BIG),
-    "seed": Field(int), "vocab_size": Field(int, lo=1, hi=_BIG), "info": Field(dict, optional=True),
-    "calibration": Field(dict, optional=True), "cross": Field(bool),
+    "encoder": Field(str),
+    "head": Field(str),
+    "loss": Field(str),
+    "tokenizer": Field(str),
+    "dim": Field(int, optional=True, lo=1, hi=1 << 16),
+    "encoder_options": Field(dict),
+    "glove": Field(str, optional=True),
+    "threshold": Field(float),
+    "lowercase": Field(bool),
+    "max_vocab": Field(int, optional=True, lo=1, hi=_BIG),
+    "min_frequency": Field(int, lo=0),
+    "max_length": Field(int, optional=True, lo=1, hi=1 << 20),
+    "oov_buckets": Field(int, lo=0, hi=_BIG),
+    "char_ngrams": Field(list, optional=True, lo=1, hi=64, item=int),
+    "char_buckets": Field(int, lo=1, hi=_BIG),
+    "seed": Field(int),
+    "vocab_size": Field(int, lo=1, hi=_BIG),
+    "info": Field(dict, optional=True),
+    "calibration": Field(dict, optional=True),
+    "cross": Field(bool),
 }
 
 
@@ -114,35 +126,49 @@ class ModelConfig:
         if self.cross and not isinstance(options.pop("prior", None), (str, type(None))):
             raise ConfigError("encoder_options['prior'] must name a bi-encoder (minilm, mpnet or a folder)")
         encoder_class(self.encoder).check_options(self.encoder, options)
-        if self.cross and (self.encoder != "transformer" or self.loss not in ("triplet", "bce") or self.head != "cosine"):
-            raise ConfigError("a cross-encoder (cross=True) is a transformer trained with bce on labelled pairs: "
-                              "set encoder='transformer' and no head or other loss")
+        if self.cross and (
+            self.encoder != "transformer" or self.loss not in ("triplet", "bce") or self.head != "cosine"
+        ):
+            raise ConfigError(
+                "a cross-encoder (cross=True) is a transformer trained with bce on labelled pairs: "
+                "set encoder='transformer' and no head or other loss"
+            )
         if self.head not in HEADS:
             raise ModelError(f"unknown head {self.head!r}; choose one of: {', '.join(HEADS)}")
         check_head_and_loss(self.head, self.loss)
         check_oov_buckets(self.oov_buckets)
         if self.max_vocab is not None and (not isinstance(self.max_vocab, int) or self.max_vocab < MIN_VOCAB):
-            raise ConfigError(f"max_vocab must be at least {MIN_VOCAB} (the special tokens and some words; None: no cap), got {self.max_vocab!r}")
+            raise ConfigError(
+                f"max_vocab must be at least {MIN_VOCAB} (the special tokens and some words; None: no cap), got {self.max_vocab!r}"
+            )
         if self.tokenizer not in ("words", "subwords"):
             raise ConfigError(f"tokenizer must be 'words' or 'subwords', got {self.tokenizer!r}")
         if self.tokenizer == "subwords" and (self.oov_buckets or self.char_ngrams):
-            raise ConfigError("oov_buckets and char_ngrams extend a word vocabulary: a subword tokenizer has no unknown words")
+            raise ConfigError(
+                "oov_buckets and char_ngrams extend a word vocabulary: a subword tokenizer has no unknown words"
+            )
         check_char_ngrams(self.char_ngrams, self.char_buckets)
         if self.char_ngrams and not encoder_class(self.encoder).takes_char_ngrams:
             raise ConfigError(f"char_ngrams are pooled by the bag of words only (--encoder bow), not {self.encoder!r}")
         if self.oov_buckets and encoder_class(self.encoder).own_tokenizer:
-            raise ConfigError(f"oov_buckets hashes words outside a learned vocabulary: encoder {self.encoder!r} "
-                              "brings its own tokenizer")
+            raise ConfigError(
+                f"oov_buckets hashes words outside a learned vocabulary: encoder {self.encoder!r} "
+                "brings its own tokenizer"
+            )
         if self.glove and not encoder_class(self.encoder).takes_glove:
             takes = [name for name, cls in ENCODERS.items() if cls.takes_glove]
-            raise ConfigError(f"encoder {self.encoder!r} does not start from GloVe vectors; these do: {', '.join(takes)}")
+            raise ConfigError(
+                f"encoder {self.encoder!r} does not start from GloVe vectors; these do: {', '.join(takes)}"
+            )
 
 
 def check_trainable(config: ModelConfig) -> None:
     """An exported model (encoder "onnx") only encodes: refuse to build or train one."""
     if encoder_class(config.encoder).exported:
-        raise ConfigError(f"encoder {config.encoder!r} is an exported model (siamese export) and runs inference only: "
-                          "train the PyTorch model, then export it")
+        raise ConfigError(
+            f"encoder {config.encoder!r} is an exported model (siamese export) and runs inference only: "
+            "train the PyTorch model, then export it"
+        )
 
 
 # Fields added after the first model format: left out of the fingerprint while at their defaults,
@@ -153,8 +179,14 @@ _NEW_FIELDS = ("loss", "encoder_options", "glove", "oov_buckets", "char_ngrams",
 class SiameseModel:
     """A trained (or freshly built) Siamese text model."""
 
-    def __init__(self, vectorizer: Vectorizer, encoder: torch.nn.Module, config: ModelConfig, info: dict | None = None,
-                 head: torch.nn.Module | None = None):
+    def __init__(
+        self,
+        vectorizer: Vectorizer,
+        encoder: torch.nn.Module,
+        config: ModelConfig,
+        info: dict | None = None,
+        head: torch.nn.Module | None = None,
+    ):
         if config.head not in HEADS:
             raise ModelError(f"unknown head {config.head!r}; choose one of: {', '.join(HEADS)}")
         self.vectorizer = vectorizer
@@ -183,8 +215,10 @@ class SiameseModel:
         check_trainable(config)
         texts = texts if isinstance(texts, (list, tuple)) else list(texts)  # read twice: vocabulary, then counts
         if config.tokenizer == "subwords":
-            raise ConfigError("a subword vocabulary is taken from a teacher, not learned here: build the model with "
-                              "siamese distill (siamese.distill.distill), then fine-tune it with train(..., initial=model)")
+            raise ConfigError(
+                "a subword vocabulary is taken from a teacher, not learned here: build the model with "
+                "siamese distill (siamese.distill.distill), then fine-tune it with train(..., initial=model)"
+            )
         torch.manual_seed(config.seed)
         options, info = config.encoder_kwargs(), {}
         if encoder_class(config.encoder).own_tokenizer:
@@ -249,8 +283,14 @@ class SiameseModel:
         return resolve_precision(asked, self.device)
 
     @torch.inference_mode()
-    def encode(self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False,
-               precision: str | None = None) -> np.ndarray:
+    def encode(
+        self,
+        texts: Sequence[str],
+        *,
+        batch_size: int | None = None,
+        progress: bool = False,
+        precision: str | None = None,
+    ) -> np.ndarray:
         """One row per text (float32): unit vectors for the cosine head, the encoder's raw
         features for the others. Texts are length-sorted into batches. ``precision``: see
         :meth:`encoding_precision`."""
@@ -285,7 +325,9 @@ class SiameseModel:
         if not texts or type(self.encoder).pool_flat is Encoder.pool_flat:
             return False
         ids, lengths = self.vectorizer.encode_flat(texts)
-        vectors = self.encoder.pool_flat(torch.from_numpy(ids).to(self.device), torch.from_numpy(lengths).to(self.device))
+        vectors = self.encoder.pool_flat(
+            torch.from_numpy(ids).to(self.device), torch.from_numpy(lengths).to(self.device)
+        )
         if vectors is None:
             return False
         out[:] = vectors.float().cpu().numpy()
@@ -298,12 +340,15 @@ class SiameseModel:
         if getattr(self, "_parallel", None) is None or self._parallel_key != key:
             if getattr(self, "_parallel", None) is not None:
                 self._parallel.close()
-            self._parallel = ParallelEncoder(self.encoder, None if is_cpu(self.device) else 1,
-                                             autocast(precision, self.device.type))
+            self._parallel = ParallelEncoder(
+                self.encoder, None if is_cpu(self.device) else 1, autocast(precision, self.device.type)
+            )
             self._parallel_key = key
         return self._parallel
 
-    def similarity(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
+    def similarity(
+        self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int | None = None
+    ) -> np.ndarray:
         """Head score per pair: a cosine in [-1, 1], or a duplicate probability in [0, 1] for the
         manhattan and classifier heads."""
         texts_a = [texts_a] if isinstance(texts_a, str) else list(texts_a)
@@ -321,11 +366,15 @@ class SiameseModel:
         scores = self.head(a.to(self.device), b.to(self.device)).float().cpu().numpy()
         return np.clip(scores, *self.head.score_range)  # float rounding: a cosine of 1.0000001 is 1
 
-    def probability(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
+    def probability(
+        self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int | None = None
+    ) -> np.ndarray:
         """Calibrated duplicate probability per pair (see :mod:`siamese.calibration`)."""
         if self.calibrator is None:
-            raise ModelError(f"{self.path or 'this model'}: not calibrated; run `siamese calibrate` "
-                             "(siamese.calibration.calibrate) on labelled pairs first")
+            raise ModelError(
+                f"{self.path or 'this model'}: not calibrated; run `siamese calibrate` "
+                "(siamese.calibration.calibrate) on labelled pairs first"
+            )
         return self.calibrator(self.similarity(texts_a, texts_b, batch_size=batch_size))
 
     def predict(self, texts_a: Sequence[str], texts_b: Sequence[str], *, threshold: float | None = None) -> np.ndarray:
@@ -379,7 +428,9 @@ class SiameseModel:
         state = self.state_dict()
         if isinstance(self.encoder, TransformerEncoder):
             # Its weights go (once) into a Hugging Face folder that sentence-transformers also reads.
-            write_layout(folder, self.encoder, self.vectorizer, max_length=self.config.max_length, head=self.config.head)
+            write_layout(
+                folder, self.encoder, self.vectorizer, max_length=self.config.max_length, head=self.config.head
+            )
             state = {k: v for k, v in state.items() if k.startswith(HEAD_PREFIX)}
         save_file(state, str(folder / "model.safetensors"), metadata={"format": FORMAT})
 
@@ -411,11 +462,15 @@ class SiameseModel:
         known = {f.name for f in fields(ModelConfig)}
         theirs = asdict(ModelConfig(**{k: v for k, v in on_disk.items() if k in known}))
         theirs["vocab_size"] = on_disk.get("vocab_size")
-        ours = json.loads(json.dumps({**asdict(self.config), "vocab_size": self.vectorizer.vocab_size}))  # as JSON has it
+        ours = json.loads(
+            json.dumps({**asdict(self.config), "vocab_size": self.vectorizer.vocab_size})
+        )  # as JSON has it
         changed = sorted(k for k in ours if theirs.get(k) != ours[k])
         if changed:
-            raise ModelError(f"{file}: the folder holds a different model (differs in {', '.join(changed)}); "
-                             "save this one elsewhere with model.save(path)")
+            raise ModelError(
+                f"{file}: the folder holds a different model (differs in {', '.join(changed)}); "
+                "save this one elsewhere with model.save(path)"
+            )
         mode = file.stat().st_mode & 0o777
         with atomic_file(file) as tmp:
             tmp.write_text(self._config_json())
@@ -429,8 +484,9 @@ class SiameseModel:
         return state
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, precision: str | None = None,
-             device: str | torch.device | None = "auto") -> SiameseModel:
+    def load(
+        cls, path: str | os.PathLike, *, precision: str | None = None, device: str | torch.device | None = "auto"
+    ) -> SiameseModel:
         """Open a model folder (PyTorch or exported). ``precision``: what :meth:`encode` computes
         in (auto, bf16, fp32; default $SIAMESE_PRECISION, else auto). ``device``: auto (a GPU
         when there is one; an exported model stays on the CPU), cpu, cuda, cuda:N or mps."""
@@ -463,15 +519,23 @@ class SiameseModel:
         if own_tokenizer or config.tokenizer == "subwords":
             vectorizer = PretrainedVectorizer.load(path / "tokenizer.json", max_length=config.max_length)
             if not own_tokenizer and vectorizer.vocab_size != raw["vocab_size"]:
-                raise ModelError(f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
-                                 f"({vectorizer.vocab_size} tokens)")
+                raise ModelError(
+                    f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
+                    f"({vectorizer.vocab_size} tokens)"
+                )
         else:
-            vectorizer = Vectorizer.load(path / "tokenizer.json", oov_buckets=config.oov_buckets,
-                                         char_ngrams=config.char_ngrams, char_buckets=config.char_buckets)
+            vectorizer = Vectorizer.load(
+                path / "tokenizer.json",
+                oov_buckets=config.oov_buckets,
+                char_ngrams=config.char_ngrams,
+                char_buckets=config.char_buckets,
+            )
             if vectorizer.vocab_size != raw["vocab_size"]:
-                raise ModelError(f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
-                                 f"({vectorizer.word_count} words + "
-                                 f"{vectorizer.oov_buckets} oov_buckets + {vectorizer.char_buckets} char_buckets)")
+                raise ModelError(
+                    f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
+                    f"({vectorizer.word_count} words + "
+                    f"{vectorizer.oov_buckets} oov_buckets + {vectorizer.char_buckets} char_buckets)"
+                )
         options = config.encoder_kwargs() | ({"folder": path} if exported else {})
         vocab = None if own_tokenizer else raw["vocab_size"]
         weights = path / "model.safetensors"
@@ -479,18 +543,22 @@ class SiameseModel:
             if not (own_tokenizer or exported):  # sizes against the weight file before allocating anything
                 try:
                     shape_of = meta_build(lambda: build_encoder(config.encoder, vocab, **options))
-                    shapes = expected_shapes({"": shape_of, HEAD_PREFIX: meta_build(lambda: build_head(config.head, shape_of.dim))})
+                    shapes = expected_shapes(
+                        {"": shape_of, HEAD_PREFIX: meta_build(lambda: build_head(config.head, shape_of.dim))}
+                    )
                 except RuntimeError as e:  # e.g. sizes whose product overflows
                     raise ValueError(str(e)) from None
                 check_shapes(weights, read_header(weights, ModelError), shapes, ModelError)
             encoder = build_encoder(config.encoder, vocab, **options)
             head = build_head(config.head, encoder.dim)
         except (KeyError, TypeError, ValueError, AttributeError, NotImplementedError) as e:
-            raise ModelError(f"{config_file}: missing or invalid field ({str(e).splitlines()[0] if str(e) else e!r})") from None
+            raise ModelError(
+                f"{config_file}: missing or invalid field ({str(e).splitlines()[0] if str(e) else e!r})"
+            ) from None
         hf_weights = encoder_weights(path) if isinstance(encoder, TransformerEncoder) else None
         try:
             state = {} if exported else load_finite(weights, ModelError)  # an exported graph holds its weights
-            head.load_state_dict({k[len(HEAD_PREFIX):]: v for k, v in state.items() if k.startswith(HEAD_PREFIX)})
+            head.load_state_dict({k[len(HEAD_PREFIX) :]: v for k, v in state.items() if k.startswith(HEAD_PREFIX)})
             rest = {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIX)}
             if hf_weights is None:  # every other encoder, and transformer folders written before the layout
                 encoder.load_state_dict(rest)
@@ -518,8 +586,14 @@ class SiameseModel:
 def glove_embeddings(path: str, vectorizer: Vectorizer, seed: int) -> tuple[np.ndarray, dict]:
     """An embedding matrix for the vocabulary from GloVe vectors, and how much they cover."""
     vocabulary = vectorizer.vocabulary()
-    matrix, coverage = embedding_matrix(vocabulary, load_glove(path, words=set(vocabulary) | {w.lower() for w in vocabulary}),
-                                        seed=seed)
+    matrix, coverage = embedding_matrix(
+        vocabulary, load_glove(path, words=set(vocabulary) | {w.lower() for w in vocabulary}), seed=seed
+    )
     total = vectorizer.word_count  # the buckets (random rows) are not words
-    return matrix, {"path": str(path), "covered": coverage.covered, "total": total,
-                    "fraction": round(coverage.covered / max(total, 1), 4), "missing_examples": coverage.missing[:10]}
+    return matrix, {
+        "path": str(path),
+        "covered": coverage.covered,
+        "total": total,
+        "fraction": round(coverage.covered / max(total, 1), 4),
+        "missing_examples": coverage.missing[:10],
+    }

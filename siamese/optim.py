@@ -35,8 +35,18 @@ class LazyAdam(torch.optim.Optimizer):
                 t = state["step"]
                 compiled = kernels.load()
                 if compiled is not None and p.device.type == "cpu" and p.dtype == torch.float32 and p.is_contiguous():
-                    compiled.lazy_adam_(p.data, state["m"], state["v"], rows.contiguous(), values.contiguous(), group["lr"],
-                                        beta1, beta2, group["eps"], t)
+                    compiled.lazy_adam_(
+                        p.data,
+                        state["m"],
+                        state["v"],
+                        rows.contiguous(),
+                        values.contiguous(),
+                        group["lr"],
+                        beta1,
+                        beta2,
+                        group["eps"],
+                        t,
+                    )
                     continue
                 m = state["m"].index_select(0, rows).lerp_(values, 1 - beta1)
                 v = state["v"].index_select(0, rows).mul_(beta2).addcmul_(values, values, value=1 - beta2)

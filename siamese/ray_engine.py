@@ -57,8 +57,10 @@ def _search_chunk(index_bytes: np.ndarray, vectors: np.ndarray, start: int, stop
 
     faiss.omp_set_num_threads(1)  # one task per CPU
     index, n = faiss.deserialize_index(index_bytes), len(vectors)
-    return [pair_keys(i + start, j, s, n)
-            for i, j, s in neighbours(index, vectors[start:stop], min(k + 1, n), threshold, chunk=stop - start)]
+    return [
+        pair_keys(i + start, j, s, n)
+        for i, j, s in neighbours(index, vectors[start:stop], min(k + 1, n), threshold, chunk=stop - start)
+    ]
 
 
 class RayEngine:
@@ -66,8 +68,16 @@ class RayEngine:
     (``ray://host:10001`` or ``host:6379``); a cluster the caller already joined (``ray.init``)
     is used as it is."""
 
-    def __init__(self, address: str | None = None, *, actors: int | None = None, block_size: int = 10_000,
-                 batch_size: int | None = None, device: str = "cpu", progress: bool = False):
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        actors: int | None = None,
+        block_size: int = 10_000,
+        batch_size: int | None = None,
+        device: str = "cpu",
+        progress: bool = False,
+    ):
         if block_size < 1:
             raise ConfigError(f"block size must be at least 1, got {block_size}")
         self.address, self.block_size, self.batch_size = address, block_size, batch_size
@@ -83,8 +93,12 @@ class RayEngine:
             raise ConfigError("--engine ray needs Ray: pip install 'siamese[ray]' (ray[data])") from None
         if not ray.is_initialized():
             try:
-                ray.init(address=self.address, include_dashboard=False, logging_level=logging.WARNING,
-                         log_to_driver=self.progress)
+                ray.init(
+                    address=self.address,
+                    include_dashboard=False,
+                    logging_level=logging.WARNING,
+                    log_to_driver=self.progress,
+                )
             except (ConnectionError, ValueError, RuntimeError) as e:
                 raise ConfigError(f"cannot join the Ray cluster at {self.address}: {str(e).splitlines()[0]}") from None
         import ray.data
@@ -102,14 +116,28 @@ class RayEngine:
         out = np.empty((len(texts), model.dim), dtype=np.float32) if out is None else out
         if not texts:
             return out
-        blocks = [pd.DataFrame({"row": np.arange(start, min(start + self.block_size, len(texts))),
-                                "text": texts[start : start + self.block_size]})
-                  for start in range(0, len(texts), self.block_size)]
+        blocks = [
+            pd.DataFrame(
+                {
+                    "row": np.arange(start, min(start + self.block_size, len(texts))),
+                    "text": texts[start : start + self.block_size],
+                }
+            )
+            for start in range(0, len(texts), self.block_size)
+        ]
         dataset = self.ray.data.from_pandas(blocks).map_batches(
-            _EncodeActor, fn_constructor_kwargs={"folder": str(model.path), "device": self.device,
-                                                 "precision": model.precision, "threads": 1},
-            batch_size=self.batch_size or min(self.block_size, 4096), batch_format="numpy", concurrency=self.actors,
-            num_cpus=1)
+            _EncodeActor,
+            fn_constructor_kwargs={
+                "folder": str(model.path),
+                "device": self.device,
+                "precision": model.precision,
+                "threads": 1,
+            },
+            batch_size=self.batch_size or min(self.block_size, 4096),
+            batch_format="numpy",
+            concurrency=self.actors,
+            num_cpus=1,
+        )
         for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
             out[batch["row"]] = batch["vector"]
         return out
@@ -125,6 +153,10 @@ class RayEngine:
         vectors_ref = self.ray.put(np.ascontiguousarray(vectors))
         search = self.ray.remote(num_cpus=1)(_search_chunk)
         chunk = max(1, math.ceil(n / (4 * self.actors)))
-        found = self.ray.get([search.remote(index_ref, vectors_ref, start, min(start + chunk, n), k, threshold)
-                              for start in range(0, n, chunk)])
+        found = self.ray.get(
+            [
+                search.remote(index_ref, vectors_ref, start, min(start + chunk, n), k, threshold)
+                for start in range(0, n, chunk)
+            ]
+        )
         return merge_pairs([part for parts in found for part in parts], n)

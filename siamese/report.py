@@ -69,7 +69,9 @@ def _curves(ev: Evaluation) -> list[tuple[str, str]]:
         ax.plot(fpr, tpr, label=f"ROC-AUC {metrics.auc(fpr, tpr):.3f}")
         ax.plot([0, 1], [0, 1], ":", color="grey", label="chance")
         cm = metrics.confusion_matrix(y, (s > t).astype(int), labels=[0, 1])
-        ax.plot(cm[0, 1] / max(cm[0].sum(), 1), cm[1, 1] / max(cm[1].sum(), 1), "o", color="C3", label=f"threshold {t:.3f}")
+        ax.plot(
+            cm[0, 1] / max(cm[0].sum(), 1), cm[1, 1] / max(cm[1].sum(), 1), "o", color="C3", label=f"threshold {t:.3f}"
+        )
         ax.set(xlabel="false positive rate", ylabel="true positive rate", title="ROC curve")
         ax.legend(loc="lower right")
         sections.append(("ROC curve", _png(fig)))
@@ -101,10 +103,22 @@ def _curves(ev: Evaluation) -> list[tuple[str, str]]:
     ax.plot([0, 1], [0, 1], ":", color="grey", label="perfectly calibrated")
     what = "calibrated probability" if ev.probabilities is not None else "raw score clipped to [0, 1] (not calibrated)"
     ax.plot(predicted, truth, "o-", label=what)
-    ax.hist(p, bins=10, range=(0, 1), weights=np.full(len(p), 1 / max(len(p), 1)), alpha=0.25, color="grey",
-            label="share of pairs per bin")
-    ax.set(xlabel="predicted probability", ylabel="share of duplicates", xlim=(0, 1), ylim=(0, 1.02),
-           title=f"Reliability diagram (ECE {ev.metrics['ece']:.3f})")
+    ax.hist(
+        p,
+        bins=10,
+        range=(0, 1),
+        weights=np.full(len(p), 1 / max(len(p), 1)),
+        alpha=0.25,
+        color="grey",
+        label="share of pairs per bin",
+    )
+    ax.set(
+        xlabel="predicted probability",
+        ylabel="share of duplicates",
+        xlim=(0, 1),
+        ylim=(0, 1.02),
+        title=f"Reliability diagram (ECE {ev.metrics['ece']:.3f})",
+    )
     ax.legend(loc="upper left", fontsize="small")
     sections.append(("Reliability diagram", _png(fig)))
 
@@ -144,8 +158,11 @@ def confident_errors(ev: Evaluation, k: int = TOP_ERRORS) -> tuple[np.ndarray, n
 
 def _error_rows(ev: Evaluation, index: np.ndarray) -> str:
     lines = ev.pairs.line_numbers
-    rows = [[lines[i] if lines is not None else i + 1, ev.pairs.text1[i], ev.pairs.text2[i], f"{ev.scores[i]:.4f}"]
-            + ([f"{ev.probabilities[i]:.4f}"] if ev.probabilities is not None else []) for i in index]
+    rows = [
+        [lines[i] if lines is not None else i + 1, ev.pairs.text1[i], ev.pairs.text2[i], f"{ev.scores[i]:.4f}"]
+        + ([f"{ev.probabilities[i]:.4f}"] if ev.probabilities is not None else [])
+        for i in index
+    ]
     header = ["line", "text 1", "text 2", "similarity"] + (["probability"] if ev.probabilities is not None else [])
     return _table(rows, header) if rows else "<p>None.</p>"
 
@@ -163,24 +180,43 @@ img { max-width: 100%; } .note { color: #555; }
 def build_report(ev: Evaluation, *, title: str = "Evaluation", model: str = "", data: str = "") -> str:
     """The whole page as a string: metrics, plots, confusion matrix, most confident errors."""
     m = ev.metrics
-    keys = ["n", "threshold", "accuracy", "precision", "recall", "f1", "roc_auc", "average_precision",
-            "brier", "ece", "log_loss", "spearman", "pearson"]
+    keys = [
+        "n",
+        "threshold",
+        "accuracy",
+        "precision",
+        "recall",
+        "f1",
+        "roc_auc",
+        "average_precision",
+        "brier",
+        "ece",
+        "log_loss",
+        "spearman",
+        "pearson",
+    ]
     summary = _table([[k, _fmt(m[k])] for k in keys if k in m], ["metric", "value"])
-    calibration_note = ("Probabilities are the model's calibrated ones." if ev.probabilities is not None else
-                        "The model is not calibrated: Brier, ECE and log-loss are of the raw similarity clipped to "
-                        "[0, 1] (run <code>siamese calibrate</code>).")
+    calibration_note = (
+        "Probabilities are the model's calibrated ones."
+        if ev.probabilities is not None
+        else "The model is not calibrated: Brier, ECE and log-loss are of the raw similarity clipped to "
+        "[0, 1] (run <code>siamese calibrate</code>)."
+    )
     (tn, fp), (fn, tp) = m["confusion_matrix"]
-    confusion = _table([["actual: not duplicate (0)", tn, fp], ["actual: duplicate (1)", fn, tp]],
-                       ["", "predicted: not duplicate", "predicted: duplicate"])
-    plots = "".join(f"<figure><figcaption><h2>{html.escape(name)}</h2></figcaption>{img}</figure>"
-                    for name, img in _curves(ev))
+    confusion = _table(
+        [["actual: not duplicate (0)", tn, fp], ["actual: duplicate (1)", fn, tp]],
+        ["", "predicted: not duplicate", "predicted: duplicate"],
+    )
+    plots = "".join(
+        f"<figure><figcaption><h2>{html.escape(name)}</h2></figcaption>{img}</figure>" for name, img in _curves(ev)
+    )
     fps, fns = confident_errors(ev)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>{STYLE}</style></head>
 <body>
 <h1>{html.escape(title)}</h1>
-<p class="note">Model <code>{html.escape(model)}</code> on <code>{html.escape(data)}</code>: {m['n']} pairs,
+<p class="note">Model <code>{html.escape(model)}</code> on <code>{html.escape(data)}</code>: {m["n"]} pairs,
 duplicate when similarity &gt; {ev.threshold:.4f}. {calibration_note}</p>
 <h2 id="metrics">Metrics</h2>{summary}
 <h2 id="confusion-matrix">Confusion matrix</h2>{confusion}
@@ -213,10 +249,20 @@ def write_errors(path: str | os.PathLike, ev: Evaluation) -> int:
     with atomic_file(path) as tmp:
         with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
             writer = csv.writer(f)
-            writer.writerow(["line", "text1", "text2", "label", "similarity"]
-                            + (["probability"] if ev.probabilities is not None else []))
+            writer.writerow(
+                ["line", "text1", "text2", "label", "similarity"]
+                + (["probability"] if ev.probabilities is not None else [])
+            )
             for i in wrong:
-                writer.writerow([lines[i] if lines is not None else i + 1, ev.pairs.text1[i], ev.pairs.text2[i], y[i],
-                                 f"{ev.scores[i]:.6f}"] + ([f"{ev.probabilities[i]:.6f}"] if ev.probabilities is not None else []))
+                writer.writerow(
+                    [
+                        lines[i] if lines is not None else i + 1,
+                        ev.pairs.text1[i],
+                        ev.pairs.text2[i],
+                        y[i],
+                        f"{ev.scores[i]:.6f}",
+                    ]
+                    + ([f"{ev.probabilities[i]:.6f}"] if ev.probabilities is not None else [])
+                )
         as_umask_allows(tmp)
     return len(wrong)

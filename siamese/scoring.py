@@ -19,9 +19,18 @@ if TYPE_CHECKING:
 ADDED = ("similarity", "probability", "duplicate")
 
 
-def score_file(model: SiameseModel, data: str | os.PathLike, out: str | os.PathLike, *, format: str = "auto",
-               text1: str | None = None, text2: str | None = None, chunk_size: int = 1024,
-               threshold: float | None = None, progress: Callable[[int, int], None] | None = None) -> dict:
+def score_file(
+    model: SiameseModel,
+    data: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    format: str = "auto",
+    text1: str | None = None,
+    text2: str | None = None,
+    chunk_size: int = 1024,
+    threshold: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict:
     """Score every pair of ``data`` (CSV/TSV, labels optional) into ``out``.
 
     Rows are read, scored and written ``chunk_size`` at a time, so the file never sits in memory.
@@ -46,11 +55,14 @@ def score_file(model: SiameseModel, data: str | os.PathLike, out: str | os.PathL
         header, named = stream.header, len(stream.header)
         clash = [c for c in added if c in header]
         if clash:
-            raise DataError(f"{data}: already has column(s) {', '.join(repr(c) for c in clash)}; rename them "
-                            "so the scores do not hide them")
+            raise DataError(
+                f"{data}: already has column(s) {', '.join(repr(c) for c in clash)}; rename them "
+                "so the scores do not hide them"
+            )
         with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
-            writer = csv.writer(f, delimiter=delimiter, quoting=quoting,
-                                **({"quotechar": None} if quoting == csv.QUOTE_NONE else {}))
+            writer = csv.writer(
+                f, delimiter=delimiter, quoting=quoting, **({"quotechar": None} if quoting == csv.QUOTE_NONE else {})
+            )
             writer.writerow(header + added)
             chunk = []
 
@@ -64,7 +76,9 @@ def score_file(model: SiameseModel, data: str | os.PathLike, out: str | os.PathL
 
             for row in stream.rows:
                 if fmt.columns is None and len(row.fields) != named:
-                    raise DataError(f"{data}:{row.line}: expected {named} fields (as the header has), found {len(row.fields)}")
+                    raise DataError(
+                        f"{data}:{row.line}: expected {named} fields (as the header has), found {len(row.fields)}"
+                    )
                 chunk.append(row)
                 if len(chunk) == chunk_size:
                     flush()
@@ -80,6 +94,11 @@ def score_file(model: SiameseModel, data: str | os.PathLike, out: str | os.PathL
         if not pairs:
             raise DataError(f"{data}: no pairs after the header")
         as_umask_allows(tmp)
-    return {"data": str(data), "out": str(out), "pairs": pairs, "columns": header + added, "threshold": t,
-            "calibrated": calibrated}
-
+    return {
+        "data": str(data),
+        "out": str(out),
+        "pairs": pairs,
+        "columns": header + added,
+        "threshold": t,
+        "calibrated": calibrated,
+    }

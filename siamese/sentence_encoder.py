@@ -29,33 +29,53 @@ def sentence_encoder(name_or_folder: str | os.PathLike, *, max_length: int | Non
     name = os.fspath(name_or_folder)
     folder = model_folder(name)
     if not folder.is_dir():
-        raise ModelError(f"{folder}: no such folder (give a sentence-transformers or Hugging Face model folder, "
-                         f"or one of: {', '.join(NAMED)})")
+        raise ModelError(
+            f"{folder}: no such folder (give a sentence-transformers or Hugging Face model folder, "
+            f"or one of: {', '.join(NAMED)})"
+        )
     config_file = folder / "config.json"
     if config_file.is_file() and read_json_object(config_file, ModelError).get("format") == FORMAT:
         raise ModelError(f"{folder}: already a Siamese model folder (load it with SiameseModel.load)")
     layout = read_layout(folder)
     hf_config = layout.transformer / "config.json"
     if not hf_config.is_file():
-        raise ModelError(f"{folder}: not a sentence-transformers or Hugging Face model folder (no "
-                         f"{hf_config.relative_to(folder)})")
+        raise ModelError(
+            f"{folder}: not a sentence-transformers or Hugging Face model folder (no {hf_config.relative_to(folder)})"
+        )
     if "model_type" not in read_json_object(hf_config, ModelError):
-        raise ModelError(f"{hf_config}: neither a Siamese model (format {FORMAT}) nor a Hugging Face config (model_type)")
+        raise ModelError(
+            f"{hf_config}: neither a Siamese model (format {FORMAT}) nor a Hugging Face config (model_type)"
+        )
     length = max_length or layout.max_seq_length or DEFAULT_MAX_LENGTH
-    config = ModelConfig(encoder="transformer", head="cosine", max_length=length,
-                         encoder_options={"path": str(layout.transformer), "pooling": layout.pooling})
+    config = ModelConfig(
+        encoder="transformer",
+        head="cosine",
+        max_length=length,
+        encoder_options={"path": str(layout.transformer), "pooling": layout.pooling},
+    )
     try:
         model = SiameseModel.build([], config)
     except (OSError, ValueError, KeyError) as e:  # transformers' own errors on a broken folder
         raise ModelError(f"{folder}: cannot load the model ({str(e).splitlines()[0]})") from None
-    source = {"source": name, **({"name": name} if name in NAMED and folder != Path(name) else {}),
-              "folder": str(folder.resolve()), "modules": list(layout.modules) or None,
-              "pooling": layout.pooling, "max_length": length, "dim": model.dim}
+    source = {
+        "source": name,
+        **({"name": name} if name in NAMED and folder != Path(name) else {}),
+        "folder": str(folder.resolve()),
+        "modules": list(layout.modules) or None,
+        "pooling": layout.pooling,
+        "max_length": length,
+        "dim": model.dim,
+    }
     return model, source
 
 
-def from_pretrained(name_or_folder: str | os.PathLike, val_pairs: Pairs | Sequence[Pairs] | None = None, *,
-                    max_length: int | None = None, metric: str = "accuracy") -> SiameseModel:
+def from_pretrained(
+    name_or_folder: str | os.PathLike,
+    val_pairs: Pairs | Sequence[Pairs] | None = None,
+    *,
+    max_length: int | None = None,
+    metric: str = "accuracy",
+) -> SiameseModel:
     """A cosine Siamese model on a pretrained encoder, untrained, with its threshold chosen on
     ``val_pairs`` (one set or several; both labels needed) to maximise ``metric``. Without
     validation pairs the threshold stays at the default. ``info["pretrained"]`` records what it
@@ -72,7 +92,9 @@ def validation_parts(val_pairs: Pairs | Sequence[Pairs] | None) -> list[Pairs]:
     parts = [val_pairs] if isinstance(val_pairs, Pairs) else list(val_pairs or [])
     val = Pairs.concat(parts) if parts else None
     if val is not None and len(set(val.labels.tolist())) != 2:
-        raise ConfigError(f"validation pairs {val.source or ''}: need both duplicates and non-duplicates to choose a threshold")
+        raise ConfigError(
+            f"validation pairs {val.source or ''}: need both duplicates and non-duplicates to choose a threshold"
+        )
     return parts
 
 

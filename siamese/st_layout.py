@@ -43,9 +43,15 @@ TRANSFORMER_FOLDER = "0_Transformer"
 POOLING_FOLDER = "1_Pooling"
 WEIGHTS = "model.safetensors"
 # sentence_bert_config.json had per-architecture names in early sentence-transformers releases.
-_ST_CONFIGS = ("sentence_bert_config.json", "sentence_roberta_config.json", "sentence_distilbert_config.json",
-               "sentence_camembert_config.json", "sentence_albert_config.json", "sentence_xlm-roberta_config.json",
-               "sentence_xlnet_config.json")
+_ST_CONFIGS = (
+    "sentence_bert_config.json",
+    "sentence_roberta_config.json",
+    "sentence_distilbert_config.json",
+    "sentence_camembert_config.json",
+    "sentence_albert_config.json",
+    "sentence_xlm-roberta_config.json",
+    "sentence_xlnet_config.json",
+)
 # Pooling modes we reproduce, by their legacy (pooling_mode_<x>: true) and current (pooling_mode: x) names.
 _POOLING = {"mean_tokens": "mean", "mean": "mean", "cls_token": "cls", "cls": "cls"}
 _MODULE = "sentence_transformers.models.{}"
@@ -74,18 +80,25 @@ def read_layout(folder: Path) -> Layout:
     kinds = tuple(str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules)
     for kind in kinds:
         if kind not in ("Transformer", "Pooling", "Normalize"):
-            raise ModelError(f"{folder}: sentence-transformers module {kind!r} is not supported "
-                             "(Transformer, Pooling and Normalize are)")
+            raise ModelError(
+                f"{folder}: sentence-transformers module {kind!r} is not supported "
+                "(Transformer, Pooling and Normalize are)"
+            )
     if kinds.count("Transformer") != 1 or kinds[0] != "Transformer" or kinds.count("Pooling") != 1:
-        raise ModelError(f"{modules_file}: expected one Transformer module first and one Pooling module, "
-                         f"found {', '.join(kinds) or 'none'}")
+        raise ModelError(
+            f"{modules_file}: expected one Transformer module first and one Pooling module, "
+            f"found {', '.join(kinds) or 'none'}"
+        )
     transformer = folder / _module_path(modules[0], modules_file)
     pooling = _pooling(folder / _module_path(modules[kinds.index("Pooling")], modules_file) / "config.json", folder)
-    settings = next((read_json_object(transformer / name, ModelError) for name in _ST_CONFIGS
-                     if (transformer / name).is_file()), {})
+    settings = next(
+        (read_json_object(transformer / name, ModelError) for name in _ST_CONFIGS if (transformer / name).is_file()), {}
+    )
     if settings.get("do_lower_case"):
-        raise ModelError(f"{transformer}: do_lower_case in its sentence-transformers config is not supported "
-                         "(lowercasing belongs in the tokenizer)")
+        raise ModelError(
+            f"{transformer}: do_lower_case in its sentence-transformers config is not supported "
+            "(lowercasing belongs in the tokenizer)"
+        )
     return Layout(transformer, pooling, "Normalize" in kinds, _max_length(transformer, settings), kinds)
 
 
@@ -96,7 +109,11 @@ def _max_length(transformer: Path, settings: dict) -> int | None:
     length = settings.get("max_seq_length")
     if length is None:
         tokenizer_config, config = transformer / "tokenizer_config.json", transformer / "config.json"
-        length = read_json_object(tokenizer_config, ModelError).get("model_max_length") if tokenizer_config.is_file() else None
+        length = (
+            read_json_object(tokenizer_config, ModelError).get("model_max_length")
+            if tokenizer_config.is_file()
+            else None
+        )
         cap = read_json_object(config, ModelError).get("max_position_embeddings") if config.is_file() else None
         if isinstance(length, int) and isinstance(cap, int) and cap > 0:
             length = min(length, cap)
@@ -157,18 +174,26 @@ def write_layout(folder: Path, encoder, vectorizer, *, max_length: int | None, h
     if encoder.pooling not in ("mean", "cls"):
         return
     # The legacy pooling keys: every sentence-transformers release reads them (6.x converts them).
-    _write_json(folder / POOLING_FOLDER / "config.json", {
-        "word_embedding_dimension": encoder.dim,
-        "pooling_mode_cls_token": encoder.pooling == "cls",
-        "pooling_mode_mean_tokens": encoder.pooling == "mean",
-        "pooling_mode_max_tokens": False,
-        "pooling_mode_mean_sqrt_len_tokens": False,
-    })
+    _write_json(
+        folder / POOLING_FOLDER / "config.json",
+        {
+            "word_embedding_dimension": encoder.dim,
+            "pooling_mode_cls_token": encoder.pooling == "cls",
+            "pooling_mode_mean_tokens": encoder.pooling == "mean",
+            "pooling_mode_max_tokens": False,
+            "pooling_mode_mean_sqrt_len_tokens": False,
+        },
+    )
     modules = [(TRANSFORMER_FOLDER, "Transformer"), (POOLING_FOLDER, "Pooling")]
     if encoder.normalize:
         modules.append(("2_Normalize", "Normalize"))  # no files: the folder need not exist
-    _write_json(folder / "modules.json", [{"idx": i, "name": str(i), "path": path, "type": _MODULE.format(kind)}
-                                          for i, (path, kind) in enumerate(modules)])
+    _write_json(
+        folder / "modules.json",
+        [
+            {"idx": i, "name": str(i), "path": path, "type": _MODULE.format(kind)}
+            for i, (path, kind) in enumerate(modules)
+        ],
+    )
     if head in ("cosine", "manhattan"):  # what model.similarity() ranks by (manhattan: -L1, ours exp(-L1))
         _write_json(folder / "config_sentence_transformers.json", {"similarity_fn_name": head})
 

@@ -30,8 +30,11 @@ def _shown_modules(root: nn.Module, prefix: str) -> list[tuple[str, nn.Module]]:
     out = []
     for name, child in root.named_children():
         full = f"{prefix}.{name}" if prefix else name
-        opens = isinstance(child, (nn.ModuleList, nn.Sequential)) or hasattr(child, "config") or any(
-            isinstance(c, nn.ModuleList) for c in child.children())
+        opens = (
+            isinstance(child, (nn.ModuleList, nn.Sequential))
+            or hasattr(child, "config")
+            or any(isinstance(c, nn.ModuleList) for c in child.children())
+        )
         out.extend(_shown_modules(child, full) if opens else [(full, child)])
     return out
 
@@ -52,8 +55,14 @@ def _output_shapes(model, modules: list[tuple[str, nn.Module]]) -> dict[str, str
     """Run the encoder and head on two sample batches and record each shown layer's output shape;
     the batch axis and any axis that follows the text length print as None."""
     seen: dict[str, list[tuple[int, ...]]] = {}
-    hooks = [m.register_forward_hook(lambda _m, _i, out, name=name: seen.setdefault(name, []).append(
-        tuple(t.shape) if (t := _first_tensor(out)) is not None else ())) for name, m in modules]
+    hooks = [
+        m.register_forward_hook(
+            lambda _m, _i, out, name=name: seen.setdefault(name, []).append(
+                tuple(t.shape) if (t := _first_tensor(out)) is not None else ()
+            )
+        )
+        for name, m in modules
+    ]
     try:
         with torch.inference_mode():
             model.encoder.eval()
@@ -87,14 +96,22 @@ def summary_rows(model) -> list[Row]:
     """One row per encoder layer, one for the pooled encoding, one for the head."""
     modules = [(f"encoder.{n}", m) for n, m in _shown_modules(model.encoder, "")]
     shapes = _output_shapes(model, modules + [("encoder", model.encoder), ("head", model.head)])
-    rows = [Row(name, type(m).__name__, shapes.get(name, "?"), sum(p.numel() for p in m.parameters()))
-            for name, m in modules]
+    rows = [
+        Row(name, type(m).__name__, shapes.get(name, "?"), sum(p.numel() for p in m.parameters()))
+        for name, m in modules
+    ]
     pooling = getattr(model.encoder, "pooling", "")
     norm = ", L2" if getattr(model.encoder, "normalize", False) else ""
     rows.append(Row(f"encoding ({pooling}{norm})", "Pooling", shapes.get("encoder", "?"), 0))
     kind = type(model.head).__name__
-    rows.append(Row(f"head: {HEAD_FORMULAS.get(kind, kind)}", kind, shapes.get("head", "?"),
-                    sum(p.numel() for p in model.head.parameters())))
+    rows.append(
+        Row(
+            f"head: {HEAD_FORMULAS.get(kind, kind)}",
+            kind,
+            shapes.get("head", "?"),
+            sum(p.numel() for p in model.head.parameters()),
+        )
+    )
     return rows
 
 
@@ -106,14 +123,23 @@ def summary(model, width: int = 98) -> str:
     trainable = sum(p.numel() for p in params if p.requires_grad)
     c = model.config
     line = "_" * width
-    out = [f'Siamese model: encoder "{c.encoder}" (shared by both texts), head "{c.head}", trained with loss "{c.loss}"',
-           line, f"{'Layer (type)':<52}{'Output Shape':<30}{'Param #':>16}", "=" * width,
-           f"{'text_a, text_b (Input)':<52}{'(None, None)':<30}{0:>16,}"]
+    out = [
+        f'Siamese model: encoder "{c.encoder}" (shared by both texts), head "{c.head}", trained with loss "{c.loss}"',
+        line,
+        f"{'Layer (type)':<52}{'Output Shape':<30}{'Param #':>16}",
+        "=" * width,
+        f"{'text_a, text_b (Input)':<52}{'(None, None)':<30}{0:>16,}",
+    ]
     for r in rows:
         label = r.name if r.name.startswith(("head", "encoding")) else f"{r.name} ({r.kind})"
         out.append(f"{label[:51]:<52}{r.shape:<30}{r.params:>16,}")
-    out += ["=" * width, f"Total params: {total:,}", f"Trainable params: {trainable:,}",
-            f"Non-trainable params: {total - trainable:,}", line]
+    out += [
+        "=" * width,
+        f"Total params: {total:,}",
+        f"Trainable params: {trainable:,}",
+        f"Non-trainable params: {total - trainable:,}",
+        line,
+    ]
     return "\n".join(out)
 
 

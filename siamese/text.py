@@ -22,9 +22,9 @@ import json
 import os
 import re
 import zlib
-from itertools import chain
-from functools import lru_cache
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from itertools import chain
 
 import numpy as np
 from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
@@ -52,8 +52,14 @@ class Vectorizer:
     add_special_tokens = False
     pad_id = PAD_ID  # what batches are padded with (a pretrained tokenizer has its own)
 
-    def __init__(self, tokenizer: Tokenizer, *, oov_buckets: int = 0, char_ngrams: Sequence[int] | None = None,
-                 char_buckets: int = 0):
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        *,
+        oov_buckets: int = 0,
+        char_ngrams: Sequence[int] | None = None,
+        char_buckets: int = 0,
+    ):
         self.tokenizer = tokenizer
         self.oov_buckets = check_oov_buckets(oov_buckets)
         self.char_ngrams = check_char_ngrams(char_ngrams, char_buckets)
@@ -140,7 +146,11 @@ class Vectorizer:
         if norm.get("type") == "BertNormalizer" and norm.get("clean_text", True):
             spec["normalizer"] = None
             lowercase = bool(norm.get("lowercase", True))
-            twin = (Tokenizer.from_str(json.dumps(spec)), lowercase, _word_split(spec, lowercase, self.add_special_tokens))
+            twin = (
+                Tokenizer.from_str(json.dumps(spec)),
+                lowercase,
+                _word_split(spec, lowercase, self.add_special_tokens),
+            )
         self._twin_of, self._twin, self._word_ids = key, twin, {}
         return twin
 
@@ -185,8 +195,14 @@ class Vectorizer:
         return cls(tok, oov_buckets=oov_buckets, char_ngrams=char_ngrams, char_buckets=char_buckets)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, oov_buckets: int = 0, char_ngrams: Sequence[int] | None = None,
-             char_buckets: int = 0) -> Vectorizer:
+    def load(
+        cls,
+        path: str | os.PathLike,
+        *,
+        oov_buckets: int = 0,
+        char_ngrams: Sequence[int] | None = None,
+        char_buckets: int = 0,
+    ) -> Vectorizer:
         try:
             tok = Tokenizer.from_file(str(path))
         except Exception as e:  # tokenizers raises a bare Exception on bad files
@@ -220,7 +236,9 @@ class Vectorizer:
                 ids = [first + _crc(words[j]) % k if i == UNK_ID else i for j, i in enumerate(ids)]
             if self.char_ngrams and ids:
                 lo, hi = self.char_ngrams
-                ids = ids + [g for w in words[: len(ids)] for g in _char_ids(w, lo, hi, self.char_start, self.char_buckets)]
+                ids = ids + [
+                    g for w in words[: len(ids)] for g in _char_ids(w, lo, hi, self.char_start, self.char_buckets)
+                ]
             out.append(np.asarray(ids, dtype=np.int32) if ids else unk)
         return out
 
@@ -268,8 +286,11 @@ class Vectorizer:
     def vocabulary(self) -> list[str]:
         """A name per id, in id order: the words, ``[OOV i]`` per bucket, ``[CHAR i]`` per n-gram bucket."""
         vocab = self.tokenizer.get_vocab()
-        return (sorted(vocab, key=vocab.__getitem__) + [f"[OOV {i}]" for i in range(self.oov_buckets)]
-                + [f"[CHAR {i}]" for i in range(self.char_buckets)])
+        return (
+            sorted(vocab, key=vocab.__getitem__)
+            + [f"[OOV {i}]" for i in range(self.oov_buckets)]
+            + [f"[CHAR {i}]" for i in range(self.char_buckets)]
+        )
 
 
 class PretrainedVectorizer(Vectorizer):
@@ -294,7 +315,9 @@ class PretrainedVectorizer(Vectorizer):
             raise ModelError(f"{path}: not a readable tokenizer.json ({e})") from None
         pad_token, pad_id = padding_token(tok)
         if pad_id is None:
-            raise ModelError(f"{path}: no padding token (the file sets none, and it has neither {' nor '.join(_PAD_TOKENS)})")
+            raise ModelError(
+                f"{path}: no padding token (the file sets none, and it has neither {' nor '.join(_PAD_TOKENS)})"
+            )
         tok.no_padding()
         if max_length:
             tok.enable_truncation(max_length)
@@ -353,7 +376,9 @@ def check_char_ngrams(value, buckets) -> tuple[int, int] | None:
     """``(lo, hi)`` n-gram lengths, 1 <= lo <= hi, with at least one bucket; None: no n-grams."""
     if value is None:
         return None
-    if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(map(_whole, value)) and 1 <= value[0] <= value[1]):
+    if not (
+        isinstance(value, (list, tuple)) and len(value) == 2 and all(map(_whole, value)) and 1 <= value[0] <= value[1]
+    ):
         raise ConfigError(f"char_ngrams must be two lengths lo <= hi, both >= 1 (e.g. 3-5), got {value!r}")
     if not _whole(buckets) or buckets < 1:
         raise ConfigError(f"char_buckets must be a whole number >= 1, got {buckets!r}")
@@ -368,7 +393,9 @@ def _crc(text: str) -> int:
 def _char_ids(word: str, lo: int, hi: int, first: int, buckets: int) -> tuple[int, ...]:
     """Ids of the character n-grams of ``<word>``, lo to hi characters long."""
     marked = f"<{word}>"
-    return tuple(first + _crc(marked[i : i + n]) % buckets for n in range(lo, hi + 1) for i in range(len(marked) - n + 1))
+    return tuple(
+        first + _crc(marked[i : i + n]) % buckets for n in range(lo, hi + 1) for i in range(len(marked) - n + 1)
+    )
 
 
 # Padding tokens to look for when a tokenizer.json does not name one: BERT's, then RoBERTa/MPNet's.

@@ -55,10 +55,20 @@ class Trainer:
     (e.g. :class:`Checkpoint`). ``after_backward`` runs between ``loss.backward()`` and the
     optimizer steps (the parallel encoder's share of the gradient)."""
 
-    def __init__(self, module: torch.nn.Module, optimizers: Sequence[torch.optim.Optimizer], *, epochs: int,
-                 rng: np.random.Generator, schedulers: Sequence[Any] = (), progress: bool = True, desc: str = "epoch",
-                 item: str = "item", on_epoch_end: Iterable[Callable[[Trainer], None]] = (),
-                 after_backward: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        optimizers: Sequence[torch.optim.Optimizer],
+        *,
+        epochs: int,
+        rng: np.random.Generator,
+        schedulers: Sequence[Any] = (),
+        progress: bool = True,
+        desc: str = "epoch",
+        item: str = "item",
+        on_epoch_end: Iterable[Callable[[Trainer], None]] = (),
+        after_backward: Callable[[], None] | None = None,
+    ):
         self.module = module
         self.optimizers = list(optimizers)
         self.schedulers = list(schedulers)
@@ -71,9 +81,16 @@ class Trainer:
         self.epoch = 0  # epochs completed
         self.fitted = Fitted()
 
-    def fit(self, plan: Callable[[np.random.Generator], Sequence], step: Callable[[Any], torch.Tensor], *,
-            validate: Callable[[], float | dict] | None = None, size: Callable[[Any], int] = len,
-            monitor: str = "val_loss", maximize: bool = False) -> Fitted:
+    def fit(
+        self,
+        plan: Callable[[np.random.Generator], Sequence],
+        step: Callable[[Any], torch.Tensor],
+        *,
+        validate: Callable[[], float | dict] | None = None,
+        size: Callable[[Any], int] = len,
+        monitor: str = "val_loss",
+        maximize: bool = False,
+    ) -> Fitted:
         """Train from the epoch after :attr:`epoch` to :attr:`epochs`. ``plan(rng)`` gives one
         epoch's batches, ``step(batch)`` a batch's loss, ``validate()`` the epoch's validation loss
         or a dict of validation metrics (added to the epoch's record), ``size(batch)`` how many
@@ -86,8 +103,9 @@ class Trainer:
             epoch = self.epoch + 1
             self.module.train()
             batches = plan(self.rng)
-            bar = tqdm(batches, desc=f"{self.desc} {epoch}/{self.epochs}", unit="batch", disable=not self.progress,
-                       leave=False)
+            bar = tqdm(
+                batches, desc=f"{self.desc} {epoch}/{self.epochs}", unit="batch", disable=not self.progress, leave=False
+            )
             t0, total, items = time.perf_counter(), 0.0, 0
             for batch in bar:
                 loss = step(batch)
@@ -107,8 +125,13 @@ class Trainer:
             seconds = time.perf_counter() - t0
             fitted.seconds += seconds
             fitted.items += items
-            record = {"epoch": epoch, "loss": total / max(items, 1), f"{self.item}s": items,
-                      "seconds": round(seconds, 3), f"{self.item}s_per_second": round(items / seconds, 1) if seconds else None}
+            record = {
+                "epoch": epoch,
+                "loss": total / max(items, 1),
+                f"{self.item}s": items,
+                "seconds": round(seconds, 3),
+                f"{self.item}s_per_second": round(items / seconds, 1) if seconds else None,
+            }
             if validate is not None:
                 found = validate()
                 record.update(found if isinstance(found, dict) else {"val_loss": found})
@@ -120,8 +143,10 @@ class Trainer:
             score = record[monitor] if validate is not None else record["loss"]
             for name in ("loss", "val_loss"):  # NaN/inf weights never recover: stop with a reason, not a crash later
                 if name in record and not math.isfinite(record[name]):
-                    raise ConfigError(f"training diverged: the {'validation ' if name == 'val_loss' else ''}loss is "
-                                      f"{record[name]} at epoch {epoch} (try a lower learning rate, --lr)")
+                    raise ConfigError(
+                        f"training diverged: the {'validation ' if name == 'val_loss' else ''}loss is "
+                        f"{record[name]} at epoch {epoch} (try a lower learning rate, --lr)"
+                    )
             if (score > fitted.best_score) if maximize else (score < fitted.best_score):
                 fitted.best_score, fitted.best_epoch = score, epoch
                 fitted.best_weights = copy.deepcopy(self.module.state_dict())
@@ -138,20 +163,29 @@ class Trainer:
             "epoch": self.epoch,
             "epochs": self.epochs,
             "weights": _flatten(self.module.state_dict(), "weights", tensors),
-            "optimizers": [_flatten(opt.state_dict(), f"optimizer{i}", tensors) for i, opt in enumerate(self.optimizers)],
+            "optimizers": [
+                _flatten(opt.state_dict(), f"optimizer{i}", tensors) for i, opt in enumerate(self.optimizers)
+            ],
             "schedulers": [_flatten(s.state_dict(), f"scheduler{i}", tensors) for i, s in enumerate(self.schedulers)],
             "numpy_rng": self.rng.bit_generator.state,
             "torch_rng": _flatten(torch.get_rng_state(), "torch_rng", tensors),
-            "fitted": {"history": self.fitted.history, "best_score": self.fitted.best_score,
-                       "best_epoch": self.fitted.best_epoch, "seconds": self.fitted.seconds, "items": self.fitted.items,
-                       "best_weights": _flatten(self.fitted.best_weights, "best", tensors)},
+            "fitted": {
+                "history": self.fitted.history,
+                "best_score": self.fitted.best_score,
+                "best_epoch": self.fitted.best_epoch,
+                "seconds": self.fitted.seconds,
+                "items": self.fitted.items,
+                "best_weights": _flatten(self.fitted.best_weights, "best", tensors),
+            },
         }
         return tensors, skeleton
 
     def restore(self, tensors: dict[str, torch.Tensor], skeleton: dict) -> None:
         """Continue from a :meth:`state` (same module, optimizers and schedulers, built the same way)."""
         if len(skeleton["optimizers"]) != len(self.optimizers) or len(skeleton["schedulers"]) != len(self.schedulers):
-            raise ModelError("the checkpoint was written by a different training set-up (optimizers or schedulers differ)")
+            raise ModelError(
+                "the checkpoint was written by a different training set-up (optimizers or schedulers differ)"
+            )
         self.module.load_state_dict(_unflatten(skeleton["weights"], tensors))
         for opt, saved in zip(self.optimizers, skeleton["optimizers"]):
             opt.load_state_dict(_unflatten(saved, tensors))
@@ -160,8 +194,14 @@ class Trainer:
         self.rng.bit_generator.state = skeleton["numpy_rng"]
         torch.set_rng_state(_unflatten(skeleton["torch_rng"], tensors))
         f = skeleton["fitted"]
-        self.fitted = Fitted(history=f["history"], best_score=f["best_score"], best_epoch=f["best_epoch"],
-                             best_weights=_unflatten(f["best_weights"], tensors), seconds=f["seconds"], items=f["items"])
+        self.fitted = Fitted(
+            history=f["history"],
+            best_score=f["best_score"],
+            best_epoch=f["best_epoch"],
+            best_weights=_unflatten(f["best_weights"], tensors),
+            seconds=f["seconds"],
+            items=f["items"],
+        )
         self.epoch = skeleton["epoch"]
 
 
@@ -190,7 +230,9 @@ def read_checkpoint(folder: str | os.PathLike) -> tuple[dict[str, torch.Tensor],
     """(tensors, trainer JSON, meta) of a checkpoint folder; a one-line error if it is not one."""
     folder = Path(folder)
     if not (folder / STATE_JSON).is_file() or not (folder / STATE_TENSORS).is_file():
-        raise ModelError(f"{folder}: not a training checkpoint (no {STATE_JSON}; train with --checkpoint DIR to write one)")
+        raise ModelError(
+            f"{folder}: not a training checkpoint (no {STATE_JSON}; train with --checkpoint DIR to write one)"
+        )
     try:
         saved = json.loads((folder / STATE_JSON).read_text())
         return load_file(str(folder / STATE_TENSORS)), saved["trainer"], saved.get("meta", {})
@@ -207,7 +249,11 @@ def _flatten(obj, prefix: str, tensors: dict[str, torch.Tensor]):
         # JSON keys are strings: remember integer keys (optimizer state is keyed by parameter index)
         return {"dict": [[k, _flatten(v, f"{prefix}.{k}", tensors)] for k, v in obj.items()]}
     if isinstance(obj, (list, tuple)):
-        return {"tuple" if isinstance(obj, tuple) else "list": [_flatten(v, f"{prefix}.{i}", tensors) for i, v in enumerate(obj)]}
+        return {
+            "tuple" if isinstance(obj, tuple) else "list": [
+                _flatten(v, f"{prefix}.{i}", tensors) for i, v in enumerate(obj)
+            ]
+        }
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return {"value": obj}
     raise TypeError(f"cannot checkpoint a {type(obj).__name__} at {prefix}")

@@ -16,22 +16,24 @@ import numpy as np
 import torch
 
 from . import kernels
+from .calibration import check_targets, data_record, fit_calibrator
 from .data import Pairs
 from .devices import is_cpu, resolve_device
-from .distributed import World, gather, mean_over_workers, process_group, world as current_world
-from .errors import ConfigError, DataError, ModelError
-from .calibration import check_targets, data_record, fit_calibrator
-from .evaluation import choose_threshold, threshold_for_target
+from .distributed import World, gather, mean_over_workers, process_group
+from .distributed import world as current_world
 from .encoders import default_lr, encoder_class
+from .errors import ConfigError, DataError, ModelError
+from .evaluation import choose_threshold, threshold_for_target
 from .losses import LossConfig, PairLoss, build_loss
+from .model import ModelConfig, SiameseModel, check_trainable
 from .optim import LazyAdam
 from .parallel import ParallelEncoder, single_threaded_ops
-from .precision import PRECISIONS, autocast as precision_autocast, resolve_precision  # noqa: F401 (re-exported)
-from .model import ModelConfig, SiameseModel, check_trainable
+from .precision import PRECISIONS, resolve_precision  # noqa: F401 (re-exported)
+from .precision import autocast as precision_autocast
 from .progress import tqdm
 from .teachers import TeacherVectors, load_teacher
-from .trainer import Checkpoint, Trainer, read_checkpoint
 from .text import pad
+from .trainer import Checkpoint, Trainer, read_checkpoint
 
 
 @dataclass
@@ -90,8 +92,16 @@ def seed_everything(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-def batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator, *, bucket: bool = True, span: int = 50,
-            rows: np.ndarray | None = None, min_rows: int = 2) -> list[np.ndarray]:
+def batches(
+    lengths: np.ndarray,
+    batch_size: int,
+    rng: np.random.Generator,
+    *,
+    bucket: bool = True,
+    span: int = 50,
+    rows: np.ndarray | None = None,
+    min_rows: int = 2,
+) -> list[np.ndarray]:
     """Shuffled index batches; with ``bucket`` each pool of ``span`` batches is sorted by length
     before cutting, so a batch pads to a length close to its texts' own. ``rows`` (default: all)
     are the rows this epoch draws, repeats allowed. A last batch under ``min_rows`` joins the one before."""
@@ -99,7 +109,10 @@ def batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator, *, b
     if bucket:
         pool = batch_size * span
         order = np.concatenate(
-            [chunk[np.argsort(lengths[chunk], kind="stable")] for chunk in np.split(order, range(pool, len(order), pool))]
+            [
+                chunk[np.argsort(lengths[chunk], kind="stable")]
+                for chunk in np.split(order, range(pool, len(order), pool))
+            ]
         )
     out = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     if len(out) > 1 and len(out[-1]) < min_rows:  # the in-batch losses need a negative (per worker when sharded)
@@ -155,16 +168,24 @@ class BatchLoss(torch.nn.Module):
         self.encoder, self.head = encoder, head
         self.runner, self.loss_fn = runner, [loss_fn]  # in a list: not a submodule (no weights, not DDP's business)
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, n: int, labels: torch.Tensor | None,
-                teacher: tuple[torch.Tensor, ...] | None, sizes: list[int] | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        ids: torch.Tensor,
+        lengths: torch.Tensor,
+        n: int,
+        labels: torch.Tensor | None,
+        teacher: tuple[torch.Tensor, ...] | None,
+        sizes: list[int] | None = None,
+    ) -> torch.Tensor:
         sides = self.runner(ids, lengths).float().split(n)  # n rows per side
         if sizes is not None:
             sides = [gather(side, sizes) for side in sides]
             labels = gather(labels, sizes) if labels is not None else None
             teacher = tuple(gather(t, sizes) for t in teacher) if teacher is not None else None
         extra = {"teacher": teacher} if teacher is not None else {}
-        return self.loss_fn[0](sides[0], sides[1], negative=sides[2] if len(sides) > 2 else None, labels=labels,
-                               head=self.head, **extra)
+        return self.loss_fn[0](
+            sides[0], sides[1], negative=sides[2] if len(sides) > 2 else None, labels=labels, head=self.head, **extra
+        )
 
 
 def training_data(data, loss_fn: PairLoss):
@@ -172,8 +193,10 @@ def training_data(data, loss_fn: PairLoss):
     whatever its label (distillation), or triplets."""
     if data.triplets:
         if loss_fn.trains_on == "labelled":
-            raise ConfigError(f"{data.source}: triplets train the in-batch losses (triplet, hinge, mnr) and distill, "
-                              "not a labelled-pair loss")
+            raise ConfigError(
+                f"{data.source}: triplets train the in-batch losses (triplet, hinge, mnr) and distill, "
+                "not a labelled-pair loss"
+            )
         return data
     if loss_fn.trains_on == "positives":
         return data.positives()
@@ -220,24 +243,54 @@ def train(
     if model_config is not None and model_config.cross:
         from .cross.training import train_from_configs
 
-        return train_from_configs(train_pairs, val_pairs, model_config, config, checkpoint=checkpoint, resume=resume,
-                                  run=run, progress=progress)
+        return train_from_configs(
+            train_pairs,
+            val_pairs,
+            model_config,
+            config,
+            checkpoint=checkpoint,
+            resume=resume,
+            run=run,
+            progress=progress,
+        )
     world = current_world()
     with process_group(world, resolve_device(config.device)):
-        return _train(train_pairs, val_pairs, model_config=model_config, config=config, checkpoint=checkpoint,
-                      resume=resume, run=run, progress=progress, initial=initial, world=world)
+        return _train(
+            train_pairs,
+            val_pairs,
+            model_config=model_config,
+            config=config,
+            checkpoint=checkpoint,
+            resume=resume,
+            run=run,
+            progress=progress,
+            initial=initial,
+            world=world,
+        )
 
 
-def _train(train_pairs: Pairs, val_pairs: Pairs | None, *, model_config: ModelConfig | None, config: TrainConfig,
-           checkpoint, resume: bool, run: dict | None, progress: bool, initial: SiameseModel | None,
-           world: World) -> SiameseModel:
+def _train(
+    train_pairs: Pairs,
+    val_pairs: Pairs | None,
+    *,
+    model_config: ModelConfig | None,
+    config: TrainConfig,
+    checkpoint,
+    resume: bool,
+    run: dict | None,
+    progress: bool,
+    initial: SiameseModel | None,
+    world: World,
+) -> SiameseModel:
     resume_state = _resume_state(checkpoint, config) if resume else None
     if initial is not None:
         model_config = replace(initial.config, loss=model_config.loss if model_config else initial.config.loss)
     model_config = model_config or ModelConfig()
     if model_config.seed not in (0, config.seed):  # 0: ModelConfig's default, i.e. not chosen there
-        raise ConfigError(f"two seeds: ModelConfig.seed={model_config.seed}, TrainConfig.seed={config.seed}; "
-                          "set TrainConfig.seed only (it seeds the weights too)")
+        raise ConfigError(
+            f"two seeds: ModelConfig.seed={model_config.seed}, TrainConfig.seed={config.seed}; "
+            "set TrainConfig.seed only (it seeds the weights too)"
+        )
     model_config = replace(model_config, seed=config.seed)
     model_config.check()
     check_trainable(model_config)  # before a teacher encodes anything
@@ -245,20 +298,26 @@ def _train(train_pairs: Pairs, val_pairs: Pairs | None, *, model_config: ModelCo
     precision = resolve_precision(config.precision, device)
     progress = progress and world.main
     if world.distributed and config.batch_size < 2 * world.size:
-        raise ConfigError(f"batch size {config.batch_size} for {world.size} workers: give each at least 2 rows "
-                          f"(--batch-size {2 * world.size} or more)")
+        raise ConfigError(
+            f"batch size {config.batch_size} for {world.size} workers: give each at least 2 rows "
+            f"(--batch-size {2 * world.size} or more)"
+        )
     if config.threshold_metric not in ("accuracy", "f1"):
         raise ConfigError(f"threshold_metric must be 'accuracy' or 'f1', got {config.threshold_metric!r}")
     check_targets(config.target_precision, config.target_recall)
     targeted = config.target_precision is not None or config.target_recall is not None
     if targeted and not (val_pairs is not None and not val_pairs.triplets and len(set(val_pairs.labels.tolist())) == 2):
-        raise DataError("a target precision or recall is chosen on validation pairs with both labels (0 and 1); "
-                        "these have not (give --val-data with both)")
+        raise DataError(
+            "a target precision or recall is chosen on validation pairs with both labels (0 and 1); "
+            "these have not (give --val-data with both)"
+        )
     if not 0.0 <= config.keep_initial < 1.0:
         raise ConfigError(f"keep_initial must be in [0, 1), got {config.keep_initial}")
     if config.keep_initial and not encoder_class(model_config.encoder).pretrained:
-        raise ConfigError(f"keep_initial mixes pretrained weights back in: encoder {model_config.encoder!r} starts from "
-                          "random weights (use it with --encoder transformer)")
+        raise ConfigError(
+            f"keep_initial mixes pretrained weights back in: encoder {model_config.encoder!r} starts from "
+            "random weights (use it with --encoder transformer)"
+        )
     rng = seed_everything(config.seed)
 
     loss_fn = build_loss(model_config.loss, config.loss_options)
@@ -266,7 +325,9 @@ def _train(train_pairs: Pairs, val_pairs: Pairs | None, *, model_config: ModelCo
     data = training_data(train_pairs, loss_fn)
     if len(data) < 2:
         what = {"positives": "duplicate pairs (label 1)", "labelled": "labelled pairs"}.get(loss_fn.trains_on, "pairs")
-        raise DataError(f"{train_pairs.source}: need at least 2 {what} to train with loss {model_config.loss!r}, found {len(data)}")
+        raise DataError(
+            f"{train_pairs.source}: need at least 2 {what} to train with loss {model_config.loss!r}, found {len(data)}"
+        )
     val_set = training_data(val_pairs, loss_fn) if val_pairs is not None and len(val_pairs) else None
     teacher = teacher_info = None
     if loss_fn.uses_teacher:  # every distinct training and validation text, encoded once, before the student is built
@@ -279,8 +340,13 @@ def _train(train_pairs: Pairs, val_pairs: Pairs | None, *, model_config: ModelCo
     # seen only in non-duplicates still keeps its own (untrained) vector, so texts sharing it
     # still look alike, which is much of the signal on long, rare-word texts (MSRP, forums).
     if initial is not None:
-        model = SiameseModel(initial.vectorizer, copy.deepcopy(initial.encoder), model_config, dict(initial.info),
-                             copy.deepcopy(initial.head))
+        model = SiameseModel(
+            initial.vectorizer,
+            copy.deepcopy(initial.encoder),
+            model_config,
+            dict(initial.info),
+            copy.deepcopy(initial.head),
+        )
     else:
         model = SiameseModel.build([t for side in train_pairs.sides() for t in side], model_config)
     model.to(device)
@@ -292,24 +358,34 @@ def _train(train_pairs: Pairs, val_pairs: Pairs | None, *, model_config: ModelCo
     initial = {k: v.detach().clone() for k, v in encoder.state_dict().items()} if config.keep_initial else None
     lr = config.lr if config.lr is not None else default_lr(model_config.encoder)
     trainable = [p for p in [*encoder.parameters(), *head.parameters()] if p.requires_grad]
-    sparse = [p for m in encoder.modules() if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse
-              for p in m.parameters()]
+    sparse = [
+        p
+        for m in encoder.modules()
+        if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse
+        for p in m.parameters()
+    ]
     dense = [p for p in trainable if all(p is not s for s in sparse)]
     optimizers = [torch.optim.Adam(dense, lr=lr, fused=True)] if dense else []  # fused: one kernel, ~3x faster steps
     if sparse:  # lazy Adam: only the embedding rows seen in the batch are updated
         optimizers.append(LazyAdam(sparse, lr=lr))
     # Length groups on threads are the CPU's way to use every core in one process; workers (each
     # with cores / N torch threads) replace them in a distributed run, and a GPU takes batches whole.
-    runner = ParallelEncoder(encoder, 1 if world.distributed or not is_cpu(device) else config.workers,
-                             precision_autocast(precision, device.type))
+    runner = ParallelEncoder(
+        encoder,
+        1 if world.distributed or not is_cpu(device) else config.workers,
+        precision_autocast(precision, device.type),
+    )
     step_loss = BatchLoss(encoder, head, runner, loss_fn)
     net = step_loss
     if world.distributed:
         from torch.nn.parallel import DistributedDataParallel
 
         # find_unused_parameters: a pretrained transformer's pooler gets no gradient with mean pooling
-        net = DistributedDataParallel(step_loss, device_ids=[device.index] if device.type == "cuda" else None,
-                                      find_unused_parameters=encoder.pretrained)
+        net = DistributedDataParallel(
+            step_loss,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            find_unused_parameters=encoder.pretrained,
+        )
 
     def batch_loss(data: PairTensors, rows: np.ndarray, sharded: bool = False) -> torch.Tensor:
         """The loss of ``rows``; ``sharded`` (a training step of several workers): this worker
@@ -325,37 +401,74 @@ def _train(train_pairs: Pairs, val_pairs: Pairs | None, *, model_config: ModelCo
 
     modules = torch.nn.ModuleList([encoder, head])
     # Linear warm-up: early steps of a pretrained encoder otherwise take full-size Adam steps on noisy moments.
-    schedulers = [torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / (config.warmup_steps + 1)))
-                  for opt in optimizers] if config.warmup_steps else []
-    callbacks = [Checkpoint(checkpoint, model.write, {"train_config": _jsonable(config), "run": run or {}})] \
-        if checkpoint and world.main else []
-    trainer = Trainer(modules, optimizers, epochs=config.epochs, rng=rng, schedulers=schedulers, progress=progress,
-                      item="pair", on_epoch_end=callbacks, after_backward=runner.backward)
+    schedulers = (
+        [
+            torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / (config.warmup_steps + 1)))
+            for opt in optimizers
+        ]
+        if config.warmup_steps
+        else []
+    )
+    callbacks = (
+        [Checkpoint(checkpoint, model.write, {"train_config": _jsonable(config), "run": run or {}})]
+        if checkpoint and world.main
+        else []
+    )
+    trainer = Trainer(
+        modules,
+        optimizers,
+        epochs=config.epochs,
+        rng=rng,
+        schedulers=schedulers,
+        progress=progress,
+        item="pair",
+        on_epoch_end=callbacks,
+        after_backward=runner.backward,
+    )
     if resume_state is not None:
         try:
             trainer.restore(*resume_state)
         except (RuntimeError, KeyError, ValueError) as e:  # other weights' shapes, another vocabulary
-            raise ModelError(f"{checkpoint}: the checkpoint does not fit this model and data ({str(e).splitlines()[0]})") from None
+            raise ModelError(
+                f"{checkpoint}: the checkpoint does not fit this model and data ({str(e).splitlines()[0]})"
+            ) from None
 
     def plan(rng: np.random.Generator) -> list[np.ndarray]:
         rows = weighted_rows(train_data.weights, rng) if train_data.weights is not None else None
-        return batches(train_data.lengths, config.batch_size, rng, bucket=config.bucket, span=config.bucket_span, rows=rows,
-                       min_rows=2 * world.size)
+        return batches(
+            train_data.lengths,
+            config.batch_size,
+            rng,
+            bucket=config.bucket,
+            span=config.bucket_span,
+            rows=rows,
+            min_rows=2 * world.size,
+        )
 
-    validate = (lambda: validation_loss(modules, val_data, config, batch_loss, world, device)) if val_data is not None else None
+    validate = (
+        (lambda: validation_loss(modules, val_data, config, batch_loss, world, device))
+        if val_data is not None
+        else None
+    )
     if precision == "bf16" and is_cpu(device):
         kernels.load()  # a first build (~30 s, once per install) must not count as training time
     started = time.perf_counter()
     with single_threaded_ops(runner.workers > 1), gc_frozen():
-        fitted = trainer.fit(plan, lambda rows: batch_loss(train_data, rows, sharded=world.distributed), validate=validate)
+        fitted = trainer.fit(
+            plan, lambda rows: batch_loss(train_data, rows, sharded=world.distributed), validate=validate
+        )
     modules.load_state_dict(fitted.best_weights)
     if initial is not None:
         mix_weights(encoder, initial, config.keep_initial)
     modules.eval()
     runner.close()
     if not world.main:  # the threshold, calibration and summary are rank 0's
-        model.info["training"] = {"rank": world.rank, "workers": world.size, "best_epoch": fitted.best_epoch,
-                                  "history": fitted.history}
+        model.info["training"] = {
+            "rank": world.rank,
+            "workers": world.size,
+            "best_epoch": fitted.best_epoch,
+            "history": fitted.history,
+        }
         return model
     threshold_info = {}
     both_labels = val_pairs is not None and not val_pairs.triplets and len(set(val_pairs.labels.tolist())) == 2
@@ -363,7 +476,8 @@ def _train(train_pairs: Pairs, val_pairs: Pairs | None, *, model_config: ModelCo
         sims = model.similarity(val_pairs.text1, val_pairs.text2)
         if targeted:
             threshold, threshold_info = threshold_for_target(
-                sims, val_pairs.labels, precision=config.target_precision, recall=config.target_recall)
+                sims, val_pairs.labels, precision=config.target_precision, recall=config.target_recall
+            )
         else:
             threshold, threshold_info = choose_threshold(sims, val_pairs.labels, metric=config.threshold_metric)
         model.set_threshold(threshold)
@@ -389,8 +503,13 @@ def _train(train_pairs: Pairs, val_pairs: Pairs | None, *, model_config: ModelCo
     if progress and config.calibrate and not calibration["fitted"]:
         tqdm.write(f"not calibrated ({calibration['note']})")
     model.info["training"] = {
-        "config": {**asdict(replace(config, teacher=None)), "teacher": teacher_info and teacher_info["source"], "lr": lr,
-                   "margin": loss_fn.margin, "scale": loss_fn.scale},
+        "config": {
+            **asdict(replace(config, teacher=None)),
+            "teacher": teacher_info and teacher_info["source"],
+            "lr": lr,
+            "margin": loss_fn.margin,
+            "scale": loss_fn.scale,
+        },
         "precision": precision,
         "device": str(device),
         "workers": world.size,
@@ -416,7 +535,9 @@ def _jsonable(config: TrainConfig) -> dict:
     teacher = config.teacher
     if teacher is not None and not isinstance(teacher, (str, os.PathLike)):
         teacher = "<model in memory>"
-    return json.loads(json.dumps({**asdict(replace(config, teacher=None)), "teacher": None if teacher is None else str(teacher)}))
+    return json.loads(
+        json.dumps({**asdict(replace(config, teacher=None)), "teacher": None if teacher is None else str(teacher)})
+    )
 
 
 def _resume_state(checkpoint: str | os.PathLike | None, config: TrainConfig) -> tuple[dict, dict]:
@@ -429,23 +550,33 @@ def _resume_state(checkpoint: str | os.PathLike | None, config: TrainConfig) -> 
     # the device may change between runs (trained on a GPU, resumed on the CPU)
     differs = sorted(k for k in ours if k != "device" and saved.get(k, defaults[k]) != ours[k])
     if differs:
-        raise ConfigError(f"{checkpoint}: the checkpoint was trained with other settings ({', '.join(differs)} differ); "
-                          "resume with the same ones")
+        raise ConfigError(
+            f"{checkpoint}: the checkpoint was trained with other settings ({', '.join(differs)} differ); "
+            "resume with the same ones"
+        )
     return tensors, skeleton
 
 
 def check_teacher(config: TrainConfig, model_config: ModelConfig, loss_fn: PairLoss) -> None:
     """A distillation loss needs a teacher, and a teacher is only used by one (refused before any work)."""
     if loss_fn.uses_teacher and config.teacher is None:
-        raise ConfigError(f"loss {model_config.loss!r} learns from a teacher: give one (TrainConfig(teacher=...), "
-                          "--teacher PATH or --teacher mpnet)")
+        raise ConfigError(
+            f"loss {model_config.loss!r} learns from a teacher: give one (TrainConfig(teacher=...), "
+            "--teacher PATH or --teacher mpnet)"
+        )
     if config.teacher is not None and not loss_fn.uses_teacher:
         raise ConfigError(f"a teacher is used by loss 'distill' only, not by loss {model_config.loss!r}")
 
 
 @torch.no_grad()
-def validation_loss(modules, data: PairTensors, config: TrainConfig, batch_loss, world: World = World(),
-                    device: torch.device | None = None) -> float:
+def validation_loss(
+    modules,
+    data: PairTensors,
+    config: TrainConfig,
+    batch_loss,
+    world: World = World(),
+    device: torch.device | None = None,
+) -> float:
     """Mean per-batch loss on the validation data (fixed, unshuffled length-sorted batches);
     several workers each take every N-th batch and average the sums, so all get the same score
     (and so keep the same best epoch)."""

@@ -46,8 +46,15 @@ def write_vectors(path: str | os.PathLike, vectors: np.ndarray) -> Path:
     return path
 
 
-def encode_to_file(model, texts: Sequence[str], out: str | os.PathLike, *, batch_size: int | None = None,
-                   progress: bool = False, engine=None) -> dict:
+def encode_to_file(
+    model,
+    texts: Sequence[str],
+    out: str | os.PathLike,
+    *,
+    batch_size: int | None = None,
+    progress: bool = False,
+    engine=None,
+) -> dict:
     """Encode ``texts`` with ``model`` into ``out``; returns ``n``, ``dim``, ``seconds`` (encoding
     only), ``texts_per_second`` and ``out``. ``engine`` (e.g. :class:`siamese.ray_engine.RayEngine`):
     the encoding runs there and its vectors stream into the file (a memory map), so they never
@@ -69,5 +76,10 @@ def encode_to_file(model, texts: Sequence[str], out: str | os.PathLike, *, batch
         vectors = model.encode(list(texts), batch_size=batch_size, progress=progress)
         seconds = time.perf_counter() - started
         write_vectors(out, vectors)
-    return {"n": int(vectors.shape[0]), "dim": int(vectors.shape[1]), "seconds": round(seconds, 3),
-            "texts_per_second": round(vectors.shape[0] / seconds, 1) if seconds > 0 else None, "out": str(out)}
+    return {
+        "n": int(vectors.shape[0]),
+        "dim": int(vectors.shape[1]),
+        "seconds": round(seconds, 3),
+        "texts_per_second": round(vectors.shape[0] / seconds, 1) if seconds > 0 else None,
+        "out": str(out),
+    }

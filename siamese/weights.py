@@ -38,27 +38,42 @@ def read_header(file: Path, error: type[Exception]) -> dict[str, tuple[int, ...]
             continue
         shape = info.get("shape") if isinstance(info, dict) else None
         offsets = info.get("data_offsets") if isinstance(info, dict) else None
-        if (not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape)
-                or not isinstance(offsets, list) or len(offsets) != 2 or not all(isinstance(o, int) for o in offsets)
-                or not 0 <= offsets[0] <= offsets[1] <= size - 8 - n):
+        if (
+            not isinstance(shape, list)
+            or not all(isinstance(d, int) and d >= 0 for d in shape)
+            or not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(isinstance(o, int) for o in offsets)
+            or not 0 <= offsets[0] <= offsets[1] <= size - 8 - n
+        ):
             raise error(f"{file}: tensor {name!r} has a damaged entry in the header")
         shapes[name] = tuple(shape)
     return shapes
 
 
-def check_shapes(file: Path, found: dict[str, tuple[int, ...]], expected: dict[str, tuple[int, ...]],
-                 error: type[Exception], config: str = "config.json") -> None:
+def check_shapes(
+    file: Path,
+    found: dict[str, tuple[int, ...]],
+    expected: dict[str, tuple[int, ...]],
+    error: type[Exception],
+    config: str = "config.json",
+) -> None:
     """Refuse weights whose names or shapes differ from what the config builds."""
     missing = sorted(set(expected) - set(found))
     extra = sorted(set(found) - set(expected))
     if missing or extra:
-        what = (f"missing {', '.join(map(repr, missing[:3]))}" if missing else "") + ("; " if missing and extra else "") + (
-            f"unexpected {', '.join(map(repr, extra[:3]))}" if extra else "")
+        what = (
+            (f"missing {', '.join(map(repr, missing[:3]))}" if missing else "")
+            + ("; " if missing and extra else "")
+            + (f"unexpected {', '.join(map(repr, extra[:3]))}" if extra else "")
+        )
         raise error(f"{file}: weights do not fit the config ({what})")
     for name, shape in expected.items():
         if found[name] != shape:
-            raise error(f"{file}: weights do not fit the config (tensor {name!r} has shape {list(found[name])}, "
-                        f"{config} asks for {list(shape)})")
+            raise error(
+                f"{file}: weights do not fit the config (tensor {name!r} has shape {list(found[name])}, "
+                f"{config} asks for {list(shape)})"
+            )
 
 
 def expected_shapes(modules: dict[str, torch.nn.Module]) -> dict[str, tuple[int, ...]]:
@@ -83,4 +98,3 @@ def meta_build(build):
     """``build()`` on the meta device: shapes only, so a config asking for 10^15 parameters costs nothing."""
     with torch.device("meta"):
         return build()
-

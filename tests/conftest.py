@@ -39,10 +39,13 @@ os.environ.setdefault("SIAMESE_PRECISION", "fp32")
 #              build, a soak): marked by hand, with @pytest.mark.slow or a module's pytestmark
 # A test is unit when it is neither integration nor slow; the markers are set at collection.
 
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "unit: no shared data and quick (set at collection: not integration, not slow)")
     config.addinivalue_line("markers", "integration: uses the shared data sets (set at collection from data_dir)")
-    config.addinivalue_line("markers", "slow: no shared data, but seconds each (pretrained models, subprocesses, builds)")
+    config.addinivalue_line(
+        "markers", "slow: no shared data, but seconds each (pretrained models, subprocesses, builds)"
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -98,13 +101,19 @@ def small_calibrated(data_dir, tmp_path_factory) -> Trained:
 
     train_pairs = datasets.load("msrp-train", data_dir).positives().subset(range(800))
     val_pairs = datasets.load("msrp-val", data_dir)
-    model = train(train_pairs, val_pairs, model_config=ModelConfig(dim=32, seed=0),
-                  config=TrainConfig(epochs=1, batch_size=64, seed=0), progress=False)
+    model = train(
+        train_pairs,
+        val_pairs,
+        model_config=ModelConfig(dim=32, seed=0),
+        config=TrainConfig(epochs=1, batch_size=64, seed=0),
+        progress=False,
+    )
     path = model.save(tmp_path_factory.mktemp("calibrated") / "model")
     return Trained(model, path, train_pairs, val_pairs)
 
 
 # -- a pretrained-style tokenizer whose padding id is not 0 -------------------------------------
+
 
 def make_wordpiece(folder: Path, *, pad: str | None = "<pad>", padding: bool = True) -> Path:
     """A small RoBERTa/MPNet-like WordPiece tokenizer.json: <s>=0, <pad>=1, </s>=2, and an unused
@@ -112,7 +121,19 @@ def make_wordpiece(folder: Path, *, pad: str | None = "<pad>", padding: bool = T
     from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
     from tokenizers.models import WordPiece
 
-    vocab = ["<s>", pad or "<nopad>", "</s>", "[UNK]", "hello", "world", "[PAD]" if pad else "[NOPAD]", "how", "are", "you", "##s"]
+    vocab = [
+        "<s>",
+        pad or "<nopad>",
+        "</s>",
+        "[UNK]",
+        "hello",
+        "world",
+        "[PAD]" if pad else "[NOPAD]",
+        "how",
+        "are",
+        "you",
+        "##s",
+    ]
     tok = Tokenizer(WordPiece({w: i for i, w in enumerate(vocab)}, unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -132,9 +153,11 @@ def wordpiece():
 
 # -- the command line, in this process ------------------------------------------------------------
 
+
 @dataclass
 class Ran:
     """A finished ``siamese`` command, with the fields of the subprocess.CompletedProcess it replaces."""
+
     returncode: int
     stdout: str
     stderr: str
@@ -183,9 +206,13 @@ def serving(model_path, index_path=None, *args: str, log: Path | None = None, en
     extra = ["--index", str(index_path)] if index_path else []
     log_file = Path(log) if log else Path(os.devnull)
     with open(log_file, "w") as stderr:  # a file, not a pipe: a full pipe would stall the server
-        proc = subprocess.Popen([str(SCRIPT), "serve", str(model_path), *extra, "--port", str(port), *args],
-                                stdout=subprocess.DEVNULL, stderr=stderr, text=True,
-                                env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(
+            [str(SCRIPT), "serve", str(model_path), *extra, "--port", str(port), *args],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     try:

@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import invoke
+
 from siamese.answers import Question, load_answers, make_triplets, ranking_report, read_trecqa
 from siamese.errors import DataError
 
@@ -23,9 +23,11 @@ def test_readers_match_the_documented_counts(data_dir):
 
 
 def test_map_and_mrr_hand_computed():
-    questions = [Question("q1", ["a", "b", "c"], np.array([0, 1, 1], dtype=np.int8)),
-                 Question("q2", ["d", "e"], np.array([1, 0], dtype=np.int8)),
-                 Question("q3", ["f"], np.array([1], dtype=np.int8))]  # no wrong answer: left out
+    questions = [
+        Question("q1", ["a", "b", "c"], np.array([0, 1, 1], dtype=np.int8)),
+        Question("q2", ["d", "e"], np.array([1, 0], dtype=np.int8)),
+        Question("q3", ["f"], np.array([1], dtype=np.int8)),
+    ]  # no wrong answer: left out
     scores = {"a": 0.9, "b": 0.8, "c": 0.1, "d": 0.2, "e": 0.5, "f": 0.0}
     report = ranking_report(lambda qs, answers: [scores[a] for a in answers], questions)
     # q1: ranks a(0) b(1) c(1): AP = (1/2 + 2/3) / 2, RR = 1/2; q2: ranks e(0) d(1): AP = 1/2, RR = 1/2
@@ -37,7 +39,9 @@ def test_map_and_mrr_hand_computed():
 def test_triplets_pair_every_right_answer_with_wrong_ones(data_dir):
     train = load_answers("trecqa-train", data_dir)
     t = make_triplets(train, negatives=3, seed=0)
-    expected = sum(int(q.labels.sum()) * min(3, int((q.labels == 0).sum())) for q in train if 0 < q.labels.sum() < len(q.labels))
+    expected = sum(
+        int(q.labels.sum()) * min(3, int((q.labels == 0).sum())) for q in train if 0 < q.labels.sum() < len(q.labels)
+    )
     assert len(t) == expected
     by_question = {q.text: q for q in train}
     for a, p, n in list(zip(t.anchor, t.positive, t.negative))[:200]:
@@ -57,10 +61,32 @@ def test_bad_answer_files_name_file_and_line(tmp_path):
 
 def test_cnn_hinge_ranks_unseen_questions_from_the_cli(data_dir, tmp_path):
     out = tmp_path / "sqam"
-    r = invoke("train", "--answers", "--data", str(data_dir / "trecqa/train.csv"),
-               "--val-data", str(data_dir / "trecqa/dev.csv"), "--encoder", "cnn", "-o", "filters=100",
-               "--dim", "50", "--glove", str(data_dir / "glove/glove-50d-5k.json"), "--epochs", "3",
-               "--batch-size", "64", "--workers", "1", "--out", str(out), "--json", "-q")
+    r = invoke(
+        "train",
+        "--answers",
+        "--data",
+        str(data_dir / "trecqa/train.csv"),
+        "--val-data",
+        str(data_dir / "trecqa/dev.csv"),
+        "--encoder",
+        "cnn",
+        "-o",
+        "filters=100",
+        "--dim",
+        "50",
+        "--glove",
+        str(data_dir / "glove/glove-50d-5k.json"),
+        "--epochs",
+        "3",
+        "--batch-size",
+        "64",
+        "--workers",
+        "1",
+        "--out",
+        str(out),
+        "--json",
+        "-q",
+    )
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
     assert result["recipe"]["loss"] == "hinge" and result["validation_ranking"]["questions"] == 65
@@ -75,8 +101,7 @@ def test_cnn_hinge_ranks_unseen_questions_from_the_cli(data_dir, tmp_path):
 
     candidates = tmp_path / "candidates.txt"
     candidates.write_text("The Eiffel Tower is in Paris .\nBananas are yellow .\nParis is the capital of France .\n")
-    r = invoke("rank", str(out), "What is the capital of France ?", "--candidates", str(candidates),
-               "--json")
+    r = invoke("rank", str(out), "What is the capital of France ?", "--candidates", str(candidates), "--json")
     assert r.returncode == 0, r.stderr
     ranked = json.loads(r.stdout)["ranked"]
     assert [h["rank"] for h in ranked] == [1, 2, 3] and sorted(h["candidate"] for h in ranked) == [1, 2, 3]

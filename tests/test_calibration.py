@@ -223,7 +223,10 @@ def test_training_calibrates_on_validation_and_it_helps_on_held_out_pairs(small_
     fit_half, check_half = split_pairs(quora, [0.5], seed=0)
     cal = fit_calibrator(model.similarity(fit_half.text1, fit_half.text2), fit_half.labels)
     s = model.similarity(check_half.text1, check_half.text2)
-    before, after = expected_calibration_error(np.clip(s, 0, 1), check_half.labels), expected_calibration_error(cal(s), check_half.labels)
+    before, after = (
+        expected_calibration_error(np.clip(s, 0, 1), check_half.labels),
+        expected_calibration_error(cal(s), check_half.labels),
+    )
     print(f"Quora sample ECE: raw {before:.4f}, calibrated {after:.4f}")
     assert after < before
 
@@ -244,11 +247,20 @@ def test_train_skips_calibration_with_a_note(small_calibrated, data_dir):
     sts = datasets.load("sts-dev", data_dir)
     graded = train(pairs, sts, config=TrainConfig(epochs=1, batch_size=64), progress=False)
     assert graded.calibrator is None
-    assert graded.info["training"]["calibration"] == {"fitted": False, "note": "skipped: the validation pairs are graded, with scores rather than 0/1 labels"}
-    off = train(pairs, small_calibrated.val_pairs, config=TrainConfig(epochs=1, batch_size=64, calibrate=False), progress=False)
+    assert graded.info["training"]["calibration"] == {
+        "fitted": False,
+        "note": "skipped: the validation pairs are graded, with scores rather than 0/1 labels",
+    }
+    off = train(
+        pairs, small_calibrated.val_pairs, config=TrainConfig(epochs=1, batch_size=64, calibrate=False), progress=False
+    )
     assert off.calibrator is None and off.info["training"]["calibration"]["fitted"] is False
-    target = train(pairs, small_calibrated.val_pairs, config=TrainConfig(epochs=1, batch_size=64, target_precision=0.8),
-                   progress=False)
+    target = train(
+        pairs,
+        small_calibrated.val_pairs,
+        config=TrainConfig(epochs=1, batch_size=64, target_precision=0.8),
+        progress=False,
+    )
     val = small_calibrated.val_pairs
     predicted = target.similarity(val.text1, val.text2) > target.threshold
     assert metrics.precision_score(val.labels, predicted) >= 0.8
@@ -274,8 +286,11 @@ def test_calibrate_command_records_its_data_and_keeps_the_folder(folder, data_di
     assert result["pairs"] == 1725 and result["method"] in ("platt", "isotonic", "blend")
     raw = json.loads((folder / "config.json").read_text())
     cal = raw["calibration"]
-    assert cal["fitted_on"] == {"path": str(data.resolve()), "pairs": 1725,
-                                "sha256": hashlib.sha256(data.read_bytes()).hexdigest()}
+    assert cal["fitted_on"] == {
+        "path": str(data.resolve()),
+        "pairs": 1725,
+        "sha256": hashlib.sha256(data.read_bytes()).hexdigest(),
+    }
     assert set(cal["cv_log_loss"]) == {"platt", "isotonic", "blend"}
     assert cal["method"] == min(cal["cv_log_loss"], key=cal["cv_log_loss"].get)
     after = SiameseModel.load(folder)
@@ -378,6 +393,8 @@ def test_minilm_on_the_shared_quora_pairs_gets_the_blend_and_it_beats_platt_out_
     s = SiameseModel.build([], ModelConfig(encoder="transformer")).similarity(pairs.text1, pairs.text2)
     y = pairs.labels.astype(int)
     assert fit_calibrator(s, y).method == "blend"
-    blend, platt = (np.median([expected_calibration_error(cross_fitted(s, y, m, seed=seed), y) for seed in range(20)])
-                    for m in ("blend", "platt"))
+    blend, platt = (
+        np.median([expected_calibration_error(cross_fitted(s, y, m, seed=seed), y) for seed in range(20)])
+        for m in ("blend", "platt")
+    )
     assert blend < platt and blend < 0.06, (blend, platt)

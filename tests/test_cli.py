@@ -14,13 +14,26 @@ import time
 import numpy as np
 import pytest
 import torch
-
 from conftest import SCRIPT, invoke
+
 from siamese import SiameseModel, datasets
 from siamese.evaluation import evaluate
 
-EVAL_KEYS = {"accuracy", "precision", "recall", "f1", "roc_auc", "average_precision", "threshold", "confusion_matrix", "n",
-             "brier", "ece", "log_loss", "calibrated"}
+EVAL_KEYS = {
+    "accuracy",
+    "precision",
+    "recall",
+    "f1",
+    "roc_auc",
+    "average_precision",
+    "threshold",
+    "confusion_matrix",
+    "n",
+    "brier",
+    "ece",
+    "log_loss",
+    "calibrated",
+}
 
 
 def script(*args, check_ok: bool = True) -> subprocess.CompletedProcess:
@@ -64,7 +77,18 @@ def test_installed_script_and_python_m_show_every_command():
     for command in ([str(SCRIPT)], [sys.executable, "-m", "siamese"]):
         proc = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
-        for name in ("train", "evaluate", "predict", "encode", "index", "search", "dedupe", "serve", "distill", "emoji"):
+        for name in (
+            "train",
+            "evaluate",
+            "predict",
+            "encode",
+            "index",
+            "search",
+            "dedupe",
+            "serve",
+            "distill",
+            "emoji",
+        ):
             assert f" {name} " in proc.stdout, (name, proc.stdout)
     usage = subprocess.run([str(SCRIPT), "train", "--no-such-option"], capture_output=True, text=True, timeout=120)
     assert usage.returncode == 2 and "No such option" in usage.stderr and usage.stdout == ""
@@ -74,8 +98,19 @@ def test_installed_script_and_python_m_show_every_command():
 def test_installed_script_trains_then_predicts(data_dir, tmp_path):
     """The smoke test of the console script: a small training (MSRP val: 346 duplicates), then a verdict."""
     out = tmp_path / "model"
-    trained = run_json("train", "--data", data_dir / "msrp/msr-para-val.tsv", "--out", out, "--epochs", 1, "--dim", 16,
-                       "--quiet", run=script)
+    trained = run_json(
+        "train",
+        "--data",
+        data_dir / "msrp/msr-para-val.tsv",
+        "--out",
+        out,
+        "--epochs",
+        1,
+        "--dim",
+        16,
+        "--quiet",
+        run=script,
+    )
     assert trained["epochs"] == 1 and trained["out"] == str(out) and trained["train_pairs"] == 346 - 35
     a, b = "When will I see you?", "When can I see you again?"
     result = run_json("predict", out, a, b, run=script)
@@ -89,8 +124,18 @@ def test_installed_script_trains_then_predicts(data_dir, tmp_path):
 def cli_model(data_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("cli") / "model"
     result = run_json(
-        "train", "--data", data_dir / "msrp/msr-para-train.tsv", "--val-data", data_dir / "msrp/msr-para-val.tsv",
-        "--out", out, "--epochs", 1, "--dim", 32, "--quiet",
+        "train",
+        "--data",
+        data_dir / "msrp/msr-para-train.tsv",
+        "--val-data",
+        data_dir / "msrp/msr-para-val.tsv",
+        "--out",
+        out,
+        "--epochs",
+        1,
+        "--dim",
+        32,
+        "--quiet",
     )
     return out, result
 
@@ -167,8 +212,23 @@ def test_train_bad_data_fails_cleanly(tmp_path):
     bad = tmp_path / "pairs.csv"
     bad.write_text("id,first,second,same\n1,a b,a c,1\n2,d e,f g,0\n3,h i,j k,2\n4,l m,n o,1\n")
     out = tmp_path / "model"
-    proc = script("train", "--data", bad, "--out", out, "--text1", "first", "--text2", "second", "--label", "same",
-                  "--epochs", 1, "--quiet", check_ok=False)  # exit code 2 from the real script
+    proc = script(
+        "train",
+        "--data",
+        bad,
+        "--out",
+        out,
+        "--text1",
+        "first",
+        "--text2",
+        "second",
+        "--label",
+        "same",
+        "--epochs",
+        1,
+        "--quiet",
+        check_ok=False,
+    )  # exit code 2 from the real script
     line = assert_user_error(proc, f"{bad}:4", "column 'same'", "'2'")
     assert line == f"error: {bad}:4: column 'same': label must be 0 or 1, got '2'"
     assert not out.exists()
@@ -179,8 +239,17 @@ def test_train_bad_validation_data_fails_before_training(tmp_path, data_dir):
     val = tmp_path / "val.csv"
     val.write_bytes(b"text1,text2,label\nfine,text,1\nalso fine,ok,0\nbad \xff byte,x,1\n")
     out = tmp_path / "model"
-    proc = run("train", "--data", data_dir / "msrp/msr-para-val.tsv", "--val-data", val, "--out", out, "--quiet",
-               check_ok=False)
+    proc = run(
+        "train",
+        "--data",
+        data_dir / "msrp/msr-para-val.tsv",
+        "--val-data",
+        val,
+        "--out",
+        out,
+        "--quiet",
+        check_ok=False,
+    )
     assert_user_error(proc, f"{val}:4", "column 'text1'", "UTF-8")
     assert not out.exists()
 
@@ -193,8 +262,20 @@ def test_evaluate_missing_model_folder(tmp_path, data_dir):
 def test_train_with_split_test_fraction_reports_held_out_metrics(tmp_path, data_dir):
     # MQP: 3,048 pairs, half duplicates. 20 % test and 10 % of the rest for validation, both labels kept.
     out = tmp_path / "mqp-model"
-    result = run_json("train", "--data", data_dir / "mqp/mqp.csv", "--out", out, "--epochs", 1, "--dim", 32,
-                      "--test-fraction", 0.2, "--quiet")
+    result = run_json(
+        "train",
+        "--data",
+        data_dir / "mqp/mqp.csv",
+        "--out",
+        out,
+        "--epochs",
+        1,
+        "--dim",
+        32,
+        "--test-fraction",
+        0.2,
+        "--quiet",
+    )
     test = result["test"]
     assert EVAL_KEYS <= set(test)
     assert test["n"] == round(0.2 * 1524) * 2  # stratified: 305 of each label
@@ -206,16 +287,35 @@ def test_train_with_split_test_fraction_reports_held_out_metrics(tmp_path, data_
 
 def test_train_rejects_unknown_precision_before_writing(tmp_path, data_dir):
     out = tmp_path / "model"
-    proc = run("train", "--data", data_dir / "msrp/msr-para-val.tsv", "--out", out, "--precision", "fp16", "--quiet",
-               check_ok=False)
+    proc = run(
+        "train",
+        "--data",
+        data_dir / "msrp/msr-para-val.tsv",
+        "--out",
+        out,
+        "--precision",
+        "fp16",
+        "--quiet",
+        check_ok=False,
+    )
     assert_user_error(proc, "precision", "'fp16'")
     assert not out.exists()
 
 
 def test_train_json_without_quiet_keeps_stdout_pure_and_logs_one_line_per_epoch(tmp_path, data_dir):
     # Was: epoch lines on stdout before the JSON, and tqdm's \r redraws flooding a non-terminal stderr.
-    proc = run("train", "--data", data_dir / "msrp/msr-para-val.tsv", "--out", tmp_path / "m", "--epochs", 2,
-               "--dim", 16, "--json")
+    proc = run(
+        "train",
+        "--data",
+        data_dir / "msrp/msr-para-val.tsv",
+        "--out",
+        tmp_path / "m",
+        "--epochs",
+        2,
+        "--dim",
+        16,
+        "--json",
+    )
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["epochs"] == 2, proc.stdout
     assert "\r" not in proc.stderr
@@ -225,11 +325,31 @@ def test_train_json_without_quiet_keeps_stdout_pure_and_logs_one_line_per_epoch(
 
 def test_train_killed_midway_resumes_and_ends_as_the_uninterrupted_run(tmp_path, data_dir):
     ck = tmp_path / "ck"
-    args = ["train", "--data", data_dir / "msrp/msr-para-train.tsv", "--val-data", data_dir / "msrp/msr-para-val.tsv",
-            "--epochs", 3, "--dim", 32, "--seed", 1, "--workers", 1, "--precision", "fp32", "--quiet"]
+    args = [
+        "train",
+        "--data",
+        data_dir / "msrp/msr-para-train.tsv",
+        "--val-data",
+        data_dir / "msrp/msr-para-val.tsv",
+        "--epochs",
+        3,
+        "--dim",
+        32,
+        "--seed",
+        1,
+        "--workers",
+        1,
+        "--precision",
+        "fp32",
+        "--quiet",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([str(SCRIPT), *map(str, args), "--out", tmp_path / "m", "--checkpoint", ck],  # to SIGKILL it
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [str(SCRIPT), *map(str, args), "--out", tmp_path / "m", "--checkpoint", ck],  # to SIGKILL it
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 300
     while not (ck / "trainer_state.json").exists():  # the first epoch's checkpoint
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""

@@ -23,10 +23,18 @@ def _module_imports(path: Path, name: str) -> set[str]:
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("siamese")}
         elif isinstance(node, ast.ImportFrom):
-            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level else node.module
+            base = (
+                importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+                if node.level
+                else node.module
+            )
             if base.startswith("siamese"):
                 # `from . import corpus` imports the submodule siamese.cli.corpus
-                found |= {f"{base}.{a.name}" for a in node.names if (PACKAGE.parent / f"{base}.{a.name}".replace(".", "/")).with_suffix(".py").exists()}
+                found |= {
+                    f"{base}.{a.name}"
+                    for a in node.names
+                    if (PACKAGE.parent / f"{base}.{a.name}".replace(".", "/")).with_suffix(".py").exists()
+                }
                 found.add(base)
     return found
 
@@ -67,15 +75,35 @@ def test_every_command_of_the_family_modules_is_registered():
     for family in FAMILIES:
         module = importlib.import_module(f"siamese.cli.{family}")
         # a command is a public function wrapped by user_errors (or formats, which cannot fail)
-        defined |= {fn for name, fn in vars(module).items()
-                    if callable(fn) and not name.startswith("_") and getattr(fn, "__module__", None) == module.__name__}
+        defined |= {
+            fn
+            for name, fn in vars(module).items()
+            if callable(fn) and not name.startswith("_") and getattr(fn, "__module__", None) == module.__name__
+        }
     assert defined and defined <= registered, sorted(f.__name__ for f in defined - registered)
 
 
 def test_the_command_tree():
     group = typer.main.get_command(app)
     assert list(group.commands) == [
-        "train", "evaluate", "predict", "calibrate", "score", "pretrained", "encode", "summary", "rank",
-        "evaluate-answers", "search", "dedupe", "serve", "distill", "export", "formats", "index", "emoji"]
+        "train",
+        "evaluate",
+        "predict",
+        "calibrate",
+        "score",
+        "pretrained",
+        "encode",
+        "summary",
+        "rank",
+        "evaluate-answers",
+        "search",
+        "dedupe",
+        "serve",
+        "distill",
+        "export",
+        "formats",
+        "index",
+        "emoji",
+    ]
     assert list(group.commands["index"].commands) == ["build", "add"]
     assert list(group.commands["emoji"].commands) == ["train-vae", "encode", "generate", "train", "evaluate", "suggest"]

@@ -53,10 +53,13 @@ DIFFERENT_BY_DESIGN = {
 }
 
 
-@pytest.mark.parametrize("command, configs", [
-    ("train", (TrainConfig, ModelConfig)),
-    ("distill", (StaticConfig,)),
-])
+@pytest.mark.parametrize(
+    "command, configs",
+    [
+        ("train", (TrainConfig, ModelConfig)),
+        ("distill", (StaticConfig,)),
+    ],
+)
 def test_cli_defaults_agree_with_the_configuration(command, configs):
     options = _options(command)
     checked = 0
@@ -65,17 +68,21 @@ def test_cli_defaults_agree_with_the_configuration(command, configs):
             if f.name not in options or f.name in DIFFERENT_BY_DESIGN:
                 continue
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-            assert options[f.name] == default, f"siamese {command} --{f.name.replace('_', '-')}: {options[f.name]!r} != {config.__name__}.{f.name} = {default!r}"
+            assert options[f.name] == default, (
+                f"siamese {command} --{f.name.replace('_', '-')}: {options[f.name]!r} != {config.__name__}.{f.name} = {default!r}"
+            )
             checked += 1
     assert checked >= 5
 
 
 def test_importing_the_package_and_cli_loads_no_torch_and_changes_nothing():
-    code = ("import os, sys; env = dict(os.environ); "
-            "import siamese, siamese.cli; "
-            "assert 'torch' not in sys.modules and 'sklearn' not in sys.modules, 'heavy import'; "
-            "assert dict(os.environ) == env, 'environment changed'; "
-            "assert 'matplotlib' not in sys.modules; print(siamese.__version__)")
+    code = (
+        "import os, sys; env = dict(os.environ); "
+        "import siamese, siamese.cli; "
+        "assert 'torch' not in sys.modules and 'sklearn' not in sys.modules, 'heavy import'; "
+        "assert dict(os.environ) == env, 'environment changed'; "
+        "assert 'matplotlib' not in sys.modules; print(siamese.__version__)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()[0].isdigit()
@@ -85,7 +92,10 @@ def test_importing_the_package_and_cli_loads_no_torch_and_changes_nothing():
 def test_heads_declare_their_family(name):
     head = build_head(name, 8)
     assert isinstance(head, Head)
-    a, b = torch.nn.functional.normalize(torch.randn(4, 8), dim=-1), torch.nn.functional.normalize(torch.randn(4, 8), dim=-1)
+    a, b = (
+        torch.nn.functional.normalize(torch.randn(4, 8), dim=-1),
+        torch.nn.functional.normalize(torch.randn(4, 8), dim=-1),
+    )
     assert head(a, b).shape == (4,)
     if head.classifier:
         assert any(p.requires_grad for p in head.parameters())
@@ -137,5 +147,9 @@ def test_one_seed():
     from siamese.errors import ConfigError
 
     with pytest.raises(ConfigError, match="two seeds"):
-        train(Pairs(["a b", "c d"], ["a b", "c d"], np.array([1, 1], dtype=np.int8)), model_config=ModelConfig(seed=3),
-              config=TrainConfig(seed=4, epochs=1), progress=False)
+        train(
+            Pairs(["a b", "c d"], ["a b", "c d"], np.array([1, 1], dtype=np.int8)),
+            model_config=ModelConfig(seed=3),
+            config=TrainConfig(seed=4, epochs=1),
+            progress=False,
+        )

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 import torch
-
 from conftest import invoke
+
 from siamese import ModelError, SiameseModel, datasets
 from siamese.cross import CrossConfig, CrossEncoder, CrossTrainConfig, train_cross
 from siamese.evaluation import evaluate
@@ -26,8 +26,13 @@ def small(data_dir):
 @pytest.fixture(scope="module")
 def cross_model(small, tmp_path_factory):
     train_pairs, val = small
-    model = train_cross(train_pairs, val, model_config=CrossConfig(max_length=64),
-                        config=CrossTrainConfig(epochs=1, batch_size=16, lr=5e-5, precision="fp32"), progress=False)
+    model = train_cross(
+        train_pairs,
+        val,
+        model_config=CrossConfig(max_length=64),
+        config=CrossTrainConfig(epochs=1, batch_size=16, lr=5e-5, precision="fp32"),
+        progress=False,
+    )
     path = model.save(tmp_path_factory.mktemp("cross") / "model")
     return model, path
 
@@ -70,8 +75,11 @@ def test_resume_after_a_crash_ends_as_the_uninterrupted_run(small, tmp_path, mon
     from siamese.trainer import Checkpoint
 
     train_pairs, val = small
-    kw = dict(model_config=CrossConfig(max_length=32),
-              config=CrossTrainConfig(epochs=2, batch_size=32, precision="fp32", calibrate=False), progress=False)
+    kw = dict(
+        model_config=CrossConfig(max_length=32),
+        config=CrossTrainConfig(epochs=2, batch_size=32, precision="fp32", calibrate=False),
+        progress=False,
+    )
     sub, subval = train_pairs.subset(np.arange(32)), val.subset(np.arange(16))
     whole = train_cross(sub, subval, **kw)
     written = Checkpoint.__call__
@@ -86,8 +94,12 @@ def test_resume_after_a_crash_ends_as_the_uninterrupted_run(small, tmp_path, mon
     monkeypatch.undo()
     assert isinstance(load_model(tmp_path / "ck"), CrossEncoder)  # a checkpoint is a whole model folder
     resumed = train_cross(sub, subval, checkpoint=tmp_path / "ck", resume=True, **kw)
-    assert [h["loss"] for h in resumed.info["training"]["history"]] == [h["loss"] for h in whole.info["training"]["history"]]
-    np.testing.assert_array_equal(resumed.similarity(subval.text1, subval.text2), whole.similarity(subval.text1, subval.text2))
+    assert [h["loss"] for h in resumed.info["training"]["history"]] == [
+        h["loss"] for h in whole.info["training"]["history"]
+    ]
+    np.testing.assert_array_equal(
+        resumed.similarity(subval.text1, subval.text2), whole.similarity(subval.text1, subval.text2)
+    )
 
 
 def run(*args):
@@ -100,26 +112,63 @@ def test_cli_trains_a_cross_encoder_and_the_pair_commands_use_it(cross_model, da
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert 0 <= out["similarity"] <= 1 and out["probability"] is not None
-    proc = run("predict", path, "--text1", "How do I learn Python?", "--text2", "How do I learn Java?", "--explain", "--json")
+    proc = run(
+        "predict", path, "--text1", "How do I learn Python?", "--text2", "How do I learn Java?", "--explain", "--json"
+    )
     assert proc.returncode == 0, proc.stderr
     explanation = json.loads(proc.stdout)["explanation"]
     assert explanation["method"] == "occlusion" and [w["word"] for w in explanation["text2"]][-1] == "Java?"
     proc = run("evaluate", path, "--data", data_dir / "paws/paws_qqp_dev_and_test.tsv", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["n"] == 677
-    for args in (("encode", path, "--data", data_dir / "quora/quora_question_pairs_sample300.csv", "--column", "question1",
-                  "--out", tmp_path / "v.npy"),
-                 ("index", "build", path, "--data", data_dir / "quora/quora_question_pairs_sample300.csv", "--column",
-                  "question1", "--out", tmp_path / "idx")):
+    for args in (
+        (
+            "encode",
+            path,
+            "--data",
+            data_dir / "quora/quora_question_pairs_sample300.csv",
+            "--column",
+            "question1",
+            "--out",
+            tmp_path / "v.npy",
+        ),
+        (
+            "index",
+            "build",
+            path,
+            "--data",
+            data_dir / "quora/quora_question_pairs_sample300.csv",
+            "--column",
+            "question1",
+            "--out",
+            tmp_path / "idx",
+        ),
+    ):
         proc = run(*args)
         assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
         assert "cross-encoder scores pairs and has no vectors" in proc.stderr
     small_file = tmp_path / "pairs.csv"
-    small_file.write_text("question1,question2,is_duplicate\n" + "".join(
-        f'"how do i cook rice {i}","what is the way to cook rice {i}",1\n"how do i cook rice {i}","where is paris {i}",0\n'
-        for i in range(12)))
-    proc = run("train", "--cross", "--data", small_file, "--out", tmp_path / "cli", "--epochs", 1, "--batch-size", 8,
-               "--quiet", "--json")
+    small_file.write_text(
+        "question1,question2,is_duplicate\n"
+        + "".join(
+            f'"how do i cook rice {i}","what is the way to cook rice {i}",1\n"how do i cook rice {i}","where is paris {i}",0\n'
+            for i in range(12)
+        )
+    )
+    proc = run(
+        "train",
+        "--cross",
+        "--data",
+        small_file,
+        "--out",
+        tmp_path / "cli",
+        "--epochs",
+        1,
+        "--batch-size",
+        8,
+        "--quiet",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["kind"] == "cross" and isinstance(load_model(tmp_path / "cli"), CrossEncoder)
@@ -164,7 +213,9 @@ def test_dedupe_verify_lets_the_cross_encoder_decide_the_band(cross_model, train
     model, path = cross_model
     texts = read_texts(data_dir / "quora/quora_question_pairs_sample300.csv", "question1")[:120]
     plain = dedupe(trained.model, texts, tmp_path / "plain", threshold=0.8, floor=0.5)
-    checked = dedupe(trained.model, texts, tmp_path / "checked", threshold=0.8, floor=0.5, verify=model, verify_band=0.15)
+    checked = dedupe(
+        trained.model, texts, tmp_path / "checked", threshold=0.8, floor=0.5, verify=model, verify_band=0.15
+    )
     info = checked.meta["verified"]
     candidates = list(plain.pairs)
     band = [abs(s - 0.8) <= 0.15 for _, _, s in candidates]
@@ -176,9 +227,25 @@ def test_dedupe_verify_lets_the_cross_encoder_decide_the_band(cross_model, train
     assert {(a, b) for a, b, _ in checked.pairs} == expected
     # at the threshold, the duplicates are the sure ones above the band plus those the cross-encoder accepted
     above = {(a, b) for a, b, s in checked.pairs if s > 0.8}
-    assert above == {(a, b) for (a, b, s), x in zip(candidates, band) if not x and s > 0.8} | {p for p, v in zip(inside, verdict) if v}
-    proc = run("dedupe", trained.path, "--data", data_dir / "quora/quora_question_pairs_sample300.csv", "--column",
-               "question1", "--out", tmp_path / "cli", "--threshold", 0.8, "--verify", path, "--verify-all", "--json")
+    assert above == {(a, b) for (a, b, s), x in zip(candidates, band) if not x and s > 0.8} | {
+        p for p, v in zip(inside, verdict) if v
+    }
+    proc = run(
+        "dedupe",
+        trained.path,
+        "--data",
+        data_dir / "quora/quora_question_pairs_sample300.csv",
+        "--column",
+        "question1",
+        "--out",
+        tmp_path / "cli",
+        "--threshold",
+        0.8,
+        "--verify",
+        path,
+        "--verify-all",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["verified"]["band"] is None
 
@@ -190,7 +257,10 @@ def test_served_cross_encoder_answers_similarity_and_refuses_vectors(cross_model
     from conftest import serving
 
     model, path = cross_model
-    pairs = [["How do I learn Python?", "What is the best way to learn Python?"], ["How do I learn Python?", "Where is Paris?"]]
+    pairs = [
+        ["How do I learn Python?", "What is the best way to learn Python?"],
+        ["How do I learn Python?", "Where is Paris?"],
+    ]
 
     def post(base, route, body):
         request = urllib.request.Request(base + route, json.dumps(body).encode(), {"Content-Type": "application/json"})

@@ -4,14 +4,12 @@ folder; the CLI and ModelConfig take it; on real pairs and MiniLM's weights."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
+from conftest import invoke
 from sklearn.metrics import roc_auc_score
 
-from conftest import invoke
-from siamese import ConfigError, ModelError, ModelConfig, TrainConfig, datasets, train
+from siamese import ConfigError, ModelConfig, ModelError, TrainConfig, datasets, train
 from siamese.cross import CrossConfig, CrossEncoder, CrossTrainConfig, train_cross
 from siamese.cross.training import fit_prior
 from siamese.loading import load_model
@@ -30,8 +28,13 @@ def small(data_dir):
 @pytest.fixture(scope="module")
 def prior_model(small, tmp_path_factory):
     train_pairs, val = small
-    model = train_cross(train_pairs, val, model_config=CrossConfig(max_length=64, prior="minilm"),
-                        config=CrossTrainConfig(epochs=1, batch_size=16, lr=5e-5, precision="fp32"), progress=False)
+    model = train_cross(
+        train_pairs,
+        val,
+        model_config=CrossConfig(max_length=64, prior="minilm"),
+        config=CrossTrainConfig(epochs=1, batch_size=16, lr=5e-5, precision="fp32"),
+        progress=False,
+    )
     return model, model.save(tmp_path_factory.mktemp("cross-prior") / "model")
 
 
@@ -47,7 +50,9 @@ def test_untrained_it_is_the_bi_encoders_logistic_fit(data_dir):
     from sklearn.linear_model import LogisticRegression
 
     ref = LogisticRegression(C=np.inf).fit(cosines[:, None], quora.labels)
-    assert scale == pytest.approx(ref.coef_[0, 0], rel=1e-3) and shift == pytest.approx(ref.intercept_[0], rel=1e-3, abs=1e-3)
+    assert scale == pytest.approx(ref.coef_[0, 0], rel=1e-3) and shift == pytest.approx(
+        ref.intercept_[0], rel=1e-3, abs=1e-3
+    )
     s = model.similarity(quora.text1, quora.text2)
     np.testing.assert_allclose(s, 1 / (1 + np.exp(-(scale * cosines + shift))), atol=1e-5)
     assert roc_auc_score(quora.labels, s) == pytest.approx(roc_auc_score(quora.labels, cosines), abs=1e-9)
@@ -99,21 +104,45 @@ def test_a_cross_encoder_cannot_be_a_prior(prior_model):
 
 def test_cli_and_model_config_take_a_prior(data_dir, tmp_path):
     small_file = tmp_path / "pairs.csv"
-    small_file.write_text("question1,question2,is_duplicate\n" + "".join(
-        f'"how do i cook rice {i}","what is the way to cook rice {i}",1\n"how do i cook rice {i}","where is paris {i}",0\n'
-        for i in range(12)))
-    proc = invoke("train", "--cross", "--prior", "minilm", "--data", small_file, "--out", tmp_path / "cli", "--epochs", 1,
-                  "--batch-size", 8, "--quiet", "--json")
+    small_file.write_text(
+        "question1,question2,is_duplicate\n"
+        + "".join(
+            f'"how do i cook rice {i}","what is the way to cook rice {i}",1\n"how do i cook rice {i}","where is paris {i}",0\n'
+            for i in range(12)
+        )
+    )
+    proc = invoke(
+        "train",
+        "--cross",
+        "--prior",
+        "minilm",
+        "--data",
+        small_file,
+        "--out",
+        tmp_path / "cli",
+        "--epochs",
+        1,
+        "--batch-size",
+        8,
+        "--quiet",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     model = load_model(tmp_path / "cli")
     assert model.prior is not None and model.config.prior == "minilm"
     proc = invoke("train", "--prior", "minilm", "--data", small_file, "--out", tmp_path / "x")
-    assert proc.returncode == 2 and "--prior" in proc.stderr and "--cross" in proc.stderr and not (tmp_path / "x").exists()
+    assert (
+        proc.returncode == 2 and "--prior" in proc.stderr and "--cross" in proc.stderr and not (tmp_path / "x").exists()
+    )
     # The Python API: ModelConfig(cross=True, encoder_options={"prior": ...}) through train().
     pairs = datasets.load("paws-qqp-train", data_dir).subset(range(32))
-    api = train(pairs, None, model_config=ModelConfig(encoder="transformer", cross=True, max_length=48,
-                                                      encoder_options={"prior": "minilm"}),
-                config=TrainConfig(epochs=1, batch_size=16, precision="fp32"), progress=False)
+    api = train(
+        pairs,
+        None,
+        model_config=ModelConfig(encoder="transformer", cross=True, max_length=48, encoder_options={"prior": "minilm"}),
+        config=TrainConfig(epochs=1, batch_size=16, precision="fp32"),
+        progress=False,
+    )
     assert isinstance(api, CrossEncoder) and api.info["prior"]["fitted_on"] == pairs.source
     with pytest.raises(ConfigError, match="prior"):  # only a cross-encoder has a prior
         ModelConfig(encoder="transformer", encoder_options={"prior": "minilm"}).check()

@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from siamese import DataError, Pairs, read_pairs, read_texts, split_pairs
-from siamese import datasets
+from siamese import DataError, Pairs, datasets, read_pairs, read_texts, split_pairs
 from siamese.data import FORMATS, detect_format
 
 # Rows and positives (label 1) per catalogue name, as documented in shared/data/DATA.md.
@@ -69,8 +68,12 @@ def _independent_graded_read(path: Path, header: bool, score_col: int, width: in
 
 @pytest.mark.parametrize(
     "name, header, score_col, width, lo, hi",
-    [("sts-train", False, 4, 7, 0, 5), ("sts-test", False, 4, 7, 0, 5),
-     ("sick-train", True, 3, 5, 1, 5), ("sick-test", True, 3, 5, 1, 5)],
+    [
+        ("sts-train", False, 4, 7, 0, 5),
+        ("sts-test", False, 4, 7, 0, 5),
+        ("sick-train", True, 3, 5, 1, 5),
+        ("sick-test", True, 3, 5, 1, 5),
+    ],
 )
 def test_graded_sets_keep_scores_and_threshold_them_at_4(data_dir, name, header, score_col, width, lo, hi):
     pairs = datasets.load(name, data_dir)
@@ -101,7 +104,9 @@ def test_graded_and_binary_sets_mix_on_the_graded_scale(data_dir):
     sts, mqp = datasets.load("sts-dev", data_dir), datasets.load("mqp", data_dir)
     both = datasets.load_many(["sts-dev", "mqp"], data_dir)
     np.testing.assert_array_equal(both.scores[: len(sts)], sts.scores)
-    np.testing.assert_array_equal(both.scores[len(sts):], np.where(mqp.labels == 1, sts.scores.max(), sts.scores.min()))
+    np.testing.assert_array_equal(
+        both.scores[len(sts) :], np.where(mqp.labels == 1, sts.scores.max(), sts.scores.min())
+    )
     assert sts.scores.min() == 0.0 and sts.scores.max() == 5.0
 
 
@@ -145,7 +150,9 @@ def test_detect_format_on_shared_files(data_dir, rel):
     assert detect_format(data_dir / rel).name == DETECTED[rel]
 
 
-@pytest.mark.parametrize("rel", ["msrp/msr-para-val.tsv", "sick/SICK_trial.txt", "mqp/mqp.csv", "stsbenchmark/sts-dev.csv"])
+@pytest.mark.parametrize(
+    "rel", ["msrp/msr-para-val.tsv", "sick/SICK_trial.txt", "mqp/mqp.csv", "stsbenchmark/sts-dev.csv"]
+)
 def test_auto_read_equals_catalogue_read(data_dir, rel):
     name = next(n for n, (r, _, s) in datasets.CATALOGUE.items() if r == rel and s is None)
     auto, named = read_pairs(data_dir / rel), datasets.load(name, data_dir)
@@ -183,7 +190,9 @@ def write(path: Path, text: str | bytes) -> Path:
 
 
 def test_generic_csv_with_user_column_names(tmp_path):
-    path = write(tmp_path / "mine.csv", 'id,title_a,title_b,same\n1,"Hello, world",Hi world,1\n2,foo,bar,0\n3,x,"y ""q""",1\n')
+    path = write(
+        tmp_path / "mine.csv", 'id,title_a,title_b,same\n1,"Hello, world",Hi world,1\n2,foo,bar,0\n3,x,"y ""q""",1\n'
+    )
     pairs = read_pairs(path, text1="title_a", text2="title_b", label="same")
     assert pairs.text1 == ["Hello, world", "foo", "x"]
     assert pairs.text2 == ["Hi world", "bar", 'y "q"']

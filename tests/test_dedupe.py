@@ -8,10 +8,10 @@ import json
 
 import numpy as np
 import pytest
+from test_cli import assert_user_error, run, run_json
 
 from siamese import read_texts
 from siamese.search import DedupeRun, DuplicateIndex, dedupe, dedupe_against, normalise, read_records
-from test_cli import assert_user_error, run, run_json
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,10 @@ def quora(data_dir, tmp_path_factory):
 def test_against_a_reference_matches_brute_force_and_finds_planted_duplicates(trained, quora, tmp_path):
     folder, rows, planted = quora
     model = trained.model
-    new, ref = read_records(folder / "new.csv", "question", "qid"), read_records(folder / "reference.csv", "question", "qid")
+    new, ref = (
+        read_records(folder / "new.csv", "question", "qid"),
+        read_records(folder / "reference.csv", "question", "qid"),
+    )
     t = 0.8
     found = dedupe_against(model, new, ref, tmp_path / "run", threshold=t, k=5)
     flagged = {f.record.id: f for f in found.flagged()}
@@ -56,11 +59,17 @@ def test_against_a_reference_matches_brute_force_and_finds_planted_duplicates(tr
     for i in np.flatnonzero(sims.max(1) > t)[:50]:
         f = flagged[new[i].id]
         best = np.sort(sims[i])[::-1]
-        assert [m.similarity for m in f.matches] == pytest.approx(best[: len(f.matches)][best[: len(f.matches)] > t], abs=1e-5)
+        assert [m.similarity for m in f.matches] == pytest.approx(
+            best[: len(f.matches)][best[: len(f.matches)] > t], abs=1e-5
+        )
+
     # the real duplicates (is_duplicate=1) find their partner question far more often than a shifted one
     def found(partner_of) -> float:
-        hits = [r["qid2"] in flagged and any(m.record.id == partner_of(n) for m in flagged[r["qid2"]].matches)
-                for n, r in enumerate(rows) if r["is_duplicate"] == "1"]
+        hits = [
+            r["qid2"] in flagged and any(m.record.id == partner_of(n) for m in flagged[r["qid2"]].matches)
+            for n, r in enumerate(rows)
+            if r["is_duplicate"] == "1"
+        ]
         return float(np.mean(hits))
 
     assert found(lambda n: rows[n]["qid1"]) > 0.1 > 3 * found(lambda n: rows[(n + 7) % len(rows)]["qid1"])
@@ -72,11 +81,34 @@ def test_against_a_reference_matches_brute_force_and_finds_planted_duplicates(tr
 def test_against_an_index_folder_and_the_cli(model_path, trained, quora, tmp_path):
     folder, rows, planted = quora
     idx = tmp_path / "idx"
-    run_json("index", "build", model_path, "--data", folder / "reference.csv", "--column", "question", "--out", idx, "-q")
-    out = run_json("dedupe", model_path, "--data", folder / "new.csv", "--column", "question", "--id-column", "qid",
-                   "--against", idx, "--out", tmp_path / "run", "--threshold", 0.8, "--explain", "-q")
-    from_file = dedupe_against(trained.model, read_records(folder / "new.csv", "question", "qid"),
-                               read_texts(folder / "reference.csv", "question"), tmp_path / "api", threshold=0.8)
+    run_json(
+        "index", "build", model_path, "--data", folder / "reference.csv", "--column", "question", "--out", idx, "-q"
+    )
+    out = run_json(
+        "dedupe",
+        model_path,
+        "--data",
+        folder / "new.csv",
+        "--column",
+        "question",
+        "--id-column",
+        "qid",
+        "--against",
+        idx,
+        "--out",
+        tmp_path / "run",
+        "--threshold",
+        0.8,
+        "--explain",
+        "-q",
+    )
+    from_file = dedupe_against(
+        trained.model,
+        read_records(folder / "new.csv", "question", "qid"),
+        read_texts(folder / "reference.csv", "question"),
+        tmp_path / "api",
+        threshold=0.8,
+    )
     assert out["mode"] == "against" and out["flagged"] == from_file.summary()["flagged"] > len(planted)
     assert out["exact_matches"] == len(planted)
     lines = [json.loads(line) for line in (tmp_path / "run" / "matches.jsonl").read_text().splitlines()]
@@ -129,16 +161,21 @@ def test_self_dedupe_links_exact_copies_encoded_once(trained, data_dir, tmp_path
 
 def test_csv_ids_and_columns_are_kept(trained, data_dir, tmp_path):
     src = tmp_path / "questions.csv"
-    with open(data_dir / "insuranceqa/questions.csv", encoding="utf-8", newline="") as f, \
-            open(src, "w", encoding="utf-8", newline="") as out:
+    with (
+        open(data_dir / "insuranceqa/questions.csv", encoding="utf-8", newline="") as f,
+        open(src, "w", encoding="utf-8", newline="") as out,
+    ):
         reader, writer = csv.reader(f), csv.writer(out)
         for n, row in enumerate(reader):
             if n > 3000:
                 break
             writer.writerow(row)
     records = read_records(src, "question", "qid")
-    assert records[0].id == "0" and records[0].columns == {"split": "train", "domain": "medicare-insurance",
-                                                           "answer_ids": "16696"}
+    assert records[0].id == "0" and records[0].columns == {
+        "split": "train",
+        "domain": "medicare-insurance",
+        "answer_ids": "16696",
+    }
     result = dedupe(trained.model, records, tmp_path / "run", threshold=0.95, clustering="communities")
     by_id = {r.id: r for r in records}
     for line in (tmp_path / "run" / "clusters.jsonl").read_text().splitlines():
@@ -158,9 +195,12 @@ def test_rethreshold_equals_a_fresh_run(trained, data_dir, tmp_path, clustering)
     low = (tmp_path / "low" / "clusters.jsonl").read_text()
     summary = DedupeRun.load(tmp_path / "low").rethreshold(0.95)
     fresh = dedupe(trained.model, texts, tmp_path / "fresh", threshold=0.95, clustering=clustering)
-    assert (tmp_path / "low" / "clusters.jsonl").read_text() == (tmp_path / "fresh" / "clusters.jsonl").read_text() != low
-    assert {k: v for k, v in summary.items() if k not in ("out", "floor")} == \
-           {k: v for k, v in fresh.summary().items() if k not in ("out", "floor")}
+    assert (
+        (tmp_path / "low" / "clusters.jsonl").read_text() == (tmp_path / "fresh" / "clusters.jsonl").read_text() != low
+    )
+    assert {k: v for k, v in summary.items() if k not in ("out", "floor")} == {
+        k: v for k, v in fresh.summary().items() if k not in ("out", "floor")
+    }
     # down again to the first threshold, still without encoding: the first results come back
     DedupeRun.load(tmp_path / "low").rethreshold(0.9)
     assert (tmp_path / "low" / "clusters.jsonl").read_text() == low
@@ -169,7 +209,10 @@ def test_rethreshold_equals_a_fresh_run(trained, data_dir, tmp_path, clustering)
 
 def test_rethreshold_against_equals_a_fresh_run(trained, quora, tmp_path):
     folder, _, _ = quora
-    new, ref = read_records(folder / "new.csv", "question", "qid"), read_records(folder / "reference.csv", "question", "qid")
+    new, ref = (
+        read_records(folder / "new.csv", "question", "qid"),
+        read_records(folder / "reference.csv", "question", "qid"),
+    )
     dedupe_against(trained.model, new, ref, tmp_path / "low", threshold=0.7, floor=0.6)
     DedupeRun.load(tmp_path / "low").rethreshold(0.85)
     fresh = dedupe_against(trained.model, new, ref, tmp_path / "fresh", threshold=0.85)
@@ -180,8 +223,23 @@ def test_rethreshold_against_equals_a_fresh_run(trained, quora, tmp_path):
 def test_cli_rethreshold_explain_and_errors(model_path, data_dir, tmp_path):
     src = data_dir / "insuranceqa/questions.csv"
     out = tmp_path / "run"
-    first = run_json("dedupe", model_path, "--data", src, "--column", "question", "--id-column", "qid", "--out", out,
-                     "--threshold", 0.95, "--floor", 0.9, "-q")
+    first = run_json(
+        "dedupe",
+        model_path,
+        "--data",
+        src,
+        "--column",
+        "question",
+        "--id-column",
+        "qid",
+        "--out",
+        out,
+        "--threshold",
+        0.95,
+        "--floor",
+        0.9,
+        "-q",
+    )
     again = run_json("dedupe", out, "--rethreshold", 0.97, "--explain", "--explain-count", 3)
     assert again["threshold"] == 0.97 and again["clusters"] != first["clusters"] and len(again["least_similar"]) == 3
     assert json.loads((out / "result.json").read_text())["threshold"] == 0.97
@@ -191,13 +249,40 @@ def test_cli_rethreshold_explain_and_errors(model_path, data_dir, tmp_path):
     assert_user_error(run("dedupe", out, "--rethreshold", 0.96, "--clusters", "cliques", check_ok=False), "'cliques'")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing rewritten
     assert_user_error(run("dedupe", model_path, "--rethreshold", 0.9, check_ok=False), "not a siamese dedupe run")
-    proc = run("dedupe", model_path, "--data", src, "--column", "question", "--id-column", "nope",
-               "--out", tmp_path / "x", check_ok=False)
+    proc = run(
+        "dedupe",
+        model_path,
+        "--data",
+        src,
+        "--column",
+        "question",
+        "--id-column",
+        "nope",
+        "--out",
+        tmp_path / "x",
+        check_ok=False,
+    )
     assert_user_error(proc, str(src), "'nope'")
     dup_ids = tmp_path / "dup.csv"
     dup_ids.write_text("id,text\n1,a question\n1,another question\n")
-    assert_user_error(run("dedupe", model_path, "--data", dup_ids, "--column", "text", "--id-column", "id",
-                          "--out", tmp_path / "x", check_ok=False), str(dup_ids), "row 2", "'1'")
+    assert_user_error(
+        run(
+            "dedupe",
+            model_path,
+            "--data",
+            dup_ids,
+            "--column",
+            "text",
+            "--id-column",
+            "id",
+            "--out",
+            tmp_path / "x",
+            check_ok=False,
+        ),
+        str(dup_ids),
+        "row 2",
+        "'1'",
+    )
     assert_user_error(run("dedupe", model_path, "--data", src, check_ok=False), "--out")
     assert not (tmp_path / "x").exists()
 

@@ -9,9 +9,9 @@ import os
 import numpy as np
 import pytest
 import torch
+from conftest import invoke
 from scipy.stats import spearmanr
 
-from conftest import invoke
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
 from siamese.data import Pairs
 from siamese.errors import ConfigError, ModelError
@@ -26,8 +26,11 @@ def sts(data_dir):
     """600 training pairs (STS-B + SICK train, any label), 100 validation and 300 held-out STS-B dev pairs."""
     pairs = datasets.load_many(["sts-train", "sick-train"], data_dir)
     dev = datasets.load("sts-dev", data_dir)
-    return (pairs.subset(np.random.default_rng(0).choice(len(pairs), 600, replace=False)),
-            dev.subset(range(100)), dev.subset(range(100, 400)))
+    return (
+        pairs.subset(np.random.default_rng(0).choice(len(pairs), 600, replace=False)),
+        dev.subset(range(100)),
+        dev.subset(range(100, 400)),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +43,13 @@ def minilm():
 def distilled(sts, minilm):
     train_pairs, val, _ = sts
     config = ModelConfig(encoder="lstm", loss="distill", dim=64)
-    student = train(train_pairs, val, model_config=config, progress=False,
-                    config=TrainConfig(epochs=5, batch_size=32, workers=1, teacher=minilm))
+    student = train(
+        train_pairs,
+        val,
+        model_config=config,
+        progress=False,
+        config=TrainConfig(epochs=5, batch_size=32, workers=1, teacher=minilm),
+    )
     return student, config
 
 
@@ -73,16 +81,26 @@ def test_the_teacher_is_recorded_and_the_student_saves_alone(distilled, minilm, 
 
 def test_each_distinct_text_is_encoded_once(data_dir):
     texts = ["how do I learn python", "learning python fast", "best way to learn python", "what is a cat"]
-    pairs = Pairs(text1=[texts[0], texts[0], texts[1], texts[3]], text2=[texts[1], texts[2], texts[2], texts[0]],
-                  labels=np.array([1, 0, 1, 0], dtype=np.int8))
+    pairs = Pairs(
+        text1=[texts[0], texts[0], texts[1], texts[3]],
+        text2=[texts[1], texts[2], texts[2], texts[0]],
+        labels=np.array([1, 0, 1, 0], dtype=np.int8),
+    )
     val = Pairs(text1=[texts[3], "a new text"], text2=[texts[2], texts[1]], labels=np.array([0, 1], dtype=np.int8))
     teacher = SiameseModel.build(texts, ModelConfig(encoder="bow", dim=16))
     calls = []
     encode = teacher.encode
     teacher.encode = lambda batch, **kw: calls.append(list(batch)) or encode(batch, **kw)
-    train(pairs, val, model_config=ModelConfig(encoder="bow", loss="distill", dim=8), progress=False,
-          config=TrainConfig(epochs=2, batch_size=4, workers=1, teacher=teacher))
-    assert len(calls) == 1 and sorted(calls[0]) == sorted(set(texts) | {"a new text"})  # train and validation texts, once
+    train(
+        pairs,
+        val,
+        model_config=ModelConfig(encoder="bow", loss="distill", dim=8),
+        progress=False,
+        config=TrainConfig(epochs=2, batch_size=4, workers=1, teacher=teacher),
+    )
+    assert len(calls) == 1 and sorted(calls[0]) == sorted(
+        set(texts) | {"a new text"}
+    )  # train and validation texts, once
 
 
 def test_teacher_vectors_line_up_with_the_pairs():
@@ -109,7 +127,13 @@ def test_errors_are_one_line_and_come_before_any_work(sts, tmp_path):
     with pytest.raises(ConfigError, match="learns from a teacher: give one"):
         train(pairs, None, model_config=bow, config=TrainConfig(epochs=1), progress=False)
     with pytest.raises(ConfigError, match="used by loss 'distill' only"):
-        train(pairs, None, model_config=ModelConfig(encoder="bow"), config=TrainConfig(epochs=1, teacher="mpnet"), progress=False)
+        train(
+            pairs,
+            None,
+            model_config=ModelConfig(encoder="bow"),
+            config=TrainConfig(epochs=1, teacher="mpnet"),
+            progress=False,
+        )
     with pytest.raises(ConfigError, match="works with heads cosine: its targets are the teacher's cosines"):
         check_head_and_loss("manhattan", "distill")
     with pytest.raises(ModelError, match="no such folder"):
@@ -125,7 +149,9 @@ def test_errors_are_one_line_and_come_before_any_work(sts, tmp_path):
     (tmp_path / "broken" / "config.json").write_text("{not json")
     with pytest.raises(ModelError, match="invalid JSON"):
         load_teacher(tmp_path / "broken")
-    manhattan = SiameseModel.build(pairs.text1, ModelConfig(encoder="bow", head="manhattan", dim=8)).save(tmp_path / "manhattan")
+    manhattan = SiameseModel.build(pairs.text1, ModelConfig(encoder="bow", head="manhattan", dim=8)).save(
+        tmp_path / "manhattan"
+    )
     with pytest.raises(ConfigError, match="must be a cosine model"):
         train(pairs, None, model_config=bow, config=TrainConfig(epochs=1, teacher=manhattan), progress=False)
 
@@ -134,9 +160,11 @@ def test_sentence_transformers_pooling_is_read_or_refused(tmp_path):
     folder = tmp_path / "st"
     (folder / "1_Pooling").mkdir(parents=True)
     assert sentence_transformers_pooling(folder) == "mean"  # a plain Hugging Face folder
-    modules = [{"type": "sentence_transformers.models.Transformer", "path": ""},
-               {"type": "sentence_transformers.models.Pooling", "path": "1_Pooling"},
-               {"type": "sentence_transformers.models.Normalize", "path": "2_Normalize"}]
+    modules = [
+        {"type": "sentence_transformers.models.Transformer", "path": ""},
+        {"type": "sentence_transformers.models.Pooling", "path": "1_Pooling"},
+        {"type": "sentence_transformers.models.Normalize", "path": "2_Normalize"},
+    ]
     (folder / "modules.json").write_text(json.dumps(modules))
     for settings, expected in (({"pooling_mode_mean_tokens": True}, "mean"), ({"pooling_mode_cls_token": True}, "cls")):
         (folder / "1_Pooling" / "config.json").write_text(json.dumps(settings))
@@ -145,7 +173,9 @@ def test_sentence_transformers_pooling_is_read_or_refused(tmp_path):
     with pytest.raises(ModelError, match="pooling max_tokens is not supported"):
         sentence_transformers_pooling(folder)
     (folder / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True}))
-    (folder / "modules.json").write_text(json.dumps(modules + [{"type": "sentence_transformers.models.Dense", "path": "3"}]))
+    (folder / "modules.json").write_text(
+        json.dumps(modules + [{"type": "sentence_transformers.models.Dense", "path": "3"}])
+    )
     with pytest.raises(ModelError, match="module 'Dense' is not supported"):
         sentence_transformers_pooling(folder)
 
@@ -154,9 +184,27 @@ def test_cli_distills_from_a_teacher_folder(data_dir, tmp_path):
     rows = (data_dir / "mqp/mqp.csv").read_text(encoding="utf-8").splitlines()[:81]  # header + 80 real pairs
     (tmp_path / "mqp80.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     pairs = datasets.load("mqp", data_dir).subset(range(80))
-    teacher = SiameseModel.build(pairs.text1 + pairs.text2, ModelConfig(encoder="bow", dim=16)).save(tmp_path / "teacher")
-    common = ["train", "--data", str(tmp_path / "mqp80.csv"), "--encoder", "lstm", "--dim", "16", "--loss", "distill",
-              "--epochs", "1", "--batch-size", "16", "--workers", "1", "-q"]
+    teacher = SiameseModel.build(pairs.text1 + pairs.text2, ModelConfig(encoder="bow", dim=16)).save(
+        tmp_path / "teacher"
+    )
+    common = [
+        "train",
+        "--data",
+        str(tmp_path / "mqp80.csv"),
+        "--encoder",
+        "lstm",
+        "--dim",
+        "16",
+        "--loss",
+        "distill",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "16",
+        "--workers",
+        "1",
+        "-q",
+    ]
     r = invoke(*common, "--teacher", str(teacher), "--out", str(tmp_path / "student"), "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["recipe"]["loss"] == "distill"

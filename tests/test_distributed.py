@@ -25,8 +25,24 @@ NO_GPU = not torch.cuda.is_available()
 
 def train_cli(data_dir, out, *extra, launcher=("-m", "siamese"), kernels=True) -> subprocess.CompletedProcess:
     msrp = data_dir / "msrp"
-    args = [sys.executable, *launcher, "train", "--data", msrp / "msr-para-train.tsv", "--val-data",
-            msrp / "msr-para-val.tsv", "--encoder", "bow", "--epochs", "3", "--out", out, "--quiet", "--json", *extra]
+    args = [
+        sys.executable,
+        *launcher,
+        "train",
+        "--data",
+        msrp / "msr-para-train.tsv",
+        "--val-data",
+        msrp / "msr-para-val.tsv",
+        "--encoder",
+        "bow",
+        "--epochs",
+        "3",
+        "--out",
+        out,
+        "--quiet",
+        "--json",
+        *extra,
+    ]
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "SIAMESE_KERNELS": "1" if kernels else "0"}
     return subprocess.run(list(map(str, args)), capture_output=True, text=True, env=env, timeout=900)
 
@@ -64,8 +80,12 @@ def test_two_workers_train_the_model_one_process_trains(data_dir, one_process, t
 def test_torchrun_starts_the_same_training(data_dir, one_process, tmp_path):
     """torchrun sets RANK/WORLD_SIZE; `-m siamese train` reads them (here with each worker's shard alone)."""
     out = tmp_path / "model"
-    proc = train_cli(data_dir, out, "--no-gather",
-                     launcher=("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "siamese"))
+    proc = train_cli(
+        data_dir,
+        out,
+        "--no-gather",
+        launcher=("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "siamese"),
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.strip().splitlines()) == 1  # only rank 0 reports
     model = SiameseModel.load(out, device="cpu")
@@ -74,9 +94,25 @@ def test_torchrun_starts_the_same_training(data_dir, one_process, tmp_path):
 
 
 def test_a_workers_user_error_is_one_line_and_exit_2(data_dir, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "siamese", "train", "--data", str(tmp_path / "missing.csv"),
-                           "--out", str(tmp_path / "m"), "--nproc", "2", "--quiet"],
-                          capture_output=True, text=True, env=os.environ, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "siamese",
+            "train",
+            "--data",
+            str(tmp_path / "missing.csv"),
+            "--out",
+            str(tmp_path / "m"),
+            "--nproc",
+            "2",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        env=os.environ,
+        timeout=600,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "error: " in proc.stderr and "missing.csv" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "m").exists()
@@ -97,9 +133,11 @@ def test_devices_resolve_and_absent_ones_are_refused():
 def test_cli_refuses_an_absent_device_before_any_work(model_path, data_dir, tmp_path):
     texts = tmp_path / "t.txt"
     texts.write_text("how do i reset my password\n")
-    for command in (["encode", str(model_path), "--data", str(texts), "--out", str(tmp_path / "v.npy")],
-                    ["dedupe", str(model_path), "--data", str(texts), "--out", str(tmp_path / "d.jsonl")],
-                    ["evaluate", str(model_path), "--data", str(data_dir / "msrp" / "msr-para-val.tsv")]):
+    for command in (
+        ["encode", str(model_path), "--data", str(texts), "--out", str(tmp_path / "v.npy")],
+        ["dedupe", str(model_path), "--data", str(texts), "--out", str(tmp_path / "d.jsonl")],
+        ["evaluate", str(model_path), "--data", str(data_dir / "msrp" / "msr-para-val.tsv")],
+    ):
         result = CliRunner().invoke(app, [*command, "--device", "cuda"])
         assert result.exit_code == 2, result.output
         assert result.output.strip().splitlines()[-1].startswith("error: device 'cuda' is not available")

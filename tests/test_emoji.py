@@ -151,11 +151,14 @@ def test_reads_airline_tweets_with_three_sentiments(data_dir):
     assert shares[SENTIMENTS.index("negative")] == pytest.approx(0.63, abs=0.01)  # the majority class
 
 
-@pytest.mark.parametrize("content, message", [
-    ("text,airline_sentiment\nhello,happy\n", "csv:2: column 'airline_sentiment': label 'happy'"),
-    ("text,airline_sentiment\n,positive\n", "csv:2: column 'text': empty text"),
-    ("tweet,airline_sentiment\nhello,positive\n", "missing column 'text'"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("text,airline_sentiment\nhello,happy\n", "csv:2: column 'airline_sentiment': label 'happy'"),
+        ("text,airline_sentiment\n,positive\n", "csv:2: column 'text': empty text"),
+        ("tweet,airline_sentiment\nhello,positive\n", "missing column 'text'"),
+    ],
+)
 def test_bad_tweet_files_name_line_and_column(tmp_path, content, message):
     path = tmp_path / "tweets.csv"
     path.write_text(content)
@@ -184,16 +187,28 @@ def test_sqam_keeps_the_average_of_the_later_epochs(small_vae, emojis, monkeypat
     monkeypatch.setattr(sqam_training, "validation", record)
     tweets = read_tweets()
     train, val = tweets.subset(range(600)), tweets.subset(range(600, 800))
-    model = sqam_training.train_sqam(train, val, codes=small_vae[0].encode(emojis.images), names=emojis.names,
-                                     config=sqam_training.SQAMTrainConfig(epochs=3, average_from=2), progress=False)
+    model = sqam_training.train_sqam(
+        train,
+        val,
+        codes=small_vae[0].encode(emojis.images),
+        names=emojis.names,
+        config=sqam_training.SQAMTrainConfig(epochs=3, average_from=2),
+        progress=False,
+    )
     assert model.info["training"]["averaged_epochs"] == [2, 3]
     kept = model.network.state_dict()
     for name in ("shared.0.weight", "text.embedding.weight"):
         torch.testing.assert_close(kept[name], (states[1][name] + states[2][name]) / 2)
         assert not torch.equal(kept[name], states[2][name])
     with pytest.raises(Exception, match="average_from must be at least 1"):
-        sqam_training.train_sqam(train, val, codes=small_vae[0].encode(emojis.images), names=emojis.names,
-                                 config=sqam_training.SQAMTrainConfig(epochs=3, average_from=0), progress=False)
+        sqam_training.train_sqam(
+            train,
+            val,
+            codes=small_vae[0].encode(emojis.images),
+            names=emojis.names,
+            config=sqam_training.SQAMTrainConfig(epochs=3, average_from=0),
+            progress=False,
+        )
 
 
 # -- the command line, end to end -------------------------------------------------------------------
@@ -203,10 +218,27 @@ def test_sqam_keeps_the_average_of_the_later_epochs(small_vae, emojis, monkeypat
 def trained_sqam(small_vae, data_dir, emoji_dir, tmp_path_factory):
     """`siamese emoji train --text-encoder bilstm` on the first 4,000 tweets for 3 epochs (sentiment-aware, GloVe)."""
     out = tmp_path_factory.mktemp("sqam") / "model"
-    result = run_json("emoji", "train", "--vae", small_vae[1], "--out", out, "--images", emoji_dir,
-                      "--data", data_dir / "airline_tweets" / "Tweets_12000.csv",
-                      "--glove", data_dir / "glove" / "glove-50d-5k.json", "--limit", 4000, "--epochs", 3,
-                      "--text-encoder", "bilstm", "--quiet")
+    result = run_json(
+        "emoji",
+        "train",
+        "--vae",
+        small_vae[1],
+        "--out",
+        out,
+        "--images",
+        emoji_dir,
+        "--data",
+        data_dir / "airline_tweets" / "Tweets_12000.csv",
+        "--glove",
+        data_dir / "glove" / "glove-50d-5k.json",
+        "--limit",
+        4000,
+        "--epochs",
+        3,
+        "--text-encoder",
+        "bilstm",
+        "--quiet",
+    )
     return out, result
 
 
@@ -239,20 +271,33 @@ def test_sqam_round_trip_predicts_the_same(trained_sqam):
 def test_suggest_ranks_all_emojis_and_draws_a_strip(trained_sqam, small_vae, emoji_dir, tmp_path):
     out, _ = trained_sqam
     png = tmp_path / "strip.png"
-    result = run_json("emoji", "suggest", out, "@united thank you so much, best flight ever", "-k", 5,
-                      "--png", png, "--images", emoji_dir)
+    result = run_json(
+        "emoji",
+        "suggest",
+        out,
+        "@united thank you so much, best flight ever",
+        "-k",
+        5,
+        "--png",
+        png,
+        "--images",
+        emoji_dir,
+    )
     scores = [s["score"] for s in result["suggestions"]]
     assert len(scores) == 5 and scores == sorted(scores, reverse=True)
     assert all(name_to_char(s["name"]) == s["char"] for s in result["suggestions"])
     assert Image.open(png).size[0] > 200
-    generated = run_json("emoji", "suggest", out, "hello", "-k", 874 + 3, "--generated", 3, "--vae", small_vae[1],
-                         "--images", emoji_dir)
+    generated = run_json(
+        "emoji", "suggest", out, "hello", "-k", 874 + 3, "--generated", 3, "--vae", small_vae[1], "--images", emoji_dir
+    )
     assert sum(bool(s.get("generated")) for s in generated["suggestions"]) == 3
 
 
 def test_train_vae_encode_generate_commands(tmp_path, emoji_dir):
     vae_dir = tmp_path / "vae"
-    result = run_json("emoji", "train-vae", "--out", vae_dir, "--images", emoji_dir, "--filters", 4, "--epochs", 1, "--quiet")
+    result = run_json(
+        "emoji", "train-vae", "--out", vae_dir, "--images", emoji_dir, "--filters", 4, "--epochs", 1, "--quiet"
+    )
     assert result["non_finite_codes"] == 0 and result["emojis"] == 874
     assert {"loss", "val_loss", "seconds"} <= set(result["history"][0])
     codes = tmp_path / "codes.csv"
@@ -261,10 +306,30 @@ def test_train_vae_encode_generate_commands(tmp_path, emoji_dir):
     with open(codes, encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 874 and rows[0]["codepoints"] == "1f004" and "z15" in rows[0]
-    sheets = run_json("emoji", "generate", vae_dir, "--out", tmp_path / "sheets", "--images", emoji_dir,
-                      "--samples", 16, "--between", "🎉,1f621", "--steps", 6)
+    sheets = run_json(
+        "emoji",
+        "generate",
+        vae_dir,
+        "--out",
+        tmp_path / "sheets",
+        "--images",
+        emoji_dir,
+        "--samples",
+        16,
+        "--between",
+        "🎉,1f621",
+        "--steps",
+        6,
+    )
     names = sorted(p.split("/")[-1] for p in sheets["files"])
-    assert names == ["grid_A.png", "grid_B.png", "grid_C.png", "interpolation.png", "reconstructions.png", "samples.png"]
+    assert names == [
+        "grid_A.png",
+        "grid_B.png",
+        "grid_C.png",
+        "interpolation.png",
+        "reconstructions.png",
+        "samples.png",
+    ]
     assert Image.open(tmp_path / "sheets" / "grid_B.png").size == (20 * 38 + 2, 20 * 38 + 2)
     assert Image.open(tmp_path / "sheets" / "interpolation.png").size == (8 * 38 + 2, 38 + 2)
 
@@ -274,21 +339,54 @@ def test_bad_inputs_exit_with_one_line_and_write_nothing(tmp_path, small_vae, em
     bad_images.mkdir()
     Image.new("RGBA", (40, 36)).save(bad_images / "1f600.png")
     out = tmp_path / "vae"
-    assert_user_error(run("emoji", "train-vae", "--out", out, "--images", bad_images, "--quiet", check_ok=False),
-                      "1f600.png", "40x36")
+    assert_user_error(
+        run("emoji", "train-vae", "--out", out, "--images", bad_images, "--quiet", check_ok=False), "1f600.png", "40x36"
+    )
     assert not out.exists()
 
     tweets = tmp_path / "tweets.csv"
     tweets.write_text("text,airline_sentiment\n@united ok,positive\n@united meh,so-so\n")
     model = tmp_path / "model"
-    assert_user_error(run("emoji", "train", "--vae", small_vae[1], "--out", model, "--data", tweets,
-                          "--images", emoji_dir, "--quiet", check_ok=False), "tweets.csv:3:", "airline_sentiment", "so-so")
+    assert_user_error(
+        run(
+            "emoji",
+            "train",
+            "--vae",
+            small_vae[1],
+            "--out",
+            model,
+            "--data",
+            tweets,
+            "--images",
+            emoji_dir,
+            "--quiet",
+            check_ok=False,
+        ),
+        "tweets.csv:3:",
+        "airline_sentiment",
+        "so-so",
+    )
     assert not model.exists()
 
-    assert_user_error(run("emoji", "suggest", tmp_path, "hello", check_ok=False), "not a siamese emoji SQAM model folder")
+    assert_user_error(
+        run("emoji", "suggest", tmp_path, "hello", check_ok=False), "not a siamese emoji SQAM model folder"
+    )
     sheets = tmp_path / "sheets"
-    assert_user_error(run("emoji", "generate", small_vae[1], "--out", sheets, "--images", emoji_dir,
-                          "--between", "1f389,nope", check_ok=False), "unknown emoji 'nope'")
+    assert_user_error(
+        run(
+            "emoji",
+            "generate",
+            small_vae[1],
+            "--out",
+            sheets,
+            "--images",
+            emoji_dir,
+            "--between",
+            "1f389,nope",
+            check_ok=False,
+        ),
+        "unknown emoji 'nope'",
+    )
     assert not sheets.exists()
     with pytest.raises(ModelError, match="not a siamese emoji VAE folder"):
         EmojiVAE.load(tmp_path)
@@ -348,11 +446,46 @@ def test_emoji_labels_are_unicode_names():
 def test_bad_text_encoder_is_a_one_line_error(tmp_path, small_vae, emoji_dir):
     out = tmp_path / "model"
     for spec, fragment in (("nope", "no such folder nope"), (f"student:{tmp_path}", "not a Siamese model folder")):
-        assert_user_error(run("emoji", "train", "--vae", small_vae[1], "--out", out, "--images", emoji_dir, "--limit", 60,
-                              "--text-encoder", spec, "--quiet", check_ok=False), fragment)
+        assert_user_error(
+            run(
+                "emoji",
+                "train",
+                "--vae",
+                small_vae[1],
+                "--out",
+                out,
+                "--images",
+                emoji_dir,
+                "--limit",
+                60,
+                "--text-encoder",
+                spec,
+                "--quiet",
+                check_ok=False,
+            ),
+            fragment,
+        )
         assert not out.exists()
-    assert_user_error(run("emoji", "train", "--vae", small_vae[1], "--out", out, "--images", emoji_dir, "--limit", 60,
-                          "--text-encoder", "bilstm", "--fine-tune", "--quiet", check_ok=False), "--fine-tune is for sentence encoders")
+    assert_user_error(
+        run(
+            "emoji",
+            "train",
+            "--vae",
+            small_vae[1],
+            "--out",
+            out,
+            "--images",
+            emoji_dir,
+            "--limit",
+            60,
+            "--text-encoder",
+            "bilstm",
+            "--fine-tune",
+            "--quiet",
+            check_ok=False,
+        ),
+        "--fine-tune is for sentence encoders",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -372,21 +505,46 @@ def small_tweets(data_dir, tmp_path_factory):
 def minilm_sqam(small_vae, small_tweets, emoji_dir, tmp_path_factory):
     """`siamese emoji train --text-encoder minilm` (frozen) on 2,000 tweets, 8 epochs (seconds: the vectors are computed once)."""
     out = tmp_path_factory.mktemp("sqam-minilm") / "model"
-    result = run_json("emoji", "train", "--vae", small_vae[1], "--out", out, "--images", emoji_dir, "--data", small_tweets,
-                      "--text-encoder", "minilm", "--epochs", 8, "--seed", 1, "--quiet")
+    result = run_json(
+        "emoji",
+        "train",
+        "--vae",
+        small_vae[1],
+        "--out",
+        out,
+        "--images",
+        emoji_dir,
+        "--data",
+        small_tweets,
+        "--text-encoder",
+        "minilm",
+        "--epochs",
+        8,
+        "--seed",
+        1,
+        "--quiet",
+    )
     return out, result
 
 
 def test_frozen_minilm_model_trains_and_is_saved_by_name(minilm_sqam, small_tweets):
     out, result = minilm_sqam
-    assert result["text_encoder"] == {"spec": "minilm", "saved_as": "minilm", "dim": 384, "fine_tuned": False,
-                                      "encode_seconds": result["text_encoder"]["encode_seconds"]}
+    assert result["text_encoder"] == {
+        "spec": "minilm",
+        "saved_as": "minilm",
+        "dim": 384,
+        "fine_tuned": False,
+        "encode_seconds": result["text_encoder"]["encode_seconds"],
+    }
     assert result["test"]["n"] == 400 and result["train_tweets"] == 2000 - 400 - 160
     assert result["test"]["accuracy"] > result["baselines"]["majority"]["accuracy"] + 0.05
     calibration = result["calibration"]
     assert 0.01 < calibration["temperature"] < 1 and calibration["n"] == 160
     # over all 874 emojis the softmax needs a sharper temperature than over the three answers
-    assert calibration["suggestions"]["temperature"] < calibration["temperature"] and calibration["suggestions"]["n"] == 160
+    assert (
+        calibration["suggestions"]["temperature"] < calibration["temperature"]
+        and calibration["suggestions"]["n"] == 160
+    )
     # Referenced by name: no encoder weights, no tokenizer in the folder.
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
     config = json.loads((out / "config.json").read_text(encoding="utf-8"))
@@ -401,8 +559,19 @@ def test_suggest_json_keeps_emoji_characters_and_probabilities_separate(minilm_s
 
     out, _ = minilm_sqam
     png = tmp_path / "strip.png"
-    proc = run("emoji", "suggest", out, "@united thank you so much, best flight ever 🎉", "-k", 874, "--json",
-               "--png", png, "--images", emoji_dir)
+    proc = run(
+        "emoji",
+        "suggest",
+        out,
+        "@united thank you so much, best flight ever 🎉",
+        "-k",
+        874,
+        "--json",
+        "--png",
+        png,
+        "--images",
+        emoji_dir,
+    )
     assert "\\u" not in proc.stdout and "🎉" in proc.stdout  # characters, not \ud83c escapes
     result = json.loads(proc.stdout)
     suggestions = result["suggestions"]
@@ -416,11 +585,16 @@ def test_suggest_json_keeps_emoji_characters_and_probabilities_separate(minilm_s
     # the full model: ~110x); trained 3 epochs and read at the answer temperature they were 1.1x.
     assert probabilities[:5].mean() > 2 * np.median(probabilities)
     for s in suggestions[:20]:
-        assert s["label"] == " ".join(unicodedata.name(c).lower() for c in s["char"] if c not in "\u200d\ufe0f\u20e3") \
-            or s["label"].startswith("flag ")
+        assert s["label"] == " ".join(
+            unicodedata.name(c).lower() for c in s["char"] if c not in "\u200d\ufe0f\u20e3"
+        ) or s["label"].startswith("flag ")
     assert Image.open(png).size[0] > 200
     text = run("emoji", "suggest", out, "@united thank you", "-k", 3).stdout.splitlines()
-    assert len(text) == 4 and text[0].startswith("sentiment: positive") and all("%" in line and "cos" in line for line in text[1:])
+    assert (
+        len(text) == 4
+        and text[0].startswith("sentiment: positive")
+        and all("%" in line and "cos" in line for line in text[1:])
+    )
 
 
 def test_evaluate_matches_an_independent_computation(minilm_sqam, small_tweets):
@@ -450,8 +624,10 @@ def test_evaluate_matches_an_independent_computation(minilm_sqam, small_tweets):
     printed = run("emoji", "evaluate", out).stdout
     assert ", ".join(f"{s} {recall[i]:.3f}" for i, s in enumerate(SENTIMENTS)) in printed
     assert f"TF-IDF + logistic regression {result['baselines']['tfidf_logreg']['accuracy']:.4f}" in printed
-    baseline = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
-                             LogisticRegression(C=10.0, max_iter=2000, random_state=1)).fit(train.texts, train.labels)
+    baseline = make_pipeline(
+        TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
+        LogisticRegression(C=10.0, max_iter=2000, random_state=1),
+    ).fit(train.texts, train.labels)
     assert result["baselines"]["tfidf_logreg"]["accuracy"] == pytest.approx(baseline.score(test.texts, test.labels))
     classes = sentiment_classes(sentiment_priors(model.names))
     top5 = np.argsort(-scores, axis=1, kind="stable")[:, :5]
@@ -482,7 +658,9 @@ def test_evaluate_another_file_and_refuse_a_changed_training_file(minilm_sqam, s
     original = small_tweets.read_bytes()
     try:
         small_tweets.write_bytes(original.replace(b"positive", b"negative", 1))
-        assert_user_error(run("emoji", "evaluate", out, "--data", other, check_ok=False), str(small_tweets), "changed since")
+        assert_user_error(
+            run("emoji", "evaluate", out, "--data", other, check_ok=False), str(small_tweets), "changed since"
+        )
     finally:
         small_tweets.write_bytes(original)
     assert_user_error(run("emoji", "evaluate", out, "--data", tmp_path / "missing.csv", check_ok=False), "missing.csv")
@@ -494,7 +672,9 @@ def tiny_student(tmp_path_factory):
     from siamese.model import ModelConfig, SiameseModel
 
     texts = [t for t in read_tweets().texts[:500]]
-    return SiameseModel.build(texts, ModelConfig(encoder="bow", dim=32)).save(tmp_path_factory.mktemp("student") / "student")
+    return SiameseModel.build(texts, ModelConfig(encoder="bow", dim=32)).save(
+        tmp_path_factory.mktemp("student") / "student"
+    )
 
 
 @pytest.mark.parametrize("kind", ["student", "folder", "fine-tuned"])
@@ -506,11 +686,20 @@ def test_round_trip_with_each_encoder_kind(kind, tiny_student, small_vae, emojis
     spec = {"student": f"student:{tiny_student}", "folder": str(default_model_path()), "fine-tuned": "minilm"}[kind]
     tweets = read_tweets()
     train, val = tweets.subset(range(200)), tweets.subset(range(200, 260))
-    model = train_sqam(train, val, codes=small_vae[0].encode(emojis.images), names=emojis.names, text_encoder=spec,
-                       model_config=SQAMConfig(sentiment_aware=True, fine_tune=kind == "fine-tuned"),
-                       config=SQAMTrainConfig(epochs=1, batch_size=16), progress=False)
+    model = train_sqam(
+        train,
+        val,
+        codes=small_vae[0].encode(emojis.images),
+        names=emojis.names,
+        text_encoder=spec,
+        model_config=SQAMConfig(sentiment_aware=True, fine_tune=kind == "fine-tuned"),
+        config=SQAMTrainConfig(epochs=1, batch_size=16),
+        progress=False,
+    )
     path = model.save(tmp_path / "model")
-    assert (path / "text_encoder").is_dir() and json.loads((path / "config.json").read_text())["text_encoder"] == "text_encoder"
+    assert (path / "text_encoder").is_dir() and json.loads((path / "config.json").read_text())[
+        "text_encoder"
+    ] == "text_encoder"
     texts = ["@united thanks, great crew!", "@united lost my bag again, furious"]
     loaded = EmojiSQAM.load(path)
     np.testing.assert_allclose(loaded.scores(texts), model.scores(texts), atol=1e-5)

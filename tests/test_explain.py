@@ -8,27 +8,35 @@ import os
 import urllib.request
 
 import pytest
-
 from conftest import invoke
+
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
 from siamese.distill import StaticConfig, distill_static
 from siamese.errors import DataError
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
-PAIRS = [("How do I learn Python quickly?", "What is the fastest way to learn python?"),
-         ("Why is the sky blue during the day?", "Why does the sky look blue?"),
-         ("Can I cancel my car insurance online?", "How do I cook rice in a microwave?"),
-         ("state-of-the-art results, 2024!", "???")]  # punctuation only: its one token is [UNK]
+PAIRS = [
+    ("How do I learn Python quickly?", "What is the fastest way to learn python?"),
+    ("Why is the sky blue during the day?", "Why does the sky look blue?"),
+    ("Can I cancel my car insurance online?", "How do I cook rice in a microwave?"),
+    ("state-of-the-art results, 2024!", "???"),
+]  # punctuation only: its one token is [UNK]
 
 BOW_VARIANTS = {
     "words": ModelConfig(encoder="bow", dim=48),
     "pairs in the mean": ModelConfig(encoder="bow", dim=48, encoder_options={"ngrams": 2, "buckets": 4096}),
-    "pairs apart, window 3": ModelConfig(encoder="bow", dim=48, encoder_options={"ngrams": 2, "buckets": 4096, "window": 3,
-                                                                                 "pair_mix": 0.6}),
-    "oov buckets + char n-grams + pairs": ModelConfig(encoder="bow", dim=48, oov_buckets=512, char_ngrams=[3, 5],
-                                                      char_buckets=4096, encoder_options={"ngrams": 2, "buckets": 4096,
-                                                                                          "pair_mix": 0.8}),
+    "pairs apart, window 3": ModelConfig(
+        encoder="bow", dim=48, encoder_options={"ngrams": 2, "buckets": 4096, "window": 3, "pair_mix": 0.6}
+    ),
+    "oov buckets + char n-grams + pairs": ModelConfig(
+        encoder="bow",
+        dim=48,
+        oov_buckets=512,
+        char_ngrams=[3, 5],
+        char_buckets=4096,
+        encoder_options={"ngrams": 2, "buckets": 4096, "pair_mix": 0.8},
+    ),
 }
 
 
@@ -48,8 +56,13 @@ def assert_exact(model: SiameseModel, pairs=PAIRS) -> None:
 def test_bag_of_words_shares_sum_to_the_similarity(variant, data_dir):
     pairs = datasets.load("msrp-train", data_dir).positives().subset(range(400))
     val = datasets.load("msrp-val", data_dir).subset(range(200))
-    model = train(pairs, val, model_config=BOW_VARIANTS[variant], config=TrainConfig(epochs=1, batch_size=64, seed=0),
-                  progress=False)
+    model = train(
+        pairs,
+        val,
+        model_config=BOW_VARIANTS[variant],
+        config=TrainConfig(epochs=1, batch_size=64, seed=0),
+        progress=False,
+    )
     assert_exact(model, PAIRS + list(zip(val.text1[:5], val.text2[:5])))
 
 
@@ -69,8 +82,9 @@ def minilm():
 def test_static_student_shares_sum_to_the_similarity(minilm, data_dir):
     pairs = datasets.load("sts-train", data_dir)
     corpus = list(dict.fromkeys(pairs.text1 + pairs.text2))[:800]
-    student = distill_static(minilm, corpus, StaticConfig(dim=32, epochs=1, extra_words=300, val_fraction=0.1),
-                             progress=False)
+    student = distill_static(
+        minilm, corpus, StaticConfig(dim=32, epochs=1, extra_words=300, val_fraction=0.1), progress=False
+    )
     assert student.config.tokenizer == "subwords"
     # "unbelievably" is cut into WordPiece pieces: they add up to one word
     assert_exact(student, PAIRS + [("That was unbelievably good pasta.", "The pasta was incredibly tasty.")])
@@ -80,8 +94,9 @@ def test_static_student_shares_sum_to_the_similarity(minilm, data_dir):
 def test_occlusion_finds_the_word_that_matters_with_minilm(minilm):
     e = minilm.explain("my neighbour's cat sleeps on the warm sofa all day", "a kitten")
     assert e.method == "occlusion"
-    assert e.similarity == pytest.approx(float(minilm.similarity(["my neighbour's cat sleeps on the warm sofa all day"],
-                                                                 ["a kitten"])[0]), abs=1e-5)
+    assert e.similarity == pytest.approx(
+        float(minilm.similarity(["my neighbour's cat sleeps on the warm sofa all day"], ["a kitten"])[0]), abs=1e-5
+    )
     assert max(e.text1, key=lambda w: w.weight).word == "cat", e.text1
     assert max(e.text2, key=lambda w: w.weight).word == "kitten", e.text2
     # the weight is the drop when the word is gone
@@ -108,26 +123,42 @@ def test_empty_text_is_refused(trained):
 
 
 def test_cli_predict_explain_json(small_calibrated):
-    proc = invoke("predict", str(small_calibrated.path), "--text1", "How do I learn Python?",
-                  "--text2", "What is the best way to learn Python?", "--explain", "--json")
+    proc = invoke(
+        "predict",
+        str(small_calibrated.path),
+        "--text1",
+        "How do I learn Python?",
+        "--text2",
+        "What is the best way to learn Python?",
+        "--explain",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     model = small_calibrated.model
-    assert out["similarity"] == pytest.approx(float(model.similarity(["How do I learn Python?"],
-                                                                     ["What is the best way to learn Python?"])[0]), abs=1e-5)
+    assert out["similarity"] == pytest.approx(
+        float(model.similarity(["How do I learn Python?"], ["What is the best way to learn Python?"])[0]), abs=1e-5
+    )
     ex = out["explanation"]
     assert ex["method"] == "occlusion"
     assert [w["word"] for w in ex["text1"]] == ["How", "do", "I", "learn", "Python?"]
     assert set(ex["text2"][0]) == {"word", "start", "end", "weight"}
-    text = invoke("predict", str(small_calibrated.path), "How do I learn Python?",
-                  "What is the best way to learn Python?", "--explain")
+    text = invoke(
+        "predict",
+        str(small_calibrated.path),
+        "How do I learn Python?",
+        "What is the best way to learn Python?",
+        "--explain",
+    )
     assert text.returncode == 0 and "text1 words by weight (occlusion): " in text.stdout
     both = invoke("predict", str(small_calibrated.path), "a", "b", "--text1", "c")
     assert both.returncode == 2 and both.stderr.strip() == "error: give text1 once: as an argument or as --text1"
 
 
 def post(base: str, body: dict) -> tuple[int, dict]:
-    req = urllib.request.Request(base + "/similarity", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        base + "/similarity", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, json.loads(r.read())
@@ -144,8 +175,9 @@ def test_http_explain_field(server):
         expected = model.explain(a, b).to_dict()
         assert result["explanation"]["method"] == "occlusion"
         assert [w["word"] for w in result["explanation"]["text1"]] == a.split()
-        assert [w["weight"] for w in result["explanation"]["text2"]] == pytest.approx([w["weight"] for w in expected["text2"]],
-                                                                                      abs=1e-5)
+        assert [w["weight"] for w in result["explanation"]["text2"]] == pytest.approx(
+            [w["weight"] for w in expected["text2"]], abs=1e-5
+        )
     status, body = post(base, {"pairs": pairs})
     assert status == 200 and "explanation" not in body["results"][0]
     status, body = post(base, {"pairs": [["a b", "c d"]] * 9, "explain": True})

@@ -13,14 +13,13 @@ import urllib.request
 import numpy as np
 import pytest
 import torch
+from conftest import serving
 from typer.testing import CliRunner
 
 from siamese import ModelConfig, SiameseModel, datasets
 from siamese.cli import app
 from siamese.errors import ConfigError, ModelError
 from siamese.search import DuplicateIndex
-
-from conftest import serving
 
 pytestmark = pytest.mark.slow  # MiniLM exported to ONNX, in fp32 and int8
 
@@ -70,8 +69,9 @@ def exported(minilm, tmp_path_factory):
     out = {}
     for quantize in (None, "int8"):
         folder = root / f"minilm-onnx-{quantize or 'fp32'}"
-        result = ok_json("export", minilm.path, "--format", "onnx", "--out", folder,
-                         *(["--quantize", quantize] if quantize else []))
+        result = ok_json(
+            "export", minilm.path, "--format", "onnx", "--out", folder, *(["--quantize", quantize] if quantize else [])
+        )
         assert result["quantize"] == quantize and result["min_cosine"] >= (0.98 if quantize else 0.999)
         if quantize:  # MiniLM's matmuls all quantise well: none is kept in fp32
             assert result["int8"]["kept_fp32"] == [] and result["int8"]["check_mean_cosine"] >= 0.99
@@ -84,6 +84,7 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 # -- bf16 ------------------------------------------------------------------------------------------
+
 
 @pytest.mark.skipif(not NATIVE_BF16, reason="this CPU has no native bf16 (AVX512-BF16/AMX): encoding stays fp32")
 def test_bf16_encoding_is_close_to_fp32_and_auto_picks_it(minilm, texts, monkeypatch):
@@ -119,6 +120,7 @@ def test_precision_auto_is_fp32_without_native_bf16_and_for_word_encoders(minilm
 
 
 # -- ONNX export -----------------------------------------------------------------------------------
+
 
 def test_exported_folders_give_the_pytorch_vectors(minilm, exported, texts):
     reference = minilm.encode(texts, precision="fp32")
@@ -162,7 +164,9 @@ def test_every_command_runs_on_an_exported_folder(minilm, exported, data_dir, tm
     run = tmp_path / "dedupe"
     summary = ok_json("dedupe", folder, "--data", corpus, "--out", run, "--threshold", "0.95", "-q")
     assert summary["clusters"] >= 1  # the repeated first question at least
-    assert any(questions[0] in json.dumps(json.loads(line)) for line in (run / "clusters.jsonl").read_text().splitlines())
+    assert any(
+        questions[0] in json.dumps(json.loads(line)) for line in (run / "clusters.jsonl").read_text().splitlines()
+    )
 
 
 def read_questions(path) -> list[str]:
@@ -176,21 +180,36 @@ def test_an_index_of_the_pytorch_model_is_refused_by_the_exported_one(minilm, ex
     index = DuplicateIndex(minilm)
     index.add(["How do I learn Python?", "What is the capital of France?"])
     index.save(tmp_path / "idx")
-    line = refused("search", tmp_path / "idx", "learn python", "--model", exported["fp32"],
-                   fragment="built by the PyTorch model this exported model came from")
+    line = refused(
+        "search",
+        tmp_path / "idx",
+        "learn python",
+        "--model",
+        exported["fp32"],
+        fragment="built by the PyTorch model this exported model came from",
+    )
     assert "rebuild the index with the exported model" in line
 
 
 def test_serve_an_exported_folder_over_http(exported):
     model = SiameseModel.load(exported["fp32"])
-    pairs = [["When will I see you?", "When can I see you again?"], ["Do they enjoy eating the dessert?", "Do they like hiking in the desert?"]]
+    pairs = [
+        ["When will I see you?", "When can I see you again?"],
+        ["Do they enjoy eating the dessert?", "Do they like hiking in the desert?"],
+    ]
     with serving(exported["fp32"]) as base:
-        request = urllib.request.Request(base + "/similarity", data=json.dumps({"pairs": pairs}).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            base + "/similarity",
+            data=json.dumps({"pairs": pairs}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=30) as r:
             body = json.loads(r.read())
-        request = urllib.request.Request(base + "/v1/embeddings", data=json.dumps({"input": "hello there"}).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            base + "/v1/embeddings",
+            data=json.dumps({"input": "hello there"}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=30) as r:
             embedding = json.loads(r.read())["data"][0]["embedding"]
     expected = model.similarity([a for a, _ in pairs], [b for _, b in pairs])
@@ -200,10 +219,23 @@ def test_serve_an_exported_folder_over_http(exported):
 
 # -- refusals --------------------------------------------------------------------------------------
 
+
 def test_export_refusals_write_nothing(minilm, exported, tmp_path):
     out = tmp_path / "out"
-    refused("export", minilm.path, "--format", "torchscript", "--out", out, fragment="unknown export format 'torchscript'")
-    refused("export", minilm.path, "--format", "tflite", "--quantize", "int8", "--out", out, fragment="unknown export format")
+    refused(
+        "export", minilm.path, "--format", "torchscript", "--out", out, fragment="unknown export format 'torchscript'"
+    )
+    refused(
+        "export",
+        minilm.path,
+        "--format",
+        "tflite",
+        "--quantize",
+        "int8",
+        "--out",
+        out,
+        fragment="unknown export format",
+    )
     refused("export", minilm.path, "--quantize", "int4", "--out", out, fragment="unknown quantization 'int4'")
     refused("export", exported["fp32"], "--out", out, fragment="already an exported model")
     lstm = SiameseModel.build(["how do I learn python", "what is a siamese network"]).save(tmp_path / "lstm")
@@ -235,8 +267,10 @@ def test_a_damaged_graph_is_refused(exported, tmp_path):
 
 
 def test_import_siamese_stays_light():
-    code = ("import sys, siamese; from siamese.model import SiameseModel; import siamese.cli; "
-            "print(sorted(m for m in ('onnxruntime', 'onnx') if m in sys.modules))")
+    code = (
+        "import sys, siamese; from siamese.model import SiameseModel; import siamese.cli; "
+        "print(sorted(m for m in ('onnxruntime', 'onnx') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -272,6 +306,7 @@ def test_int8_keeps_the_matmuls_with_outliers_in_fp32_when_accuracy_needs_it(min
 
 # -- the three feature branches together: ST layout, calibration, ONNX export, encode ---------------
 
+
 def test_a_calibrated_transformer_keeps_its_layout_and_calibration_through_export(minilm, data_dir, tmp_path):
     quora = data_dir / "quora/quora_question_pairs_sample300.csv"
     source = tmp_path / "minilm"
@@ -295,8 +330,11 @@ def test_a_calibrated_transformer_keeps_its_layout_and_calibration_through_expor
     result = ok_json("predict", onnx, *pair)
     assert result["probability"] == pytest.approx(float(calibrated.calibrator([result["similarity"]])[0]))
     with serving(onnx) as base:
-        request = urllib.request.Request(base + "/similarity", data=json.dumps({"pairs": [pair]}).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            base + "/similarity",
+            data=json.dumps({"pairs": [pair]}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=30) as r:
             assert json.loads(r.read())["results"][0]["probability"] == pytest.approx(result["probability"], abs=1e-5)
 

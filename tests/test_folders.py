@@ -14,16 +14,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_cli import assert_user_error, run
 
 import siamese.atomic as atomic
 from siamese import ModelConfig, SiameseModel
 from siamese.errors import OutputError
 
-from test_cli import assert_user_error, run
-
 PROBES = ["how do i learn python", "what is the best way to learn python", "where is the station"]
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+
 
 def forked_writer(target: Path, how: str, saves: int | None = None) -> tuple[int, int]:
     """A child process that saves two different models over ``target``, again and again (``saves``
@@ -107,19 +107,37 @@ def test_cli_refuses_user_folder_and_file_before_any_work(tmp_path, data_dir, mo
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "keep.txt").write_text("keep")
-    assert_user_error(run("train", "--data", data_dir / "msrp/msr-para-val.tsv", "--out", mine, "--epochs", 1,
-                          check_ok=False), str(mine), "--overwrite")
+    assert_user_error(
+        run("train", "--data", data_dir / "msrp/msr-para-val.tsv", "--out", mine, "--epochs", 1, check_ok=False),
+        str(mine),
+        "--overwrite",
+    )
     assert names(mine) == ["keep.txt"]
     texts = tmp_path / "texts.txt"
     texts.write_text("one question\nanother question\n")
     file = tmp_path / "out.txt"
     file.write_text("precious")
-    assert_user_error(run("index", "build", model_path, "--data", texts, "--out", file, check_ok=False),
-                      str(file), "a file is there")
+    assert_user_error(
+        run("index", "build", model_path, "--data", texts, "--out", file, check_ok=False), str(file), "a file is there"
+    )
     assert file.read_text() == "precious"
     # --out . (the current folder, full of the user's files) is refused too
-    proc = subprocess.run([str(Path(sys.executable).parent / "siamese"), "index", "build", str(model_path), "--data",
-                           str(texts), "--out", "."], cwd=mine, capture_output=True, text=True, env=ENV)
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "siamese"),
+            "index",
+            "build",
+            str(model_path),
+            "--data",
+            str(texts),
+            "--out",
+            ".",
+        ],
+        cwd=mine,
+        capture_output=True,
+        text=True,
+        env=ENV,
+    )
     assert_user_error(proc, "--overwrite")
     assert names(mine) == ["keep.txt"]
     # with --overwrite the user asked for it
@@ -136,10 +154,13 @@ def test_unwritable_output_is_one_line(tmp_path, model_path):
     texts.write_text("one question\n")
     locked.chmod(0o500)
     try:
-        assert_user_error(run("index", "build", model_path, "--data", texts, "--out", locked / "idx", check_ok=False),
-                          "Permission denied")
-        assert_user_error(run("encode", model_path, "--data", texts, "--out", locked / "v.npy", check_ok=False),
-                          "Permission denied")
+        assert_user_error(
+            run("index", "build", model_path, "--data", texts, "--out", locked / "idx", check_ok=False),
+            "Permission denied",
+        )
+        assert_user_error(
+            run("encode", model_path, "--data", texts, "--out", locked / "v.npy", check_ok=False), "Permission denied"
+        )
     finally:
         locked.chmod(0o700)
     assert names(locked) == []
@@ -208,9 +229,18 @@ def test_concurrent_writers_are_serialized(tmp_path):
 
 def test_a_held_lock_times_out_with_a_clear_error(tmp_path, monkeypatch):
     target = tmp_path / "model"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time, siamese.atomic as a, pathlib\n"
-                               "with a.target_lock(pathlib.Path(sys.argv[1])):\n print('held', flush=True); time.sleep(60)",
-                               str(target)], stdout=subprocess.PIPE, text=True, env=ENV)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time, siamese.atomic as a, pathlib\n"
+            "with a.target_lock(pathlib.Path(sys.argv[1])):\n print('held', flush=True); time.sleep(60)",
+            str(target),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         monkeypatch.setenv("SIAMESE_LOCK_TIMEOUT", "0.5")
@@ -226,11 +256,13 @@ def test_a_held_lock_times_out_with_a_clear_error(tmp_path, monkeypatch):
 def test_files_and_folder_are_fsynced_before_the_rename(tmp_path, monkeypatch):
     synced, order = [], []
     real_fsync, real_replace = os.fsync, os.replace
-    monkeypatch.setattr(atomic.os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd)))
+    monkeypatch.setattr(
+        atomic.os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd))
+    )
     monkeypatch.setattr(atomic.os, "replace", lambda a, b: (order.append(len(synced)), real_replace(a, b)))
     small_model().save(tmp_path / "model")
-    assert {Path(p).name for p in synced[:order[0]]} >= {"config.json", "model.safetensors", "tokenizer.json"}
-    assert str(tmp_path) in synced[order[0]:]  # the parent, after the rename
+    assert {Path(p).name for p in synced[: order[0]]} >= {"config.json", "model.safetensors", "tokenizer.json"}
+    assert str(tmp_path) in synced[order[0] :]  # the parent, after the rename
 
 
 def test_index_json_marks_an_index_folder_as_ours(tmp_path):

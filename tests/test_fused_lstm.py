@@ -16,7 +16,9 @@ from siamese.text import pad
 from siamese.training import gc_frozen
 
 NATIVE_BF16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
-needs_kernel = pytest.mark.skipif(not NATIVE_BF16, reason="this CPU has no native bfloat16 (AVX512-BF16/AMX): the fused kernel is not used")
+needs_kernel = pytest.mark.skipif(
+    not NATIVE_BF16, reason="this CPU has no native bfloat16 (AVX512-BF16/AMX): the fused kernel is not used"
+)
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +168,7 @@ def test_kernel_math_on_any_cpu(batch):
     vocab, ids, lengths = batch
     if not NATIVE_BF16:  # emulated bf16 matmuls run at ~1 GFLOP/s: a sixth of the rows, the 1-token texts kept
         rows = torch.cat([torch.arange(0, len(ids) - 3, 6), torch.arange(len(ids) - 3, len(ids))])
-        ids, lengths = ids[rows, :int(lengths[rows].max())].contiguous(), lengths[rows].contiguous()
+        ids, lengths = ids[rows, : int(lengths[rows].max())].contiguous(), lengths[rows].contiguous()
     torch.manual_seed(0)
     encoder = LSTMEncoder(vocab, sparse_embedding=False, normalize=False)
     with torch.no_grad():
@@ -185,8 +187,14 @@ def test_kernel_refuses_bad_inputs_instead_of_reading_out_of_bounds(batch):
         pytest.skip("no C++ compiler here: the kernels fall back to PyTorch ops")
     vocab, ids, lengths = batch
     encoder = LSTMEncoder(vocab, sparse_embedding=False)
-    args = lambda ids, lengths: (encoder.embedding.weight.detach(), ids, lengths, encoder.lstm.weight_ih_l0.detach(),  # noqa: E731
-                                 encoder.lstm.weight_hh_l0.detach(), (encoder.lstm.bias_ih_l0 + encoder.lstm.bias_hh_l0).detach())
+    args = lambda ids, lengths: (
+        encoder.embedding.weight.detach(),
+        ids,
+        lengths,
+        encoder.lstm.weight_ih_l0.detach(),  # noqa: E731
+        encoder.lstm.weight_hh_l0.detach(),
+        (encoder.lstm.bias_ih_l0 + encoder.lstm.bias_hh_l0).detach(),
+    )
     k = kernels.load()
     with pytest.raises(RuntimeError, match="ids must index rows of table"):
         k.lstm_forward(*args(ids + vocab, lengths))
@@ -198,4 +206,6 @@ def test_kernel_refuses_bad_inputs_instead_of_reading_out_of_bounds(batch):
         k.lstm_forward(*args(ids.int(), lengths))
     p = torch.zeros(10, 4)
     with pytest.raises(RuntimeError, match="rows must index rows of p"):
-        k.lazy_adam_(p, torch.zeros_like(p), torch.zeros_like(p), torch.tensor([12]), torch.ones(1, 4), 0.1, 0.9, 0.999, 1e-8, 1)
+        k.lazy_adam_(
+            p, torch.zeros_like(p), torch.zeros_like(p), torch.tensor([12]), torch.ones(1, 4), 0.1, 0.9, 0.999, 1e-8, 1
+        )

@@ -15,13 +15,12 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from test_cli import assert_user_error, run
 
 from siamese import ModelConfig, SiameseModel
 from siamese.errors import ModelError
 from siamese.search import DuplicateIndex
 from siamese.search.index import SearchIndexError
-
-from test_cli import assert_user_error, run
 
 PROBES = ["how do i learn python", "what is the best way to learn python", "where is the station", "is it raining"]
 
@@ -50,32 +49,37 @@ def deep(n: int):
     return value
 
 
-@pytest.mark.parametrize("fields, message", [
-    ({"vocab_size": 10**15}, "'vocab_size' must be"),
-    ({"vocab_size": 2**24}, "vocab_size 16777216 does not match tokenizer.json"),
-    ({"dim": 10**12}, "'dim' must be"),
-    ({"dim": 60000}, "tensor 'embedding.weight' has shape"),
-    ({"encoder_options": {"dim": 10**9}}, "invalid field"),
-    ({"encoder_options": {"dim": 1000}}, "has shape"),
-    ({"dim": -4}, "'dim' must be null or int in [1, 65536]"),
-    ({"oov_buckets": -1}, "'oov_buckets'"),
-    ({"char_buckets": 10**12}, "'char_buckets'"),
-    ({"max_length": 0}, "'max_length'"),
-    ({"dim": "sixteen"}, "'dim'"),
-    ({"dim": True}, "'dim'"),
-    ({"lowercase": "yes"}, "'lowercase'"),
-    ({"threshold": "high"}, "'threshold'"),
-    ({"char_ngrams": ["a", 3]}, "'char_ngrams'"),
-    ({"encoder_options": [1, 2]}, "'encoder_options'"),
-    ({"encoder_options": deep(50)}, "has no option 'a'"),  # checked against the encoder's keywords
-    ({"encoder": 5}, "'encoder'"),
-    ({"head": "nope"}, "unknown head"),
-    ({"info": "x"}, "'info'"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"vocab_size": 10**15}, "'vocab_size' must be"),
+        ({"vocab_size": 2**24}, "vocab_size 16777216 does not match tokenizer.json"),
+        ({"dim": 10**12}, "'dim' must be"),
+        ({"dim": 60000}, "tensor 'embedding.weight' has shape"),
+        ({"encoder_options": {"dim": 10**9}}, "invalid field"),
+        ({"encoder_options": {"dim": 1000}}, "has shape"),
+        ({"dim": -4}, "'dim' must be null or int in [1, 65536]"),
+        ({"oov_buckets": -1}, "'oov_buckets'"),
+        ({"char_buckets": 10**12}, "'char_buckets'"),
+        ({"max_length": 0}, "'max_length'"),
+        ({"dim": "sixteen"}, "'dim'"),
+        ({"dim": True}, "'dim'"),
+        ({"lowercase": "yes"}, "'lowercase'"),
+        ({"threshold": "high"}, "'threshold'"),
+        ({"char_ngrams": ["a", 3]}, "'char_ngrams'"),
+        ({"encoder_options": [1, 2]}, "'encoder_options'"),
+        ({"encoder_options": deep(50)}, "has no option 'a'"),  # checked against the encoder's keywords
+        ({"encoder": 5}, "'encoder'"),
+        ({"head": "nope"}, "unknown head"),
+        ({"info": "x"}, "'info'"),
+    ],
+)
 def test_tampered_config_is_a_one_line_error(copy, fields, message):
     tamper(copy, **fields)
     limit = resource.getrlimit(resource.RLIMIT_AS)
-    resource.setrlimit(resource.RLIMIT_AS, (8 << 30, limit[1]))  # an attempt to allocate TBs fails the test, not the machine
+    resource.setrlimit(
+        resource.RLIMIT_AS, (8 << 30, limit[1])
+    )  # an attempt to allocate TBs fails the test, not the machine
     try:
         with pytest.raises(ModelError, match="config.json|model.safetensors") as info:
             SiameseModel.load(copy)
@@ -103,11 +107,11 @@ def test_damaged_safetensors_header(copy):
     with pytest.raises(ModelError, match="not a safetensors file"):
         SiameseModel.load(copy)
     n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
+    header = json.loads(data[8 : 8 + n])
     name = next(k for k in header if k != "__metadata__")
     header[name]["data_offsets"] = [0, 10**12]
     raw = json.dumps(header).encode()
-    weights.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n:])
+    weights.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n :])
     with pytest.raises(ModelError, match="damaged entry"):
         SiameseModel.load(copy)
 
@@ -178,8 +182,20 @@ def tamper_index(folder: Path, case: str) -> None:
         (folder / "texts.jsonl").write_bytes("x".encode("utf-16-le"))
 
 
-INDEX_CASES = ["no texts", "no faiss", "texts not json", "texts wrong type", "texts a list", "texts fewer", "wrong width",
-               "wrong kind", "unknown kind", "bad size", "faiss garbage", "texts utf16 nul"]
+INDEX_CASES = [
+    "no texts",
+    "no faiss",
+    "texts not json",
+    "texts wrong type",
+    "texts a list",
+    "texts fewer",
+    "wrong width",
+    "wrong kind",
+    "unknown kind",
+    "bad size",
+    "faiss garbage",
+    "texts utf16 nul",
+]
 
 
 @pytest.mark.parametrize("case", INDEX_CASES)

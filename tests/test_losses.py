@@ -50,7 +50,9 @@ def unit_rows(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
 def test_seed_example():
     # The seed sums over the batch; training averages (the same loss per pair whatever the batch size).
     assert triplet_loss(V1, V2, reduction="sum").item() == pytest.approx(SEED_LOSS, abs=1e-4)
-    assert triplet_loss(torch.tensor(V1), torch.tensor(V2), reduction="sum").item() == pytest.approx(SEED_LOSS, abs=1e-4)
+    assert triplet_loss(torch.tensor(V1), torch.tensor(V2), reduction="sum").item() == pytest.approx(
+        SEED_LOSS, abs=1e-4
+    )
     assert triplet_loss(V1, V2).item() == pytest.approx(SEED_LOSS / 2, abs=1e-4)
     assert reference_loss(np.array(V1), np.array(V2)) == pytest.approx(SEED_LOSS, abs=1e-4)
     with pytest.raises(ValueError, match="reduction"):

@@ -191,7 +191,11 @@ def test_load_corrupted_weights(saved):
         SiameseModel.load(saved)
 
 
-@pytest.mark.parametrize("content", [b'{"format": "siamese-model/1"}', b"[]", b"\xff\xfe{}"], ids=["no-vocab-size", "not-an-object", "not-utf8"])
+@pytest.mark.parametrize(
+    "content",
+    [b'{"format": "siamese-model/1"}', b"[]", b"\xff\xfe{}"],
+    ids=["no-vocab-size", "not-an-object", "not-utf8"],
+)
 def test_load_malformed_config(saved, content):
     (saved / "config.json").write_bytes(content)
     with pytest.raises(ModelError):

@@ -31,7 +31,12 @@ def test_sharded_ondisk_index_finds_what_exact_search_finds(model_path, question
     index.add(questions)
     index.save(tmp_path / "built")
     shutil.move(tmp_path / "built", tmp_path / "moved")  # the lists file is found beside the index, wherever it is
-    assert sorted(p.name for p in (tmp_path / "moved").iterdir()) == ["index.faiss", "index.json", "lists.ivfdata", "texts.jsonl"]
+    assert sorted(p.name for p in (tmp_path / "moved").iterdir()) == [
+        "index.faiss",
+        "index.json",
+        "lists.ivfdata",
+        "texts.jsonl",
+    ]
     loaded = DuplicateIndex.load(tmp_path / "moved")
     lists = faiss.extract_index_ivf(loaded.index).invlists
     assert isinstance(faiss.downcast_InvertedLists(lists), faiss.OnDiskInvertedLists)
@@ -44,7 +49,9 @@ def test_sharded_ondisk_index_finds_what_exact_search_finds(model_path, question
     # each question finds itself (or a text with the same vector) first
     assert all(hits[0].similarity > 0.999 for hits in found)
     # the neighbours are as close as the exact ones (ties between equal vectors may come in another order)
-    as_close = np.mean([a.similarity >= b.similarity - 1e-4 for hits, best in zip(found, truth) for a, b in zip(hits, best)])
+    as_close = np.mean(
+        [a.similarity >= b.similarity - 1e-4 for hits, best in zip(found, truth) for a, b in zip(hits, best)]
+    )
     assert as_close > 0.9
 
 
@@ -64,8 +71,24 @@ def test_cli_builds_an_ondisk_index_and_refuses_to_extend_it(model_path, questio
     corpus = tmp_path / "q.txt"
     corpus.write_text("\n".join(questions[:1500]) + "\n", encoding="utf-8")
     runner = CliRunner()
-    result = runner.invoke(app, ["index", "build", str(model_path), "--data", str(corpus), "--out", str(tmp_path / "idx"),
-                                 "--kind", "ondisk", "--shard-size", "400", "--json", "-q"])
+    result = runner.invoke(
+        app,
+        [
+            "index",
+            "build",
+            str(model_path),
+            "--data",
+            str(corpus),
+            "--out",
+            str(tmp_path / "idx"),
+            "--kind",
+            "ondisk",
+            "--shard-size",
+            "400",
+            "--json",
+            "-q",
+        ],
+    )
     assert result.exit_code == 0, result.output
     built = json.loads(result.stdout)
     assert built["size"] + built["skipped"] == 1500 and built["kind"] == "ondisk"

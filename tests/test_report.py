@@ -38,14 +38,34 @@ def pairs_file(data_dir, tmp_path_factory):
 
 def test_report_and_errors_from_the_command_line(small_calibrated, pairs_file, tmp_path):
     report, errors = tmp_path / "report.html", tmp_path / "errors.csv"
-    result = runner.invoke(app, ["evaluate", str(small_calibrated.path), "--data", str(pairs_file),
-                                 "--report", str(report), "--errors", str(errors), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            str(small_calibrated.path),
+            "--data",
+            str(pairs_file),
+            "--report",
+            str(report),
+            "--errors",
+            str(errors),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     page = report.read_text(encoding="utf-8")
-    for section in ("Metrics", "Confusion matrix", "ROC curve", "Precision-recall curve", "Score histograms",
-                    "Reliability diagram", "Metrics against the threshold", "Most confident false positives",
-                    "Most confident false negatives"):
+    for section in (
+        "Metrics",
+        "Confusion matrix",
+        "ROC curve",
+        "Precision-recall curve",
+        "Score histograms",
+        "Reliability diagram",
+        "Metrics against the threshold",
+        "Most confident false positives",
+        "Most confident false negatives",
+    ):
         assert section in page, section
     images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert len(images) == 5

@@ -14,8 +14,8 @@ from siamese.glove import Coverage, embedding_matrix, load_glove
 from siamese.losses import HingeLoss, hinge_loss
 from siamese.text import Vectorizer
 
-
 # -- hinge loss -----------------------------------------------------------------------------------
+
 
 def test_hinge_loss_hand_computed():
     q = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
@@ -51,6 +51,7 @@ def test_hinge_loss_trains_apart():
 
 
 # -- GloVe ----------------------------------------------------------------------------------------
+
 
 def test_glove_json_shared_file(data_dir):
     path = data_dir / "glove" / "glove-50d-5k.json"
@@ -100,6 +101,7 @@ def test_embedding_matrix_coverage(data_dir):
 
 
 # -- BiLSTM, max-pooled ----------------------------------------------------------------------------
+
 
 def test_bilstm_max_shapes_and_padding_invariance():
     torch.manual_seed(0)

@@ -9,14 +9,13 @@ import os
 from pathlib import Path
 
 import pytest
+from test_cli import assert_user_error, run
 
 from siamese import read_pairs, read_texts
 from siamese.answers import read_trecqa
 from siamese.distill import read_corpus
 from siamese.emoji.tweets import read_tweets
 from siamese.errors import DataError, OutputError
-
-from test_cli import assert_user_error, run
 
 
 @pytest.fixture
@@ -33,7 +32,7 @@ def open_quote(line: str, field: int = 3) -> str:
     """The line with a quote opened at the start of one field and never closed (or one quote removed)."""
     if '"' in line:
         i = line.index('"')
-        return line[:i] + line[i + 1:]
+        return line[:i] + line[i + 1 :]
     parts = line.split(",")
     parts[field] = '"' + parts[field]
     return ",".join(parts)
@@ -49,12 +48,16 @@ def test_unbalanced_quote_is_an_error_naming_the_line(tmp_path, quora, line):
 
 def test_unbalanced_quote_that_keeps_the_row_width_is_still_caught(tmp_path):
     # the quoted field swallows the next line and ends right before a comma: 3 fields, as the header
-    bad = write(tmp_path / "bad.csv", ['text1,text2,label\n', '"How do I learn Python?,What is Python\n',
-                                       'really",1\n', 'a,b,0\n'])
+    bad = write(
+        tmp_path / "bad.csv",
+        ["text1,text2,label\n", '"How do I learn Python?,What is Python\n', 'really",1\n', "a,b,0\n"],
+    )
     with pytest.raises(DataError, match="bad.csv:2: unbalanced quote"):
         read_pairs(bad)
     # a properly quoted field over two lines is valid CSV
-    good = write(tmp_path / "good.csv", ['text1,text2,label\n', '"How do I learn\nPython?",What is Python,1\n', 'a,b,0\n'])
+    good = write(
+        tmp_path / "good.csv", ["text1,text2,label\n", '"How do I learn\nPython?",What is Python,1\n', "a,b,0\n"]
+    )
     assert read_pairs(good).text1[0] == "How do I learn\nPython?"
 
 
@@ -73,8 +76,10 @@ def test_index_texts_with_an_unbalanced_quote_are_refused(tmp_path, quora, model
     texts = write(tmp_path / "questions.csv", lines)
     with pytest.raises(DataError, match="questions.csv:21: unbalanced quote"):
         read_texts(texts)
-    assert_user_error(run("index", "build", model_path, "--data", texts, "--out", tmp_path / "idx", check_ok=False),
-                      "questions.csv:21")
+    assert_user_error(
+        run("index", "build", model_path, "--data", texts, "--out", tmp_path / "idx", check_ok=False),
+        "questions.csv:21",
+    )
     assert not (tmp_path / "idx").exists()
 
 
@@ -106,7 +111,10 @@ def test_tsv_content_in_a_csv_and_csv_content_in_a_tsv(tmp_path, quora):
         read_pairs(bad, text1="question1", text2="question2", label="is_duplicate")
     with pytest.raises(DataError, match="tab-separated"):
         read_texts(bad, "question1")
-    good = write(tmp_path / "pairs.tsv", [line.replace(",", " ") for line in quora[:1]] and ["text1\ttext2\tlabel\n", "a\tb\t1\n"])
+    good = write(
+        tmp_path / "pairs.tsv",
+        [line.replace(",", " ") for line in quora[:1]] and ["text1\ttext2\tlabel\n", "a\tb\t1\n"],
+    )
     assert len(read_pairs(good)) == 1
     csv_in_tsv = write(tmp_path / "other.tsv", ["text1,text2,label\n", "a,b,1\n"])
     with pytest.raises(DataError, match="other.tsv:1: the first line is comma-separated"):
@@ -155,14 +163,19 @@ def test_os_errors_on_inputs_are_one_line(tmp_path, model_path):
     with pytest.raises(DataError, match="folder.csv: is a folder"):
         read_pairs(tmp_path / "folder.csv", format="generic")
     assert_user_error(run("evaluate", model_path, "--data", tmp_path / "folder.csv", check_ok=False), "is a folder")
-    assert_user_error(run("encode", model_path, "--data", tmp_path / "folder.csv", "--out", tmp_path / "v.npy",
-                          check_ok=False), "is a folder")
+    assert_user_error(
+        run("encode", model_path, "--data", tmp_path / "folder.csv", "--out", tmp_path / "v.npy", check_ok=False),
+        "is a folder",
+    )
     if os.geteuid() != 0:  # root reads anything
         secret = tmp_path / "secret.txt"
         secret.write_text("a question\n")
         secret.chmod(0)
-        assert_user_error(run("encode", model_path, "--data", secret, "--out", tmp_path / "v.npy", check_ok=False),
-                          "secret.txt", "Permission denied")
+        assert_user_error(
+            run("encode", model_path, "--data", secret, "--out", tmp_path / "v.npy", check_ok=False),
+            "secret.txt",
+            "Permission denied",
+        )
 
 
 def test_os_errors_on_outputs_are_one_line(tmp_path, model_path):
@@ -170,13 +183,17 @@ def test_os_errors_on_outputs_are_one_line(tmp_path, model_path):
     texts.write_text("one question\nanother one\n")
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    assert_user_error(run("encode", model_path, "--data", texts, "--out", blocker / "v.npy", "--quiet", check_ok=False),
-                      str(blocker))
-    assert_user_error(run("index", "build", model_path, "--data", texts, "--out", blocker / "idx", check_ok=False),
-                      str(blocker))
+    assert_user_error(
+        run("encode", model_path, "--data", texts, "--out", blocker / "v.npy", "--quiet", check_ok=False), str(blocker)
+    )
+    assert_user_error(
+        run("index", "build", model_path, "--data", texts, "--out", blocker / "idx", check_ok=False), str(blocker)
+    )
     (tmp_path / "dir.npy").mkdir()
-    assert_user_error(run("encode", model_path, "--data", texts, "--out", tmp_path / "dir.npy", "--quiet", check_ok=False),
-                      "is a folder")
+    assert_user_error(
+        run("encode", model_path, "--data", texts, "--out", tmp_path / "dir.npy", "--quiet", check_ok=False),
+        "is a folder",
+    )
     with pytest.raises(OutputError, match="a folder is there"):
         from siamese.atomic import atomic_file
 
@@ -185,6 +202,7 @@ def test_os_errors_on_outputs_are_one_line(tmp_path, model_path):
 
 
 # -- nothing of the user's is replaced ------------------------------------------------------------
+
 
 def test_output_files_never_replace_an_input_or_an_existing_file(tmp_path, model_path, data_dir):
     """encode, evaluate --report/--errors, summary --png and score write a new file: an existing one
@@ -199,8 +217,10 @@ def test_output_files_never_replace_an_input_or_an_existing_file(tmp_path, model
         (("encode", model_path, "--data", texts, "--out", texts, "--quiet"), "is this command's input"),
         (("encode", model_path, "--data", texts, "--out", config, "--quiet", "--overwrite"), "is this command's input"),
         (("evaluate", model_path, "--data", pairs, "--errors", pairs, "--overwrite"), "is this command's input"),
-        (("evaluate", model_path, "--data", pairs, "--report", tmp_path / "x.html", "--errors", tmp_path / "x.html"),
-         "give each its own file"),
+        (
+            ("evaluate", model_path, "--data", pairs, "--report", tmp_path / "x.html", "--errors", tmp_path / "x.html"),
+            "give each its own file",
+        ),
         (("summary", model_path, "--png", config), "is this command's input"),
         (("score", model_path, "--data", pairs, "--out", texts), "a file is already there"),
         (("score", model_path, "--data", pairs, "--out", texts / "scored.csv"), "is a file, not a folder"),
@@ -210,8 +230,11 @@ def test_output_files_never_replace_an_input_or_an_existing_file(tmp_path, model
     out = tmp_path / "v.npy"
     run("encode", model_path, "--data", texts, "--out", out, "--quiet")
     first = out.read_bytes()
-    assert_user_error(run("encode", model_path, "--data", texts, "--out", out, "--quiet", check_ok=False),
-                      "a file is already there", "--overwrite")
+    assert_user_error(
+        run("encode", model_path, "--data", texts, "--out", out, "--quiet", check_ok=False),
+        "a file is already there",
+        "--overwrite",
+    )
     run("encode", model_path, "--data", texts, "--out", out, "--quiet", "--overwrite")
     assert out.read_bytes() == first  # replaced, with the same vectors
 
@@ -236,8 +259,10 @@ def test_output_folders_never_replace_another_kind_or_the_users_files(tmp_path, 
         assert_user_error(run(*args, check_ok=False), fragment)
     assert {p.name: p.read_bytes() for p in model.iterdir()} == saved
     (index / "NOTES.md").write_text("mine")
-    assert_user_error(run("index", "build", model, "--data", texts, "--out", index, "--quiet", check_ok=False),
-                      "files siamese did not write (NOTES.md)")
+    assert_user_error(
+        run("index", "build", model, "--data", texts, "--out", index, "--quiet", check_ok=False),
+        "files siamese did not write (NOTES.md)",
+    )
     assert (index / "NOTES.md").read_text() == "mine"
     run("index", "build", model, "--data", texts, "--out", index, "--quiet", "--overwrite")  # the user's consent
     assert not (index / "NOTES.md").exists()
@@ -259,6 +284,9 @@ def test_a_folder_with_pickled_weights_only_is_refused_unread(tmp_path):
     for name in ("config.json", "tokenizer.json"):
         (folder / name).write_bytes((model_folder("minilm") / name).read_bytes())
     (folder / "pytorch_model.bin").write_bytes(b"not even a pickle: it must not be opened")
-    assert_user_error(run("pretrained", folder, "--out", tmp_path / "out", check_ok=False),
-                      "pytorch_model.bin", "never loads pickled weights")
+    assert_user_error(
+        run("pretrained", folder, "--out", tmp_path / "out", check_ok=False),
+        "pytorch_model.bin",
+        "never loads pickled weights",
+    )
     assert not (tmp_path / "out").exists()

@@ -28,9 +28,11 @@ def model(small_calibrated) -> SiameseModel:
 
 def test_unlabelled_file_keeps_every_column(model, small_calibrated, tmp_path):
     data = tmp_path / "pairs.csv"
-    rows = [["7", "When will I see you?", "When can I see you again?", 'says "hi", twice'],
-            ["8", "Is it raining?", "Do they like hiking in the desert?", ""],
-            ["9", "multi\nline text", "multi line text", "x"]]
+    rows = [
+        ["7", "When will I see you?", "When can I see you again?", 'says "hi", twice'],
+        ["8", "Is it raining?", "Do they like hiking in the desert?", ""],
+        ["9", "multi\nline text", "multi line text", "x"],
+    ]
     with open(data, "w", newline="") as f:
         csv.writer(f).writerows([["id", "text1", "text2", "note"]] + rows)
     out = tmp_path / "scored.csv"
@@ -77,28 +79,40 @@ def test_cli_progress_lines_on_stderr(small_calibrated, tmp_path):
     data = tmp_path / "pairs.csv"
     data.write_text("text1,text2\n" + "".join(f"text number {i},another text {i}\n" for i in range(25)))
     out = tmp_path / "scored.csv"
-    result = runner.invoke(app, ["score", str(small_calibrated.path), "--data", str(data), "--out", str(out), "--batch-size", "10"])
+    result = runner.invoke(
+        app, ["score", str(small_calibrated.path), "--data", str(data), "--out", str(out), "--batch-size", "10"]
+    )
     assert result.exit_code == 0, result.output
-    assert result.stderr.splitlines() == ["scored 10 pairs (to line 11)", "scored 20 pairs (to line 21)",
-                                          "scored 25 pairs (to line 26)"]
+    assert result.stderr.splitlines() == [
+        "scored 10 pairs (to line 11)",
+        "scored 20 pairs (to line 21)",
+        "scored 25 pairs (to line 26)",
+    ]
     assert len(read_rows(out)) == 26
 
 
-@pytest.mark.parametrize("body, where", [
-    ("text1,text2,extra\na,b,c\nd,e\n", "bad.csv:3: expected 3 fields, found 2"),
-    ("text1,text2\n" + "x,y\n" * 30 + ",z\n", "bad.csv:32: column 'text1' is empty"),  # after the first chunk
-])
+@pytest.mark.parametrize(
+    "body, where",
+    [
+        ("text1,text2,extra\na,b,c\nd,e\n", "bad.csv:3: expected 3 fields, found 2"),
+        ("text1,text2\n" + "x,y\n" * 30 + ",z\n", "bad.csv:32: column 'text1' is empty"),  # after the first chunk
+    ],
+)
 def test_bad_rows_are_refused_with_no_output(small_calibrated, tmp_path, body, where):
     data = tmp_path / "bad.csv"
     data.write_text(body)
     out = tmp_path / "scored.csv"
-    result = runner.invoke(app, ["score", str(small_calibrated.path), "--data", str(data), "--out", str(out),
-                                 "--batch-size", "8", "--quiet"])
+    result = runner.invoke(
+        app,
+        ["score", str(small_calibrated.path), "--data", str(data), "--out", str(out), "--batch-size", "8", "--quiet"],
+    )
     assert result.exit_code == 2
     assert result.stderr.strip() == f"error: {data.parent}/{where}"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]  # no output, no temporary file
     out.write_text("an earlier result\n")  # an existing output survives a failed run
-    assert runner.invoke(app, ["score", str(small_calibrated.path), "--data", str(data), "--out", str(out)]).exit_code == 2
+    assert (
+        runner.invoke(app, ["score", str(small_calibrated.path), "--data", str(data), "--out", str(out)]).exit_code == 2
+    )
     assert out.read_text() == "an earlier result\n"
 
 
@@ -107,7 +121,9 @@ def test_refuses_to_overwrite_its_input_or_hide_a_column(small_calibrated, tmp_p
     data.write_text("text1,text2,similarity\na,b,0.3\n")
     result = runner.invoke(app, ["score", str(small_calibrated.path), "--data", str(data), "--out", str(data)])
     assert result.exit_code == 2 and "is this command's input" in result.stderr
-    result = runner.invoke(app, ["score", str(small_calibrated.path), "--data", str(data), "--out", str(tmp_path / "o.csv")])
+    result = runner.invoke(
+        app, ["score", str(small_calibrated.path), "--data", str(data), "--out", str(tmp_path / "o.csv")]
+    )
     assert result.exit_code == 2 and "already has column(s) 'similarity'" in result.stderr
     assert data.read_text() == "text1,text2,similarity\na,b,0.3\n"
 
@@ -122,7 +138,9 @@ def test_named_columns_and_uncalibrated_model(small_calibrated, tmp_path):
     assert summary["calibrated"] is False
     rows = read_rows(out)
     assert rows[0] == ["q_a", "q_b", "similarity", "duplicate"]  # no probability column when uncalibrated
-    assert float(rows[1][2]) == pytest.approx(float(model.similarity(["first question"], ["second question"])[0]), abs=1e-6)
+    assert float(rows[1][2]) == pytest.approx(
+        float(model.similarity(["first question"], ["second question"])[0]), abs=1e-6
+    )
 
 
 def test_generic_tsv_columns_are_detected(model, tmp_path):

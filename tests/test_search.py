@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 import pytest
+from test_cli import assert_user_error, run, run_json
 
 from siamese import datasets, read_texts
 from siamese.search import DuplicateIndex, SearchIndexError, communities, components, dedupe, duplicate_pairs
-from test_cli import assert_user_error, run, run_json
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,9 @@ def test_ivf_lists_are_learnt_once_and_saved(trained, corpus, tmp_path):
     loaded = DuplicateIndex.load(index.save(tmp_path / "ivf"))
     assert loaded.kind == "ivf" and loaded.index.nprobe == 4
     queries = corpus[4050:4060]
-    assert [[h.id for h in r] for r in loaded.search(queries, k=3)] == [[h.id for h in r] for r in index.search(queries, k=3)]
+    assert [[h.id for h in r] for r in loaded.search(queries, k=3)] == [
+        [h.id for h in r] for r in index.search(queries, k=3)
+    ]
 
 
 def test_save_load_add_and_model_check(trained, corpus, tmp_path, monkeypatch):
@@ -139,7 +141,9 @@ def test_ivf_pairs_agree_with_exact(trained, corpus):
     vectors = trained.model.encode(corpus)
     exact = duplicate_pairs(vectors, 0.9, k=10, kind="flat")
     approx = duplicate_pairs(vectors, 0.9, k=10, kind="ivf")
-    shared = set(zip(exact.first.tolist(), exact.second.tolist())) & set(zip(approx.first.tolist(), approx.second.tolist()))
+    shared = set(zip(exact.first.tolist(), exact.second.tolist())) & set(
+        zip(approx.first.tolist(), approx.second.tolist())
+    )
     assert len(shared) >= 0.9 * len(exact) > 0 and len(approx) <= len(exact) * 1.05
 
 
@@ -189,15 +193,42 @@ def test_cli_index_search_add_dedupe(model_path, data_dir, tmp_path):
     res = run_json("search", idx, "Is a vasectomy covered by health plans?", "-k", 1)
     assert res["hits"][0]["id"] == "16890"
     out = tmp_path / "run"
-    summary = run_json("dedupe", model_path, "--data", src, "--column", "question", "--out", out,
-                       "--threshold", 0.97, "--quiet")
+    summary = run_json(
+        "dedupe", model_path, "--data", src, "--column", "question", "--out", out, "--threshold", 0.97, "--quiet"
+    )
     assert summary["clusters"] == len((out / "clusters.jsonl").read_text().splitlines()) > 0
-    tight = run_json("dedupe", model_path, "--data", src, "--column", "question", "--out", out,
-                     "--threshold", 0.97, "--clusters", "communities", "--min-size", 3, "--quiet")
+    tight = run_json(
+        "dedupe",
+        model_path,
+        "--data",
+        src,
+        "--column",
+        "question",
+        "--out",
+        out,
+        "--threshold",
+        0.97,
+        "--clusters",
+        "communities",
+        "--min-size",
+        3,
+        "--quiet",
+    )
     sizes = [json.loads(line)["size"] for line in (out / "clusters.jsonl").read_text().splitlines()]
     assert tight["clustering"] == "communities" and len(sizes) == tight["clusters"] > 0 and min(sizes) >= 3
-    proc = run("dedupe", model_path, "--data", src, "--column", "question", "--out", tmp_path / "x",
-               "--clusters", "cliques", check_ok=False)
+    proc = run(
+        "dedupe",
+        model_path,
+        "--data",
+        src,
+        "--column",
+        "question",
+        "--out",
+        tmp_path / "x",
+        "--clusters",
+        "cliques",
+        check_ok=False,
+    )
     assert_user_error(proc, "clustering", "'cliques'")
     assert not (tmp_path / "x").exists()
 
@@ -206,7 +237,9 @@ def test_cli_search_errors(model_path, tmp_path):
     assert_user_error(run("search", tmp_path, "q", check_ok=False), str(tmp_path), "index.json")
     bad = tmp_path / "texts.csv"
     bad.write_text("title\nfoo\n")
-    proc = run("index", "build", model_path, "--data", bad, "--column", "question", "--out", tmp_path / "i", check_ok=False)
+    proc = run(
+        "index", "build", model_path, "--data", bad, "--column", "question", "--out", tmp_path / "i", check_ok=False
+    )
     assert_user_error(proc, str(bad), "'question'")
     assert not (tmp_path / "i").exists()
 

@@ -9,6 +9,7 @@ import urllib.request
 import numpy as np
 import pytest
 
+
 def call(base: str, path: str, body=None, *, raw: bytes | None = None) -> tuple[int, dict]:
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     req = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json"})
@@ -31,8 +32,10 @@ def test_health_and_openapi(server):
 
 def test_similarity_matches_the_model(server):
     base, model, _ = server
-    pairs = [["When will I see you?", "When can I see you again?"],
-             ["Do they enjoy eating the dessert?", "Do they like hiking in the desert?"]]
+    pairs = [
+        ["When will I see you?", "When can I see you again?"],
+        ["Do they enjoy eating the dessert?", "Do they like hiking in the desert?"],
+    ]
     status, body = call(base, "/similarity", {"pairs": pairs})
     assert status == 200
     expected = model.similarity([a for a, _ in pairs], [b for _, b in pairs])
@@ -69,17 +72,20 @@ def test_openai_client(server):
     assert np.allclose(resp.data[0].embedding, model.encode(texts[:1])[0], atol=1e-6)
 
 
-@pytest.mark.parametrize("path, body, status, fragment", [
-    ("/similarity", {"pairs": []}, 422, "empty"),
-    ("/similarity", {"pairs": [["a", "b"]] * 300}, 413, "at most 256"),
-    ("/similarity", {"pairs": [["a" * 3000, "b"]]}, 413, "characters"),
-    ("/similarity", {"pairs": [["a", "  "]]}, 422, "empty"),
-    ("/similarity", {"pairs": "nope"}, 422, ""),
-    ("/search", {"query": "x", "k": 1000}, 422, "at most 100"),
-    ("/embed", {"texts": []}, 422, "empty"),
-    ("/v1/embeddings", {"input": ["ok"], "encoding_format": "int8"}, 422, "encoding_format"),
-    ("/v1/embeddings", {"input": "ok", "dimensions": 7}, 422, "dimensions"),
-])
+@pytest.mark.parametrize(
+    "path, body, status, fragment",
+    [
+        ("/similarity", {"pairs": []}, 422, "empty"),
+        ("/similarity", {"pairs": [["a", "b"]] * 300}, 413, "at most 256"),
+        ("/similarity", {"pairs": [["a" * 3000, "b"]]}, 413, "characters"),
+        ("/similarity", {"pairs": [["a", "  "]]}, 422, "empty"),
+        ("/similarity", {"pairs": "nope"}, 422, ""),
+        ("/search", {"query": "x", "k": 1000}, 422, "at most 100"),
+        ("/embed", {"texts": []}, 422, "empty"),
+        ("/v1/embeddings", {"input": ["ok"], "encoding_format": "int8"}, 422, "encoding_format"),
+        ("/v1/embeddings", {"input": "ok", "dimensions": 7}, 422, "dimensions"),
+    ],
+)
 def test_bad_requests_get_clear_4xx(server, path, body, status, fragment):
     got, detail = call(server[0], path, body)
     assert got == status

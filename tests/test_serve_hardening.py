@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from conftest import SCRIPT, serving
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
@@ -22,8 +23,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from siamese import SiameseModel, read_texts
 from siamese.search import DuplicateIndex
 from siamese.serve.batching import BatchConfig, Batcher
-
-from conftest import SCRIPT, serving
 
 KEYS = ["key-one-12345", "key-two-67890"]
 
@@ -46,8 +45,12 @@ class Client:
             if self.conn is None:
                 self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
             try:
-                self.conn.request(method, path, body=body,
-                                  headers={"Content-Type": "application/json", **self.headers, **(headers or {})})
+                self.conn.request(
+                    method,
+                    path,
+                    body=body,
+                    headers={"Content-Type": "application/json", **self.headers, **(headers or {})},
+                )
                 r = self.conn.getresponse()
                 data = r.read()
                 if r.getheader("connection", "").lower() == "close":
@@ -89,26 +92,43 @@ def guarded(small_calibrated, tmp_path_factory):
     """API keys (one from --api-key, one from the environment is ignored then), a 2-request queue
     and a long batch wait so that a burst fills the queue."""
     log = tmp_path_factory.mktemp("guarded-log") / "stderr.log"
-    with serving(small_calibrated.path, None, "--api-key", KEYS[0], "--api-key", KEYS[1], "--max-queue", "2",
-                 "--batch-wait-ms", "400", "--max-batch", "100000", log=log) as served:
+    with serving(
+        small_calibrated.path,
+        None,
+        "--api-key",
+        KEYS[0],
+        "--api-key",
+        KEYS[1],
+        "--max-queue",
+        "2",
+        "--batch-wait-ms",
+        "400",
+        "--max-batch",
+        "100000",
+        log=log,
+    ) as served:
         yield served
 
 
 # -- bodies Python's json takes but the API cannot ----------------------------------------------
 
-@pytest.mark.parametrize("raw, fragment", [
-    (b'{"pairs": [["\\ud800", "b"]]}', "lone surrogate"),
-    (b'{"texts": ["ok", "x\\udfffy"]}', "lone surrogate"),
-    (b'{"query": "q", "k": 3, "\\ud83d": 1}', "lone surrogate"),
-    (b'{"pairs": [["a", "b"]], "threshold": NaN}', "NaN"),
-    (b'{"pairs": [["a", "b"]], "threshold": -Infinity}', "Infinity"),
-    (b'{"pairs": [["a", "b"]], "threshold": 1e400}', "out of range"),
-    (b'{"pairs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested"),
-    (b'{"pairs": ' + b"[" * 40 + b"]" * 40 + b"}", "nested"),
-    (b'{"k": 1' + b"0" * 5000 + b', "query": "q"}', "5001 digits; at most 30"),
-    (b'{"texts": ["\xff\xfe"]}', "not valid JSON"),
-    (b"{not json", "not valid JSON"),
-])
+
+@pytest.mark.parametrize(
+    "raw, fragment",
+    [
+        (b'{"pairs": [["\\ud800", "b"]]}', "lone surrogate"),
+        (b'{"texts": ["ok", "x\\udfffy"]}', "lone surrogate"),
+        (b'{"query": "q", "k": 3, "\\ud83d": 1}', "lone surrogate"),
+        (b'{"pairs": [["a", "b"]], "threshold": NaN}', "NaN"),
+        (b'{"pairs": [["a", "b"]], "threshold": -Infinity}', "Infinity"),
+        (b'{"pairs": [["a", "b"]], "threshold": 1e400}', "out of range"),
+        (b'{"pairs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested"),
+        (b'{"pairs": ' + b"[" * 40 + b"]" * 40 + b"}", "nested"),
+        (b'{"k": 1' + b"0" * 5000 + b', "query": "q"}', "5001 digits; at most 30"),
+        (b'{"texts": ["\xff\xfe"]}', "not valid JSON"),
+        (b"{not json", "not valid JSON"),
+    ],
+)
 def test_bad_json_is_422_and_the_connection_lives(hardened, raw, fragment):
     client = Client(hardened.port)
     for path in ("/similarity", "/embed", "/search", "/v1/embeddings"):
@@ -121,28 +141,40 @@ def test_bad_json_is_422_and_the_connection_lives(hardened, raw, fragment):
 
 
 def json_values(texts):
-    scalars = (st.none() | st.booleans() | st.integers(-10**30, 10**30) | st.floats(allow_nan=True, allow_infinity=True)
-               | texts)
-    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=6) | st.dictionaries(texts, inner, max_size=5),
-                        max_leaves=30)
+    scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers(-(10**30), 10**30)
+        | st.floats(allow_nan=True, allow_infinity=True)
+        | texts
+    )
+    return st.recursive(
+        scalars, lambda inner: st.lists(inner, max_size=6) | st.dictionaries(texts, inner, max_size=5), max_leaves=30
+    )
 
 
 # texts with lone surrogates, control characters, long runs; json.dumps writes surrogates as \ud800
 TEXTS = st.text(st.characters(codec=None, exclude_categories=()), max_size=30) | st.sampled_from(
-    ["", " ", "a" * 2500, "\ud800", "\udc00x", "\x00", "What is life insurance?"])
+    ["", " ", "a" * 2500, "\ud800", "\udc00x", "\x00", "What is life insurance?"]
+)
 BODIES = st.one_of(
-    st.fixed_dictionaries({"pairs": st.lists(st.lists(TEXTS, min_size=0, max_size=3), max_size=4)},
-                          optional={"threshold": json_values(TEXTS)}),
+    st.fixed_dictionaries(
+        {"pairs": st.lists(st.lists(TEXTS, min_size=0, max_size=3), max_size=4)},
+        optional={"threshold": json_values(TEXTS)},
+    ),
     st.fixed_dictionaries({"texts": json_values(TEXTS)}),
-    st.fixed_dictionaries({"query": json_values(TEXTS)}, optional={"k": json_values(TEXTS), "threshold": json_values(TEXTS)}),
-    st.fixed_dictionaries({"input": json_values(TEXTS)}, optional={"encoding_format": TEXTS, "dimensions": json_values(TEXTS)}),
+    st.fixed_dictionaries(
+        {"query": json_values(TEXTS)}, optional={"k": json_values(TEXTS), "threshold": json_values(TEXTS)}
+    ),
+    st.fixed_dictionaries(
+        {"input": json_values(TEXTS)}, optional={"encoding_format": TEXTS, "dimensions": json_values(TEXTS)}
+    ),
     json_values(TEXTS),
 )
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
-@given(path=st.sampled_from(["/similarity", "/search", "/embed", "/v1/embeddings"]), body=BODIES,
-       cut=st.integers(0, 3))
+@given(path=st.sampled_from(["/similarity", "/search", "/embed", "/v1/embeddings"]), body=BODIES, cut=st.integers(0, 3))
 def test_fuzzed_bodies_never_get_5xx(hardened, path, body, cut):
     raw = json.dumps(body, allow_nan=True).encode()
     if cut == 1:
@@ -156,10 +188,13 @@ def test_fuzzed_bodies_never_get_5xx(hardened, path, body, cut):
 
 # -- the body limit, counted as bytes arrive ---------------------------------------------------
 
+
 def test_chunked_60mb_body_is_413_without_reading_it(hardened):
     before = rss_kb(hardened.proc.pid)
     sock = socket.create_connection(("127.0.0.1", hardened.port), timeout=10)
-    sock.sendall(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+    sock.sendall(
+        b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
     chunk = b"%x\r\n" % 65536 + b"[" + b" " * 65535 + b"\r\n"
     sent, answer = 0, b""
     while sent < 60_000_000:
@@ -186,7 +221,8 @@ def test_chunked_60mb_body_is_413_without_reading_it(hardened):
 def test_declared_oversized_body_is_refused_before_sending(hardened):
     # a modest one is read and dropped, so that a client still busy sending gets the answer
     status, headers, data = Client(hardened.port).call(
-        "POST", "/embed", json.dumps({"texts": ["x" * 1000] * 1200}).encode())
+        "POST", "/embed", json.dumps({"texts": ["x" * 1000] * 1200}).encode()
+    )
     assert status == 413 and "bytes" in json.loads(data)["detail"]
     # a huge one is cut off at once
     sock = socket.create_connection(("127.0.0.1", hardened.port))
@@ -198,8 +234,9 @@ def test_declared_oversized_body_is_refused_before_sending(hardened):
 
 def urllib_post(port: int, path: str, body: bytes, headers: dict | None = None) -> int:
     """The status urllib reports; it sends "Connection: close" and raises on a reset upload."""
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body,
-                                 headers={"Content-Type": "application/json", **(headers or {})})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", data=body, headers={"Content-Type": "application/json", **(headers or {})}
+    )
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
             return r.status
@@ -217,6 +254,7 @@ def test_early_answers_reach_a_client_still_uploading(hardened, guarded):
 
 # -- read and idle timeouts ------------------------------------------------------------------
 
+
 def read_all(sock: socket.socket, timeout: float) -> tuple[bytes, float]:
     """Everything until the server closes the connection, and how long that took."""
     start, data = time.monotonic(), b""
@@ -226,11 +264,19 @@ def read_all(sock: socket.socket, timeout: float) -> tuple[bytes, float]:
     return data, time.monotonic() - start
 
 
-@pytest.mark.parametrize("head, body", [
-    (b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n", b'{"texts": ['),
-    (b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
-     b'5\r\n{"tex'),
-])
+@pytest.mark.parametrize(
+    "head, body",
+    [
+        (
+            b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+            b'{"texts": [',
+        ),
+        (
+            b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b'5\r\n{"tex',
+        ),
+    ],
+)
 def test_half_sent_body_is_408_and_closed(hardened, head, body):
     sock = socket.create_connection(("127.0.0.1", hardened.port))
     sock.sendall(head + body)
@@ -256,21 +302,29 @@ def test_long_arrays_are_413_before_each_item_is_validated(hardened):
     """300,000 wrongly typed items: one short 413 from the body check, not seconds of validation
     and a 30 MB list of errors; the limit counts pairs for /similarity, texts elsewhere."""
     client = Client(hardened.port)
-    for path, body in (("/embed", {"texts": [1] * 300_000}), ("/v1/embeddings", {"input": ["x"] * 257}),
-                       ("/similarity", {"pairs": [["a", "b"]] * 257})):
+    for path, body in (
+        ("/embed", {"texts": [1] * 300_000}),
+        ("/v1/embeddings", {"input": ["x"] * 257}),
+        ("/similarity", {"pairs": [["a", "b"]] * 257}),
+    ):
         status, _, data = client.call("POST", path, json.dumps(body).encode())
         assert status == 413 and len(data) < 300, (path, data[:200])
         assert "items; at most 256 per request" in json.loads(data)["detail"]
-    status, _, body = client.json("POST", "/similarity", {"pairs": [[f"question {i}", "a question"] for i in range(200)]})
+    status, _, body = client.json(
+        "POST", "/similarity", {"pairs": [[f"question {i}", "a question"] for i in range(200)]}
+    )
     assert status == 200 and len(body["results"]) == 200
 
 
-@pytest.mark.parametrize("path, body, message", [
-    ("/similarity", {"pairs": [["a", "b"], ["c", " "]]}, "'pairs'[1][1] is empty"),
-    ("/similarity", {"pairs": [["a", "b" * 2001]]}, "'pairs'[0][1] has 2001 characters"),
-    ("/search", {"query": ""}, "'query' is empty"),
-    ("/embed", {"texts": ["a", ""]}, "'texts'[1] is empty"),
-])
+@pytest.mark.parametrize(
+    "path, body, message",
+    [
+        ("/similarity", {"pairs": [["a", "b"], ["c", " "]]}, "'pairs'[1][1] is empty"),
+        ("/similarity", {"pairs": [["a", "b" * 2001]]}, "'pairs'[0][1] has 2001 characters"),
+        ("/search", {"query": ""}, "'query' is empty"),
+        ("/embed", {"texts": ["a", ""]}, "'texts'[1] is empty"),
+    ],
+)
 def test_messages_name_the_item_as_the_request_holds_it(hardened, path, body, message):
     status, _, answer = Client(hardened.port).json("POST", path, body)
     assert 400 <= status < 500 and message in answer["detail"], answer
@@ -289,7 +343,8 @@ def test_a_body_that_is_not_sent_as_json_is_415(hardened):
 def test_scores_stay_in_the_heads_range(hardened):
     """Texts the model reads alike (no known words, or equal) score at most 1, not 1.0000001."""
     status, _, body = Client(hardened.port).json(
-        "POST", "/similarity", {"pairs": [["???", "!!!"], ["\u0000", "hello"], ["same words", "same words"]]})
+        "POST", "/similarity", {"pairs": [["???", "!!!"], ["\u0000", "hello"], ["same words", "same words"]]}
+    )
     assert status == 200 and all(-1 <= r["similarity"] <= 1 for r in body["results"])
 
 
@@ -303,7 +358,9 @@ def test_head_requests_and_made_up_methods(hardened):
         data, _ = read_all(sock, 10)
         sock.close()
         assert data.startswith(b"HTTP/1.1 4"), data[:100]
-    methods = {dict(labels).get("method") for (name, labels) in metrics_of(hardened.port) if name == "siamese_requests_total"}
+    methods = {
+        dict(labels).get("method") for (name, labels) in metrics_of(hardened.port) if name == "siamese_requests_total"
+    }
     assert "other" in methods and not any(m.startswith("MADEUP") for m in methods if m)
 
 
@@ -358,11 +415,16 @@ def test_explanations_wait_in_the_queue_count():
 
 # -- security headers, API keys ----------------------------------------------------------------
 
+
 def test_security_headers_on_every_response(hardened):
     client = Client(hardened.port)
-    responses = {"page": client.call("GET", "/"), "health": client.call("GET", "/health"),
-                 "missing": client.call("GET", "/nope"), "bad": client.call("POST", "/similarity", b"{"),
-                 "ok": client.call("POST", "/similarity", b'{"pairs": [["a b", "a c"]]}')}
+    responses = {
+        "page": client.call("GET", "/"),
+        "health": client.call("GET", "/health"),
+        "missing": client.call("GET", "/nope"),
+        "bad": client.call("POST", "/similarity", b"{"),
+        "ok": client.call("POST", "/similarity", b'{"pairs": [["a b", "a c"]]}'),
+    }
     for name, (status, headers, _) in responses.items():
         assert headers["x-content-type-options"] == "nosniff", name
         assert headers["x-frame-options"] == "DENY", name
@@ -375,13 +437,21 @@ def test_security_headers_on_every_response(hardened):
 
 def test_api_keys(guarded):
     client = Client(guarded.port)
-    for headers in ({}, {"Authorization": "Bearer nope-nope-nope"}, {"X-API-Key": KEYS[0][:-1]},
-                    {"Authorization": "Basic " + KEYS[0]}):
+    for headers in (
+        {},
+        {"Authorization": "Bearer nope-nope-nope"},
+        {"X-API-Key": KEYS[0][:-1]},
+        {"Authorization": "Basic " + KEYS[0]},
+    ):
         status, resp_headers, body = client.json("POST", "/embed", {"texts": ["hello"]}, headers=headers)
         assert status == 401 and "API key" in body["detail"] and resp_headers["www-authenticate"] == "Bearer"
     assert client.json("GET", "/metrics", None)[0] == 401
     assert client.json("GET", "/openapi.json", None)[0] == 401
-    for headers in ({"Authorization": "Bearer " + KEYS[0]}, {"authorization": "bearer " + KEYS[1]}, {"X-API-Key": KEYS[1]}):
+    for headers in (
+        {"Authorization": "Bearer " + KEYS[0]},
+        {"authorization": "bearer " + KEYS[1]},
+        {"X-API-Key": KEYS[1]},
+    ):
         status, _, body = client.json("POST", "/embed", {"texts": ["hello"]}, headers=headers)
         assert status == 200 and len(body["embeddings"]) == 1
     assert client.call("GET", "/")[0] == 200 and client.json("GET", "/health")[0] == 200  # open
@@ -395,15 +465,22 @@ def test_api_keys_from_the_environment(small_calibrated):
         assert client.json("POST", "/embed", {"texts": ["x"]}, headers={"X-API-Key": "env-key-0002"})[0] == 200
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["--api-key", "short"], "at least 8"),
-    (["--max-queue", "0"], "--max-queue"),
-    (["--max-batch", "0"], "--max-batch"),
-    (["--log-level", "loud"], "--log-level"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--api-key", "short"], "at least 8"),
+        (["--max-queue", "0"], "--max-queue"),
+        (["--max-batch", "0"], "--max-batch"),
+        (["--log-level", "loud"], "--log-level"),
+    ],
+)
 def test_bad_serve_options_are_one_line_errors(small_calibrated, args, fragment):
-    proc = subprocess.run([str(SCRIPT), "serve", str(small_calibrated.path), "--port", "1", *args],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(SCRIPT), "serve", str(small_calibrated.path), "--port", "1", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: ") and fragment in proc.stderr and proc.stderr.count("\n") == 1
 
@@ -413,16 +490,21 @@ def test_an_address_that_cannot_be_listened_on_is_a_one_line_error(small_calibra
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        for args, fragment in ((["--port", str(port)], "in use"), (["--host", "no.such.host.invalid"], "cannot listen"),
-                               (["--port", "70000"], "65535")):
-            proc = subprocess.run([str(SCRIPT), "serve", str(small_calibrated.path), *args],
-                                  capture_output=True, text=True, timeout=120)
+        for args, fragment in (
+            (["--port", str(port)], "in use"),
+            (["--host", "no.such.host.invalid"], "cannot listen"),
+            (["--port", "70000"], "65535"),
+        ):
+            proc = subprocess.run(
+                [str(SCRIPT), "serve", str(small_calibrated.path), *args], capture_output=True, text=True, timeout=120
+            )
             assert proc.returncode == 2 and fragment in proc.stderr, (args, proc.stderr)
             if args[0] == "--port" and args[1] != "70000":
                 assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1
 
 
 # -- back-pressure and batching ----------------------------------------------------------------
+
 
 def test_full_queue_answers_429_with_retry_after(guarded):
     auth = {"X-API-Key": KEYS[0]}
@@ -472,8 +554,11 @@ def test_batcher_keeps_each_request_apart(small_calibrated):
     texts = [[f"text number {i}", "what is a deductible"] for i in range(12)] + [["bad \ud800 text"]]
     for enabled in (True, False):
         batches.clear()
-        batcher = Batcher(model.encode, BatchConfig(enabled=enabled, wait_ms=200),
-                          on_batch=lambda waits, n: batches.append(len(waits)))
+        batcher = Batcher(
+            model.encode,
+            BatchConfig(enabled=enabled, wait_ms=200),
+            on_batch=lambda waits, n: batches.append(len(waits)),
+        )
 
         def one(t):
             try:
@@ -495,11 +580,15 @@ def test_batcher_keeps_each_request_apart(small_calibrated):
 
 # -- metrics and the access log ---------------------------------------------------------------
 
+
 def metrics_of(port: int) -> dict:
     status, headers, data = Client(port).call("GET", "/metrics")
     assert status == 200 and headers["content-type"].startswith("text/plain")
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(data.decode()) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(data.decode())
+        for s in family.samples
+    }
 
 
 def metric_value(port: int, name: str, **labels) -> float:

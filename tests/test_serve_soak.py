@@ -21,18 +21,27 @@ WORDS = "how do i claim my car life home insurance policy cost cover cancel what
 
 def request(rng: random.Random, texts: list[str]) -> tuple[str, bytes, set[int]]:
     """A path, a body and the statuses it may get (429 is allowed for any: the queue may fill)."""
+
     def text():
         return rng.choice(texts) if rng.random() < 0.7 else " ".join(rng.choices(WORDS, k=rng.randint(1, 12)))
 
     kind = rng.randrange(12)
     if kind == 0:
-        return "/similarity", json.dumps({"pairs": [[text(), text()] for _ in range(rng.randint(1, 8))]}).encode(), {200}
+        return (
+            "/similarity",
+            json.dumps({"pairs": [[text(), text()] for _ in range(rng.randint(1, 8))]}).encode(),
+            {200},
+        )
     if kind == 1:
         return "/search", json.dumps({"query": text(), "k": rng.randint(1, 10)}).encode(), {200}
     if kind == 2:
         return "/embed", json.dumps({"texts": [text() for _ in range(rng.randint(1, 4))]}).encode(), {200}
     if kind == 3:
-        return "/v1/embeddings", json.dumps({"input": text(), "encoding_format": rng.choice(["float", "base64"])}).encode(), {200}
+        return (
+            "/v1/embeddings",
+            json.dumps({"input": text(), "encoding_format": rng.choice(["float", "base64"])}).encode(),
+            {200},
+        )
     path = rng.choice(["/similarity", "/search", "/embed", "/v1/embeddings"])
     field = {"/similarity": "pairs", "/search": "query", "/embed": "texts", "/v1/embeddings": "input"}[path]
     good = {"/similarity": [[text(), text()]], "/search": text(), "/embed": [text()], "/v1/embeddings": [text()]}[path]
@@ -40,14 +49,22 @@ def request(rng: random.Random, texts: list[str]) -> tuple[str, bytes, set[int]]
         body = json.dumps({field: good, "x": "a" + chr(rng.randint(0xD800, 0xDFFF))})
         return path, (body if rng.random() < 0.5 else body.replace('"x"', '"\\udc01"')).encode(), {422}
     if kind == 5:
-        return path, json.dumps({field: good, "threshold": rng.choice([float("nan"), float("inf"), -float("inf")])}).encode(), {422}
+        return (
+            path,
+            json.dumps({field: good, "threshold": rng.choice([float("nan"), float("inf"), -float("inf")])}).encode(),
+            {422},
+        )
     if kind == 6:
         depth = rng.choice([33, 200, 5000, 200_000])
         return path, (f'{{"{field}": ' + "[" * depth + "]" * depth + "}").encode(), {413, 422}
     if kind == 7:  # wrong types
         return path, json.dumps({field: rng.choice([7, None, True, {"a": 1}, [[1, 2]], [None], 1.5])}).encode(), {422}
     if kind == 8:  # too many items or characters
-        return path, json.dumps({field: [[text(), text()]] * 300 if field == "pairs" else ["a" * 2001] * 2}).encode(), {413, 422}
+        return (
+            path,
+            json.dumps({field: [[text(), text()]] * 300 if field == "pairs" else ["a" * 2001] * 2}).encode(),
+            {413, 422},
+        )
     if kind == 9:  # truncated or garbled bytes
         raw = json.dumps({field: good}).encode()
         cut = raw[: rng.randrange(len(raw))]
@@ -64,6 +81,7 @@ def test_soak(small_calibrated, data_dir, tmp_path):
     index.add(texts)
     idx = index.save(tmp_path / "idx")
     with serving(small_calibrated.path, idx, "--log-level", "warning", log=tmp_path / "stderr.log") as served:
+
         def run(seed: int, n: int) -> list[tuple[str, int, set[int], bytes]]:
             rng, client, seen = random.Random(seed), Client(served.port), []
             for _ in range(n):

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from siamese import ModelConfig, SiameseModel, datasets, train
 from siamese.cli import app
-from siamese.distill import StaticConfig, default_corpus, distill, distill_static, read_corpus
+from siamese.distill import StaticConfig, default_corpus, distill_static, read_corpus
 from siamese.distill.corpus import CORPUS_SETS
 from siamese.errors import ConfigError, DataError
 from siamese.training import TrainConfig
@@ -38,8 +38,13 @@ def teacher():
 
 @pytest.fixture(scope="module")
 def student(teacher, corpus):
-    return distill_static(teacher, corpus, StaticConfig(dim=64, epochs=3, extra_words=1500, val_fraction=0.1),
-                          teacher_info={"source": "minilm"}, progress=False)
+    return distill_static(
+        teacher,
+        corpus,
+        StaticConfig(dim=64, epochs=3, extra_words=1500, val_fraction=0.1),
+        teacher_info={"source": "minilm"},
+        progress=False,
+    )
 
 
 def test_training_brings_the_student_closer_to_the_teacher_on_held_out_texts(student):
@@ -64,23 +69,40 @@ def test_relational_loss_is_the_kl_between_the_batchs_softmaxed_cosines():
     assert float(relational_loss(torch.tensor(teacher), torch.tensor(teacher), 0.1)) == pytest.approx(0, abs=1e-6)
     # A rotation keeps every cosine, so nothing to learn; the direction loss alone would see a miss.
     rotation, _ = np.linalg.qr(rng.normal(size=(5, 5)))
-    assert float(relational_loss(torch.tensor(teacher @ rotation), torch.tensor(teacher), 0.1)) == pytest.approx(0, abs=1e-5)
+    assert float(relational_loss(torch.tensor(teacher @ rotation), torch.tensor(teacher), 0.1)) == pytest.approx(
+        0, abs=1e-5
+    )
 
 
 def test_the_relational_term_is_learned_and_the_epoch_kept_is_the_lowest_held_out_loss(student, teacher, corpus):
     # The fixture's student: the default weight (4). Held-out loss = direction loss + 4 x KL.
     history = student.info["distillation"]["history"]
     kl = [(h["val_loss"] - (1 - h["val_cosine"])) / 4 for h in history]
-    assert all(k > 0 for k in kl) and kl[-1] < kl[1] < kl[0] * 0.95 and kl[-1] < kl[0] * 0.8, history  # training shrinks the mismatch
+    assert all(k > 0 for k in kl) and kl[-1] < kl[1] < kl[0] * 0.95 and kl[-1] < kl[0] * 0.8, (
+        history
+    )  # training shrinks the mismatch
     kept = min(history, key=lambda h: h["val_loss"])
     assert [h["epoch"] for h in history if h.get("kept")] == [kept["epoch"]]
-    again = distill_static(teacher, corpus, StaticConfig(dim=64, epochs=kept["epoch"], extra_words=1500, val_fraction=0.1),
-                           teacher_info={"source": "minilm"}, progress=False)
-    np.testing.assert_allclose(again.encode(corpus[:50]), student.encode(corpus[:50]), atol=1e-5)  # that epoch's weights
+    again = distill_static(
+        teacher,
+        corpus,
+        StaticConfig(dim=64, epochs=kept["epoch"], extra_words=1500, val_fraction=0.1),
+        teacher_info={"source": "minilm"},
+        progress=False,
+    )
+    np.testing.assert_allclose(
+        again.encode(corpus[:50]), student.encode(corpus[:50]), atol=1e-5
+    )  # that epoch's weights
     # Without the term the held-out loss is the direction loss alone.
-    plain = distill_static(teacher, corpus[:1000], StaticConfig(dim=32, epochs=1, extra_words=0, val_fraction=0.1,
-                                                                relational=0), progress=False)
-    assert all(h["val_loss"] == pytest.approx(1 - h["val_cosine"], abs=2e-5) for h in plain.info["distillation"]["history"])
+    plain = distill_static(
+        teacher,
+        corpus[:1000],
+        StaticConfig(dim=32, epochs=1, extra_words=0, val_fraction=0.1, relational=0),
+        progress=False,
+    )
+    assert all(
+        h["val_loss"] == pytest.approx(1 - h["val_cosine"], abs=2e-5) for h in plain.info["distillation"]["history"]
+    )
 
 
 def test_the_student_ranks_unseen_pairs_like_a_similarity_model(student, data_dir):
@@ -144,10 +166,18 @@ def test_the_student_encodes_without_padding_to_the_padded_paths_vectors(student
 def test_fine_tuning_starts_from_the_student_and_leaves_it_untouched(student, data_dir):
     pairs = datasets.load("msrp-train", data_dir).subset(range(400))
     before = student.encoder.embedding.weight.detach().clone()
-    tuned = train(pairs, None, model_config=ModelConfig(loss="mnr"), config=TrainConfig(epochs=1, lr=1e-3),
-                  initial=student, progress=False)
+    tuned = train(
+        pairs,
+        None,
+        model_config=ModelConfig(loss="mnr"),
+        config=TrainConfig(epochs=1, lr=1e-3),
+        initial=student,
+        progress=False,
+    )
     assert torch.equal(student.encoder.embedding.weight, before)  # a copy was trained
-    assert tuned.vectorizer is student.vectorizer and tuned.config.loss == "mnr" and tuned.config.tokenizer == "subwords"
+    assert (
+        tuned.vectorizer is student.vectorizer and tuned.config.loss == "mnr" and tuned.config.tokenizer == "subwords"
+    )
     moved = (tuned.encoder.embedding.weight.detach() - before).abs().sum(1) > 0
     assert 0 < int(moved.sum()) < len(before)  # only the rows the pairs touch (lazy Adam)
 
@@ -211,9 +241,25 @@ def test_read_corpus_takes_text_files_columns_and_pair_files(tmp_path, data_dir)
 def test_cli_distill_then_every_command_uses_the_student(corpus, tmp_path, data_dir):
     (tmp_path / "corpus.txt").write_text("\n".join(corpus))
     out = tmp_path / "student"
-    result = runner.invoke(app, ["distill", "--out", str(out), "--data", str(tmp_path / "corpus.txt"), "--dim", "48",
-                                 "--epochs", "2", "--extra-words", "500",
-                                 "--val-data", str(data_dir / "msrp" / "msr-para-val.tsv"), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "distill",
+            "--out",
+            str(out),
+            "--data",
+            str(tmp_path / "corpus.txt"),
+            "--dim",
+            "48",
+            "--epochs",
+            "2",
+            "--extra-words",
+            "500",
+            "--val-data",
+            str(data_dir / "msrp" / "msr-para-val.tsv"),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["dim"] == 48 and report["corpus_texts"] == len(corpus) and 0 < report["threshold"] < 1
@@ -221,7 +267,9 @@ def test_cli_distill_then_every_command_uses_the_student(corpus, tmp_path, data_
     assert json.loads((out / "config.json").read_text())["info"]["distillation"]["threshold_choice"]["val_pairs"] == 500
     result = runner.invoke(app, ["predict", str(out), "A man plays a guitar.", "A man is playing a guitar.", "--json"])
     assert result.exit_code == 0 and json.loads(result.stdout)["similarity"] > 0.8
-    result = runner.invoke(app, ["index", "build", str(out), "--data", str(tmp_path / "corpus.txt"), "--out", str(tmp_path / "idx")])
+    result = runner.invoke(
+        app, ["index", "build", str(out), "--data", str(tmp_path / "corpus.txt"), "--out", str(tmp_path / "idx")]
+    )
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["search", str(tmp_path / "idx"), corpus[7], "-k", "1", "--json"])
     assert result.exit_code == 0 and corpus[7] in result.stdout
@@ -237,8 +285,17 @@ def test_cli_refusals_write_nothing(tmp_path, data_dir):
         (["--data", str(tmp_path / "enough.txt"), "--teacher", str(tmp_path / "nowhere")], "nowhere"),
     ]
     for extra, message in cases:
-        result = runner.invoke(app, ["distill", "--out", str(tmp_path / "out"), "--val-data", str(data_dir / "msrp" / "msr-para-val.tsv"),
-                                     *extra])
+        result = runner.invoke(
+            app,
+            [
+                "distill",
+                "--out",
+                str(tmp_path / "out"),
+                "--val-data",
+                str(data_dir / "msrp" / "msr-para-val.tsv"),
+                *extra,
+            ],
+        )
         assert result.exit_code == 2, (extra, result.output)
         assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
         assert not (tmp_path / "out").exists()

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import string
+from functools import lru_cache
 
 import numpy as np
 import pytest
-from functools import lru_cache
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from siamese import ModelError
 from tokenizers import Tokenizer
 
+from siamese import ModelError
 from siamese.text import PAD, PAD_ID, UNK, UNK_ID, PretrainedVectorizer, Vectorizer, pad
 
 
@@ -147,6 +146,7 @@ def test_pad_edge_cases():
 
 # -- pretrained tokenizers: the padding id is the tokenizer's own ------------------------------
 
+
 def test_pretrained_pad_id_is_the_tokenizers_own(tmp_path, wordpiece):
     v = PretrainedVectorizer.load(wordpiece(tmp_path))
     assert (v.pad_id, v.pad_token) == (1, "<pad>")
@@ -174,6 +174,7 @@ def test_word_vocabularies_pad_with_zero():
 
 
 # -- out-of-vocabulary buckets (Keras num_oov_indices) --------------------------------------------
+
 
 def test_oov_buckets_zero_is_todays_vectorizer():
     texts = ["the cat sat", "the dog"]
@@ -222,16 +223,24 @@ def test_oov_hashing_is_the_same_in_another_process(tmp_path):
     v = Vectorizer.fit(["the cat sat"], oov_buckets=4096, char_ngrams=(3, 5), char_buckets=4096)
     v.save(tmp_path / "tokenizer.json")
     texts = ["a zebra and an okapi", "Ünïcode wörds ça"]
-    code = ("import json, sys; from siamese.text import Vectorizer; "
-            "v = Vectorizer.load(sys.argv[1], oov_buckets=4096, char_ngrams=(3, 5), char_buckets=4096); "
-            f"print(json.dumps([a.tolist() for a in v.encode({texts!r})]))")
+    code = (
+        "import json, sys; from siamese.text import Vectorizer; "
+        "v = Vectorizer.load(sys.argv[1], oov_buckets=4096, char_ngrams=(3, 5), char_buckets=4096); "
+        f"print(json.dumps([a.tolist() for a in v.encode({texts!r})]))"
+    )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "tokenizer.json")], capture_output=True, text=True,
-                         env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "tokenizer.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     assert json.loads(out.stdout) == [a.tolist() for a in v.encode(texts)]
 
 
 # -- character n-grams (fastText subwords) -------------------------------------------------------
+
 
 def test_char_ngrams_follow_the_words_as_hashed_ids():
     import zlib
@@ -249,7 +258,7 @@ def test_char_ngrams_follow_the_words_as_hashed_ids():
     assert ids(v, "hypertension")[0] < v.char_start and len(form & other) / len(form | other) > 0.5
     assert ids(v, "") == ids(v, "?!") == [UNK_ID]
     counts = v.counts(["cat cat"])
-    assert counts.shape == (v.vocab_size,) and counts[v.char_start:].sum() == 10
+    assert counts.shape == (v.vocab_size,) and counts[v.char_start :].sum() == 10
 
 
 def test_char_ngrams_only_of_the_words_kept_by_truncation():
@@ -258,7 +267,9 @@ def test_char_ngrams_only_of_the_words_kept_by_truncation():
     assert out[:2] == ids(v, "a b")[:2] and len(out) == 2 + 2 * 1  # "<a>" and "<b>": one 3-gram each
 
 
-@pytest.mark.parametrize("bad, buckets", [((3,), 10), ((5, 3), 10), ((0, 2), 10), ((3, 4.5), 10), ("3-5", 10), ((3, 5), 0)])
+@pytest.mark.parametrize(
+    "bad, buckets", [((3,), 10), ((5, 3), 10), ((0, 2), 10), ((3, 4.5), 10), ("3-5", 10), ((3, 5), 0)]
+)
 def test_char_ngrams_refuse_bad_values(bad, buckets):
     from siamese import ConfigError
 
@@ -275,6 +286,7 @@ def test_oov_buckets_refuses_bad_values(bad):
 
 
 # -- BERT-normalised tokenizers: ASCII texts skip the Rust normalizer (siamese normalises them) ---
+
 
 def _minilm_vectorizer(static: bool = False) -> PretrainedVectorizer:
     """MiniLM's tokenizer as a transformer uses it ([CLS] … [SEP]: the twin tokenizer's path) or
@@ -305,8 +317,18 @@ def test_ascii_fast_path_gives_the_tokenizers_own_ids_on_real_texts(data_dir, st
     for name in ["quora-sample", "msrp-test", "mqp", "sts-test", "twitter-url-test"]:
         pairs = datasets.load(name, data_dir)
         texts += pairs.text1 + pairs.text2
-    texts += ["Crème brûlée?", "東京 tower", "naïve\u00a0café", "tab\there", "ctrl\x0bchar\x7f", "\x00", "",
-              "x" * 150 + " fine", "unaffable", "A-B_C.d"]  # a word past WordPiece's 100 characters: [UNK]
+    texts += [
+        "Crème brûlée?",
+        "東京 tower",
+        "naïve\u00a0café",
+        "tab\there",
+        "ctrl\x0bchar\x7f",
+        "\x00",
+        "",
+        "x" * 150 + " fine",
+        "unaffable",
+        "A-B_C.d",
+    ]  # a word past WordPiece's 100 characters: [UNK]
     assert 0 < sum(not t.isascii() for t in texts) < len(texts)  # both paths, interleaved
     want = [ids or [UNK_ID] for ids in _reference_ids(vectorizer, texts)]
     for _ in range(2):  # the word cache empty, then full
@@ -315,8 +337,9 @@ def test_ascii_fast_path_gives_the_tokenizers_own_ids_on_real_texts(data_dir, st
     assert flat.tolist() == [i for ids in want for i in ids] and lengths.tolist() == [len(ids) for ids in want]
 
 
-_VECTORIZERS = {static: lru_cache(maxsize=1)(lambda static=static: _minilm_vectorizer(static))
-                for static in (False, True)}  # one per session: hypothesis calls the test 300 times
+_VECTORIZERS = {
+    static: lru_cache(maxsize=1)(lambda static=static: _minilm_vectorizer(static)) for static in (False, True)
+}  # one per session: hypothesis calls the test 300 times
 
 
 @pytest.mark.parametrize("static", [False, True], ids=["twin", "word-cache"])
@@ -336,4 +359,6 @@ def test_the_fast_path_follows_the_tokenizers_truncation(static):
     vectorizer.tokenizer.enable_truncation(16)
     assert len(vectorizer.encode([text])[0]) == 16
     vectorizer.tokenizer.enable_truncation(16, direction="left")
-    assert [list(ids) for ids in vectorizer.encode([text, "short one"])] == _reference_ids(vectorizer, [text, "short one"])
+    assert [list(ids) for ids in vectorizer.encode([text, "short one"])] == _reference_ids(
+        vectorizer, [text, "short one"]
+    )

@@ -12,11 +12,23 @@ import torch
 from sklearn import metrics
 
 import siamese.training
-from siamese import ConfigError, DataError, ModelConfig, ModelError, SiameseModel, TrainConfig, choose_threshold, datasets, kernels, train, triplet_loss
+from siamese import (
+    ConfigError,
+    DataError,
+    ModelConfig,
+    ModelError,
+    SiameseModel,
+    TrainConfig,
+    choose_threshold,
+    datasets,
+    kernels,
+    train,
+    triplet_loss,
+)
 from siamese.data import Pairs
 from siamese.evaluation import classification_report, evaluate
-from siamese.optim import LazyAdam
 from siamese.model import DEFAULT_THRESHOLD
+from siamese.optim import LazyAdam
 from siamese.trainer import Checkpoint
 from siamese.training import batches
 
@@ -91,7 +103,9 @@ def small_val(data_dir):
 def quick(pairs, val=None, checkpoint=None, resume=False, **kw):
     config = TrainConfig(**{"epochs": 1, "batch_size": 64, **kw})
     model_config = ModelConfig(dim=32, seed=config.seed)
-    return train(pairs, val, model_config=model_config, config=config, checkpoint=checkpoint, resume=resume, progress=False)
+    return train(
+        pairs, val, model_config=model_config, config=config, checkpoint=checkpoint, resume=resume, progress=False
+    )
 
 
 NATIVE_BF16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
@@ -133,7 +147,9 @@ def test_best_weights_are_kept_and_the_checkpoint_is_a_whole_model_folder(small_
     # encoder's weights only, so a classifier head was lost), plus the state a resume needs.
     last = SiameseModel.load(ckpt)
     assert last.config == model.config and last.threshold == DEFAULT_THRESHOLD  # chosen after the epochs
-    assert not torch.equal(last.encoder.state_dict()["lstm.weight_ih_l0"], model.encoder.state_dict()["lstm.weight_ih_l0"])
+    assert not torch.equal(
+        last.encoder.state_dict()["lstm.weight_ih_l0"], model.encoder.state_dict()["lstm.weight_ih_l0"]
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # no temporary folders left
     assert {"trainer_state.json", "trainer_state.safetensors", "config.json"} <= {p.name for p in ckpt.iterdir()}
 
@@ -155,7 +171,9 @@ def test_resume_after_a_crash_gives_the_uninterrupted_model(small_pairs, small_v
     monkeypatch.undo()
     assert json.loads((tmp_path / "ck" / "trainer_state.json").read_text())["trainer"]["epoch"] == 2
     resumed = quick(small_pairs, small_val, checkpoint=tmp_path / "ck", resume=True, **kw)
-    assert [h["loss"] for h in resumed.info["training"]["history"]] == [h["loss"] for h in whole.info["training"]["history"]]
+    assert [h["loss"] for h in resumed.info["training"]["history"]] == [
+        h["loss"] for h in whole.info["training"]["history"]
+    ]
     for k, v in whole.encoder.state_dict().items():
         assert torch.equal(resumed.encoder.state_dict()[k], v), k
     assert resumed.threshold == whole.threshold
@@ -266,7 +284,11 @@ def test_choose_threshold_matches_brute_force(metric, case):
     best = brute_force(scores, labels, metric)
     assert choice == {"metric": metric, "value": pytest.approx(best)}
     predicted = (scores > t).astype(int)
-    achieved = metrics.accuracy_score(labels, predicted) if metric == "accuracy" else metrics.f1_score(labels, predicted, zero_division=0)
+    achieved = (
+        metrics.accuracy_score(labels, predicted)
+        if metric == "accuracy"
+        else metrics.f1_score(labels, predicted, zero_division=0)
+    )
     assert achieved == pytest.approx(best)
     assert not np.any(np.isclose(scores, t, atol=1e-9))  # never sits on a score
 
@@ -304,8 +326,10 @@ def adam_reference(grads: list[np.ndarray], lr=0.01, b1=0.9, b2=0.999, eps=1e-7,
     return total
 
 
-@pytest.fixture(params=[pytest.param(True, marks=pytest.mark.slow), False],  # slow: the C++ kernel's build
-                ids=["kernel", "pytorch-ops"])
+@pytest.fixture(
+    params=[pytest.param(True, marks=pytest.mark.slow), False],  # slow: the C++ kernel's build
+    ids=["kernel", "pytorch-ops"],
+)
 def adam_path(request, monkeypatch):
     """LazyAdam through the compiled one-pass loop, then through PyTorch ops."""
     monkeypatch.setenv("SIAMESE_KERNELS", "1" if request.param else "0")
@@ -338,7 +362,9 @@ def test_lazy_adam_updates_only_rows_in_the_sparse_gradient(adam_path):
     changed = (after2 != after1).any(1).nonzero().flatten().tolist()
     assert changed == [5]
     # the bias correction uses the optimiser's step count (2), as lazy Adam does
-    torch.testing.assert_close(after2[5] - start[5], torch.full((4,), adam_reference([-1.0], t_offset=1)), rtol=1e-4, atol=1e-7)
+    torch.testing.assert_close(
+        after2[5] - start[5], torch.full((4,), adam_reference([-1.0], t_offset=1)), rtol=1e-4, atol=1e-7
+    )
 
     step([1], 1.0)  # row 1 again: its moments continue from step 1
     m1 = 0.1 * 1.0
@@ -357,8 +383,9 @@ def test_lazy_adam_stays_finite_when_the_second_moment_is_denormal(adam_path):
     p = torch.nn.Parameter(torch.ones(4, 300))
     opt = LazyAdam([p], lr=0.01)
     for t, g in enumerate([3.97e-20, 1e-22, 2e-19, 0.0], 1):
-        p.grad = torch.sparse_coo_tensor(torch.tensor([[0, 2]]), torch.full((2, 300), g), (4, 300),
-                                         check_invariants=True)
+        p.grad = torch.sparse_coo_tensor(
+            torch.tensor([[0, 2]]), torch.full((2, 300), g), (4, 300), check_invariants=True
+        )
         opt.step()
         assert torch.isfinite(p.detach()).all(), f"step {t}"
     expected = adam_reference([3.97e-20, 1e-22, 2e-19, 0.0])
@@ -390,8 +417,13 @@ def test_trainer_keeps_the_epoch_best_on_the_monitored_metric_either_way():
     def run(monitor: str, maximize: bool):
         torch.manual_seed(0)
         module = torch.nn.Linear(2, 1)
-        trainer = Trainer(module, [torch.optim.SGD(module.parameters(), lr=0.1)], epochs=4,
-                          rng=np.random.default_rng(0), progress=False)
+        trainer = Trainer(
+            module,
+            [torch.optim.SGD(module.parameters(), lr=0.1)],
+            epochs=4,
+            rng=np.random.default_rng(0),
+            progress=False,
+        )
         accuracy = iter([0.5, 0.9, 0.7, 0.6])  # best at epoch 2
         loss = iter([0.4, 0.3, 0.2, 0.25])  # best at epoch 3
         weights = []
@@ -400,13 +432,20 @@ def test_trainer_keeps_the_epoch_best_on_the_monitored_metric_either_way():
             weights.append(module.weight.detach().clone())
             return {"val_accuracy": next(accuracy), "val_loss": next(loss)}
 
-        fitted = trainer.fit(lambda rng: [torch.ones(3, 2)], lambda x: module(x).pow(2).mean(), validate=validate,
-                             monitor=monitor, maximize=maximize)
+        fitted = trainer.fit(
+            lambda rng: [torch.ones(3, 2)],
+            lambda x: module(x).pow(2).mean(),
+            validate=validate,
+            monitor=monitor,
+            maximize=maximize,
+        )
         return fitted, weights
 
     fitted, weights = run("val_accuracy", True)
     assert fitted.best_epoch == 2 and fitted.best_score == 0.9
     assert torch.equal(fitted.best_weights["weight"], weights[1])
-    assert [set(r) >= {"loss", "val_loss", "val_accuracy", "items", "items_per_second"} for r in fitted.history] == [True] * 4
+    assert [set(r) >= {"loss", "val_loss", "val_accuracy", "items", "items_per_second"} for r in fitted.history] == [
+        True
+    ] * 4
     fitted, weights = run("val_loss", False)
     assert fitted.best_epoch == 3 and torch.equal(fitted.best_weights["weight"], weights[2])

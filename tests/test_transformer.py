@@ -21,8 +21,10 @@ pytestmark = pytest.mark.slow  # pretrained transformers (MiniLM, mpnet), loaded
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 SCRIPT = Path(sys.executable).parent / "siamese"
-SEED_PAIRS = (["When will I see you?", "Do they enjoy eating the dessert?"],
-              ["When can I see you again?", "Do they like hiking in the desert?"])
+SEED_PAIRS = (
+    ["When will I see you?", "Do they enjoy eating the dessert?"],
+    ["When can I see you again?", "Do they like hiking in the desert?"],
+)
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +75,13 @@ def test_fine_tune_with_frozen_layers_saves_and_loads_offline(data_dir, tmp_path
     pairs = datasets.load("mqp", data_dir).subset(range(48))
     config = ModelConfig(encoder="transformer", loss="mnr", max_length=48, encoder_options={"frozen_layers": 4})
     before = SiameseModel.build([], ModelConfig(encoder="transformer")).encoder.model.state_dict()
-    model = train(pairs, pairs.subset(range(24, 48)), model_config=config,
-                  config=TrainConfig(epochs=1, batch_size=8, lr=2e-5, workers=1), progress=False)
+    model = train(
+        pairs,
+        pairs.subset(range(24, 48)),
+        model_config=config,
+        config=TrainConfig(epochs=1, batch_size=8, lr=2e-5, workers=1),
+        progress=False,
+    )
     assert model.info["training"]["config"]["lr"] == 2e-5
     after = model.encoder.model.state_dict()
     layer = "encoder.layer.{}.attention.self.query.weight"
@@ -83,7 +90,9 @@ def test_fine_tune_with_frozen_layers_saves_and_loads_offline(data_dir, tmp_path
     assert not torch.equal(before[layer.format(5)], after[layer.format(5)])  # fine-tuned
 
     path = model.save(tmp_path / "minilm-mqp")
-    assert {"config.json", "tokenizer.json", "model.safetensors", "modules.json", "0_Transformer"} <= {p.name for p in path.iterdir()}
+    assert {"config.json", "tokenizer.json", "model.safetensors", "modules.json", "0_Transformer"} <= {
+        p.name for p in path.iterdir()
+    }
     config_json = json.loads((path / "config.json").read_text())
     assert config_json["encoder_options"]["hf_config"]["model_type"] == "bert"
     config_json["encoder_options"]["path"] = "/nonexistent"  # the original folder is not needed
@@ -93,11 +102,19 @@ def test_fine_tune_with_frozen_layers_saves_and_loads_offline(data_dir, tmp_path
     np.testing.assert_allclose(loaded.encode(texts), model.encode(texts), atol=1e-5)
     from sentence_transformers import SentenceTransformer  # a fine-tuned folder is a sentence-transformers model too
 
-    np.testing.assert_allclose(SentenceTransformer(str(path), device="cpu").encode(texts), model.encode(texts), atol=1e-5)
-    r = subprocess.run([str(SCRIPT), "predict", str(path), *[t[0] for t in SEED_PAIRS], "--json"],
-                       capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    np.testing.assert_allclose(
+        SentenceTransformer(str(path), device="cpu").encode(texts), model.encode(texts), atol=1e-5
+    )
+    r = subprocess.run(
+        [str(SCRIPT), "predict", str(path), *[t[0] for t in SEED_PAIRS], "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["similarity"] == pytest.approx(float(model.similarity(*[[t[0]] for t in SEED_PAIRS])[0]), abs=1e-5)
+    assert json.loads(r.stdout)["similarity"] == pytest.approx(
+        float(model.similarity(*[[t[0]] for t in SEED_PAIRS])[0]), abs=1e-5
+    )
 
 
 def test_a_config_builds_the_pretrained_encoder_every_time(minilm):
@@ -117,8 +134,13 @@ def test_keep_initial_mixes_the_pretrained_weights_back_in(data_dir):
     pretrained = SiameseModel.build([], config).encoder.state_dict()
 
     def fine_tune(keep: float):
-        return train(pairs, None, model_config=config, progress=False,
-                     config=TrainConfig(epochs=1, batch_size=16, lr=1e-4, keep_initial=keep)).encoder.state_dict()
+        return train(
+            pairs,
+            None,
+            model_config=config,
+            progress=False,
+            config=TrainConfig(epochs=1, batch_size=16, lr=1e-4, keep_initial=keep),
+        ).encoder.state_dict()
 
     tuned, mixed = fine_tune(0.0), fine_tune(0.3)
     name = "model.encoder.layer.5.output.dense.weight"
@@ -126,8 +148,13 @@ def test_keep_initial_mixes_the_pretrained_weights_back_in(data_dir):
     torch.testing.assert_close(mixed[name], 0.7 * tuned[name] + 0.3 * pretrained[name], atol=1e-6, rtol=1e-5)
     for bad, message in ((1.0, "keep_initial must be in"), (0.5, "starts from random weights")):
         with pytest.raises(ConfigError, match=message):
-            train(pairs, None, model_config=config if bad == 1.0 else ModelConfig(loss="cosent"),
-                  config=TrainConfig(epochs=1, keep_initial=bad), progress=False)
+            train(
+                pairs,
+                None,
+                model_config=config if bad == 1.0 else ModelConfig(loss="cosent"),
+                config=TrainConfig(epochs=1, keep_initial=bad),
+                progress=False,
+            )
 
 
 def test_transformer_default_lr_is_the_recipes(data_dir):
@@ -142,11 +169,43 @@ def test_cli_trains_a_frozen_bert_with_a_concat_classifier(data_dir, tmp_path):
     rows = (data_dir / "mqp/mqp.csv").read_text(encoding="utf-8").splitlines()[:25]  # header + 24 real pairs
     (tmp_path / "mqp24.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     out = tmp_path / "bert"
-    r = subprocess.run([str(SCRIPT), "train", "--data", str(tmp_path / "mqp24.csv"), "--encoder", "transformer",
-                        "--transformer", "minilm", "--pooling", "cls", "--head", "concat", "--loss", "bce",
-                        "--frozen-layers", "6", "--lr", "1e-3", "--epochs", "1", "--batch-size", "8", "--val-fraction", "0.25",
-                        "--workers", "1", "--out", str(out), "--json", "-q"],
-                       capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    r = subprocess.run(
+        [
+            str(SCRIPT),
+            "train",
+            "--data",
+            str(tmp_path / "mqp24.csv"),
+            "--encoder",
+            "transformer",
+            "--transformer",
+            "minilm",
+            "--pooling",
+            "cls",
+            "--head",
+            "concat",
+            "--loss",
+            "bce",
+            "--frozen-layers",
+            "6",
+            "--lr",
+            "1e-3",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "8",
+            "--val-fraction",
+            "0.25",
+            "--workers",
+            "1",
+            "--out",
+            str(out),
+            "--json",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["recipe"] == {"encoder": "transformer", "head": "concat", "loss": "bce"}
     model = SiameseModel.load(out)
@@ -170,14 +229,29 @@ def test_a_transformer_whose_pad_id_is_not_0_pads_with_its_own(tmp_path, wordpie
     folder.mkdir()
     wordpiece(folder)
     torch.manual_seed(0)
-    RobertaModel(RobertaConfig(vocab_size=11, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                               max_position_embeddings=40, pad_token_id=1, bos_token_id=0, eos_token_id=2)).save_pretrained(folder)
+    RobertaModel(
+        RobertaConfig(
+            vocab_size=11,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=40,
+            pad_token_id=1,
+            bos_token_id=0,
+            eos_token_id=2,
+        )
+    ).save_pretrained(folder)
     seen = []
     forward = TransformerEncoder.forward
-    monkeypatch.setattr(TransformerEncoder, "forward", lambda self, ids, lengths: seen.append((ids, lengths)) or forward(self, ids, lengths))
+    monkeypatch.setattr(
+        TransformerEncoder,
+        "forward",
+        lambda self, ids, lengths: seen.append((ids, lengths)) or forward(self, ids, lengths),
+    )
 
     def padding_values():
-        values = {int(v) for ids, lengths in seen for row, n in zip(ids, lengths) for v in row[int(n):]}
+        values = {int(v) for ids, lengths in seen for row, n in zip(ids, lengths) for v in row[int(n) :]}
         seen.clear()
         return values
 
@@ -191,9 +265,14 @@ def test_a_transformer_whose_pad_id_is_not_0_pads_with_its_own(tmp_path, wordpie
     np.testing.assert_allclose(together, alone, atol=1e-5)
 
     seen.clear()
-    pairs = Pairs(text1=["hello", "how are you", "world", "you"], text2=["hello world worlds", "are you", "worlds", "how"],
-                  labels=np.ones(4, dtype=np.int8))
-    trained = train(pairs, None, model_config=config, config=TrainConfig(epochs=1, batch_size=4, lr=1e-4, workers=1), progress=False)
+    pairs = Pairs(
+        text1=["hello", "how are you", "world", "you"],
+        text2=["hello world worlds", "are you", "worlds", "how"],
+        labels=np.ones(4, dtype=np.int8),
+    )
+    trained = train(
+        pairs, None, model_config=config, config=TrainConfig(epochs=1, batch_size=4, lr=1e-4, workers=1), progress=False
+    )
     assert padding_values() == {1}
     loaded = SiameseModel.load(trained.save(tmp_path / "model"))
     assert loaded.vectorizer.pad_id == 1 and loaded.fingerprint() == trained.fingerprint()

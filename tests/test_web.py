@@ -7,8 +7,14 @@ import shutil
 import pytest
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture(scope="module")
@@ -111,8 +117,10 @@ def test_compare_highlights_the_words_that_drove_the_score(server, browser, view
     assert "drops without the word" in result  # the LSTM is explained by occlusion, and the page says so
     # the strongest word is shaded most
     strongest = max(range(len(expected.text1)), key=lambda i: abs(expected.text1[i].weight))
-    alphas = [float(words.nth(i).evaluate("e => getComputedStyle(e).backgroundColor").split(",")[-1].rstrip(")"))
-              for i in range(len(expected.text1))]
+    alphas = [
+        float(words.nth(i).evaluate("e => getComputedStyle(e).backgroundColor").split(",")[-1].rstrip(")"))
+        for i in range(len(expected.text1))
+    ]
     assert max(range(len(alphas)), key=alphas.__getitem__) == strongest
     assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]  # no horizontal overflow
     page.close()

@@ -16,6 +16,12 @@ from __future__ import annotations
 
 from .._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(globals(), {
-    "app": ".root", "main": ".root", "index_app": ".root", "emoji_app": "..emoji.cli",
-})
+__getattr__, __dir__, __all__ = lazy_exports(
+    globals(),
+    {
+        "app": ".root",
+        "main": ".root",
+        "index_app": ".root",
+        "emoji_app": "..emoji.cli",
+    },
+)

@@ -17,21 +17,56 @@ import typer
 from ..errors import DataError, SiameseError
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
-FormatOpt = Annotated[str, typer.Option("--format", help="Data format: auto, quora, generic, msrp, paws, twitter-url, sick, sts, semeval, mqp.")]
+FormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--format", help="Data format: auto, quora, generic, msrp, paws, twitter-url, sick, sts, semeval, mqp."
+    ),
+]
 Text1Opt = Annotated[Optional[str], typer.Option("--text1", help="Column holding the first text.")]
 Text2Opt = Annotated[Optional[str], typer.Option("--text2", help="Column holding the second text.")]
 LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Column holding the 0/1 label.")]
-OverwriteOpt = Annotated[bool, typer.Option(
-    "--overwrite", help="Replace --out even when it is a folder of other files or another kind of siamese folder (by default only a siamese folder of the same kind is replaced).")]
-OverwriteFileOpt = Annotated[bool, typer.Option(
-    "--overwrite", help="Replace output files that already exist (by default an existing file is never replaced).")]
-DeviceOpt = Annotated[str, typer.Option("--device", help="auto (a GPU when there is one, else the CPU), cpu, cuda, cuda:N or mps.")]
-EngineOpt = Annotated[str, typer.Option("--engine", help="local (this process) or ray (a Ray cluster: Ray Data actors, one model each; pip install 'siamese[ray]').")]
-AddressOpt = Annotated[Optional[str], typer.Option("--address", help="--engine ray: the cluster to join (ray://HOST:10001 or HOST:6379; default: a local cluster on this machine's CPUs).")]
-TargetPrecisionOpt = Annotated[Optional[float], typer.Option(
-    "--target-precision", help="Set the threshold to the lowest one reaching this precision on the pairs (error if none does).")]
-TargetRecallOpt = Annotated[Optional[float], typer.Option(
-    "--target-recall", help="Set the threshold to the highest one reaching this recall on the pairs.")]
+OverwriteOpt = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="Replace --out even when it is a folder of other files or another kind of siamese folder (by default only a siamese folder of the same kind is replaced).",
+    ),
+]
+OverwriteFileOpt = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite", help="Replace output files that already exist (by default an existing file is never replaced)."
+    ),
+]
+DeviceOpt = Annotated[
+    str, typer.Option("--device", help="auto (a GPU when there is one, else the CPU), cpu, cuda, cuda:N or mps.")
+]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="local (this process) or ray (a Ray cluster: Ray Data actors, one model each; pip install 'siamese[ray]').",
+    ),
+]
+AddressOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--address",
+        help="--engine ray: the cluster to join (ray://HOST:10001 or HOST:6379; default: a local cluster on this machine's CPUs).",
+    ),
+]
+TargetPrecisionOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--target-precision",
+        help="Set the threshold to the lowest one reaching this precision on the pairs (error if none does).",
+    ),
+]
+TargetRecallOpt = Annotated[
+    Optional[float],
+    typer.Option("--target-recall", help="Set the threshold to the highest one reaching this recall on the pairs."),
+]
 
 
 def finite(value: float | None) -> float | None:
@@ -46,8 +81,10 @@ def text_argument(value: str, name: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise DataError(f"{name}: not valid UTF-8 (byte {value[e.start].encode('utf-8', 'surrogateescape')!r} "
-                        f"at character {e.start})") from None
+        raise DataError(
+            f"{name}: not valid UTF-8 (byte {value[e.start].encode('utf-8', 'surrogateescape')!r} "
+            f"at character {e.start})"
+        ) from None
     if not value.strip():
         raise DataError(f"{name}: the text is empty")
     return value
@@ -102,4 +139,3 @@ def _emit(result: dict, as_json: bool, lines: list[str]) -> None:
         typer.echo(json.dumps(result, ensure_ascii=False))  # emojis and texts stay readable characters
     else:
         typer.echo("\n".join(lines))
-

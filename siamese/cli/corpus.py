@@ -9,10 +9,24 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import ConfigError
-from .common import (AddressOpt, DeviceOpt, EngineOpt, JsonOpt, OverwriteFileOpt, OverwriteOpt, _check_out, _check_out_file,
-                     _emit, finite, text_argument, user_errors)
+from .common import (
+    AddressOpt,
+    DeviceOpt,
+    EngineOpt,
+    JsonOpt,
+    OverwriteFileOpt,
+    OverwriteOpt,
+    _check_out,
+    _check_out_file,
+    _emit,
+    finite,
+    text_argument,
+    user_errors,
+)
 
-TextColumnOpt = Annotated[Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")]
+TextColumnOpt = Annotated[
+    Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")
+]
 
 
 def _corpus_engine(engine: str, address: str | None, device: str, quiet: bool):
@@ -31,9 +45,18 @@ def _corpus_engine(engine: str, address: str | None, device: str, quiet: bool):
 @user_errors
 def encode(
     model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
-    data: Annotated[Path, typer.Option("--data", help="Texts: a .txt file (one per line; an empty line is an error) or a CSV/TSV column.")],
-    out: Annotated[Path, typer.Option("--out", help="Vectors to write: a float32 .npy, one row per text in file order.")],
-    column: Annotated[Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")] = None,
+    data: Annotated[
+        Path,
+        typer.Option(
+            "--data", help="Texts: a .txt file (one per line; an empty line is an error) or a CSV/TSV column."
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="Vectors to write: a float32 .npy, one row per text in file order.")
+    ],
+    column: Annotated[
+        Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")
+    ] = None,
     batch_size: Annotated[Optional[int], typer.Option(min=1, help="Texts per batch (default: the encoder's).")] = None,
     device: DeviceOpt = "auto",
     engine: EngineOpt = "local",
@@ -53,9 +76,19 @@ def encode(
     texts = read_texts(data, column, skip_empty=False)  # row i of the output is text i: no silent skips
     runner = _corpus_engine(engine, address, device, quiet or as_json)
     result = encode_to_file(model, texts, out, batch_size=batch_size, progress=not quiet and not as_json, engine=runner)
-    _emit(result, as_json, [f"encoded {result['n']} texts into {result['dim']}-d vectors in {result['seconds']:.2f}s "
-                            f"({result['texts_per_second']} texts/s); written to {out}"]
-          + ([] if model.config.head == "cosine" else [f"note: head {model.config.head!r}: raw encoder features, not unit vectors"]))
+    _emit(
+        result,
+        as_json,
+        [
+            f"encoded {result['n']} texts into {result['dim']}-d vectors in {result['seconds']:.2f}s "
+            f"({result['texts_per_second']} texts/s); written to {out}"
+        ]
+        + (
+            []
+            if model.config.head == "cosine"
+            else [f"note: head {model.config.head!r}: raw encoder features, not unit vectors"]
+        ),
+    )
 
 
 @user_errors
@@ -64,8 +97,16 @@ def index_build(
     data: Annotated[Path, typer.Option("--data", help="Texts: a .txt file (one per line) or a CSV/TSV column.")],
     out: Annotated[Path, typer.Option("--out", help="Index folder to write.")],
     column: TextColumnOpt = None,
-    kind: Annotated[str, typer.Option(help="flat (exact), hnsw or ivf (approximate, for large corpora), or ondisk (ivf with its lists on disk, memory-mapped: a corpus larger than memory).")] = "flat",
-    shard_size: Annotated[int, typer.Option(min=1, help="--kind ondisk: vectors added to the lists per shard (what is in memory at a time).")] = 1_000_000,
+    kind: Annotated[
+        str,
+        typer.Option(
+            help="flat (exact), hnsw or ivf (approximate, for large corpora), or ondisk (ivf with its lists on disk, memory-mapped: a corpus larger than memory)."
+        ),
+    ] = "flat",
+    shard_size: Annotated[
+        int,
+        typer.Option(min=1, help="--kind ondisk: vectors added to the lists per shard (what is in memory at a time)."),
+    ] = 1_000_000,
     device: DeviceOpt = "auto",
     engine: EngineOpt = "local",
     address: AddressOpt = None,
@@ -85,8 +126,11 @@ def index_build(
     texts = read_texts(data, column)
     index.add(texts, progress=not quiet, engine=_corpus_engine(engine, address, device, quiet or as_json))
     index.save(out, overwrite=overwrite)
-    _emit({"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind}, as_json,
-          [f"indexed {len(index)} texts ({kind}) into {out}; {len(texts) - len(index)} repeats skipped"])
+    _emit(
+        {"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind},
+        as_json,
+        [f"indexed {len(index)} texts ({kind}) into {out}; {len(texts) - len(index)} repeats skipped"],
+    )
 
 
 def _open_index(index_dir: Path, model_dir: Path | None):
@@ -101,10 +145,16 @@ def _open_index(index_dir: Path, model_dir: Path | None):
 def index_add(
     index_dir: Annotated[Path, typer.Argument(help="Index folder to extend (rewritten atomically).")],
     data: Annotated[Path, typer.Option("--data", help="New texts: a .txt file or a CSV/TSV column.")],
-    model_dir: Annotated[Optional[Path], typer.Option("--model", help="Model folder (default: the one that built the index).")] = None,
+    model_dir: Annotated[
+        Optional[Path], typer.Option("--model", help="Model folder (default: the one that built the index).")
+    ] = None,
     column: TextColumnOpt = None,
-    allow_duplicates: Annotated[bool, typer.Option(
-        "--allow-duplicates", help="Also add texts already indexed (by exact text, whitespace collapsed).")] = False,
+    allow_duplicates: Annotated[
+        bool,
+        typer.Option(
+            "--allow-duplicates", help="Also add texts already indexed (by exact text, whitespace collapsed)."
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     as_json: JsonOpt = False,
 ):
@@ -115,18 +165,31 @@ def index_add(
     texts = read_texts(data, column)
     added = index.add(texts, allow_duplicates=allow_duplicates, progress=not quiet)
     index.save(index_dir)
-    _emit({"out": str(index_dir), "added": added, "skipped": len(texts) - added, "size": len(index)}, as_json,
-          [f"added {added} texts ({len(texts) - added} already indexed, skipped); {index_dir} now holds {len(index)}"])
+    _emit(
+        {"out": str(index_dir), "added": added, "skipped": len(texts) - added, "size": len(index)},
+        as_json,
+        [f"added {added} texts ({len(texts) - added} already indexed, skipped); {index_dir} now holds {len(index)}"],
+    )
 
 
 @user_errors
 def search(
     index_dir: Annotated[Path, typer.Argument(help="Index folder.")],
     query: Annotated[str, typer.Argument(help="The new question.")],
-    model_dir: Annotated[Optional[Path], typer.Option("--model", help="Model folder (default: the one that built the index).")] = None,
+    model_dir: Annotated[
+        Optional[Path], typer.Option("--model", help="Model folder (default: the one that built the index).")
+    ] = None,
     k: Annotated[int, typer.Option("-k", min=1, help="How many neighbours.")] = 5,
-    threshold: Annotated[Optional[float], typer.Option(callback=finite, help="Duplicate threshold (default: the model's).")] = None,
-    rerank: Annotated[Optional[Path], typer.Option("--rerank", help="A cross-encoder folder (train --cross) that re-scores the k candidates and gives the verdict.")] = None,
+    threshold: Annotated[
+        Optional[float], typer.Option(callback=finite, help="Duplicate threshold (default: the model's).")
+    ] = None,
+    rerank: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--rerank",
+            help="A cross-encoder folder (train --cross) that re-scores the k candidates and gives the verdict.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ):
     """Nearest indexed texts to a query, with similarity and a duplicate verdict."""
@@ -140,8 +203,11 @@ def search(
         from ..search.cascade import rerank as rerank_hits
 
         hits = rerank_hits(cross, [query], [hits], threshold=threshold)[0]
-    _emit({"query": query, "hits": [asdict(h) for h in hits]}, as_json,
-          [f"{h.similarity:.4f} {'DUP' if h.duplicate else '   '} [{h.id}] {h.text}" for h in hits])
+    _emit(
+        {"query": query, "hits": [asdict(h) for h in hits]},
+        as_json,
+        [f"{h.similarity:.4f} {'DUP' if h.duplicate else '   '} [{h.id}] {h.text}" for h in hits],
+    )
 
 
 def _open_cross(path: Path):
@@ -158,29 +224,72 @@ def _open_cross(path: Path):
 def dedupe(
     path: Annotated[Path, typer.Argument(help="Model folder; with --rethreshold, a finished run's folder.")],
     data: Annotated[Optional[Path], typer.Option("--data", help="Texts: a .txt file or a CSV/TSV column.")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Run folder to write (results, candidate pairs, vectors).")] = None,
-    against: Annotated[Optional[Path], typer.Option(
-        "--against", help="Reference set (a .txt/CSV/TSV file or an index folder): flag the texts that duplicate it.")] = None,
-    rethreshold: Annotated[Optional[float], typer.Option(
-        "--rethreshold", help="Regroup the run folder PATH at this threshold (at or above its floor), without encoding.", callback=finite)] = None,
-    threshold: Annotated[Optional[float], typer.Option(callback=finite, help="Duplicate threshold (default: the model's).")] = None,
-    floor: Annotated[Optional[float], typer.Option(
-        help="Keep candidate pairs down to this similarity for later --rethreshold (default: threshold - 0.05).", callback=finite)] = None,
+    out: Annotated[
+        Optional[Path], typer.Option("--out", help="Run folder to write (results, candidate pairs, vectors).")
+    ] = None,
+    against: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--against",
+            help="Reference set (a .txt/CSV/TSV file or an index folder): flag the texts that duplicate it.",
+        ),
+    ] = None,
+    rethreshold: Annotated[
+        Optional[float],
+        typer.Option(
+            "--rethreshold",
+            help="Regroup the run folder PATH at this threshold (at or above its floor), without encoding.",
+            callback=finite,
+        ),
+    ] = None,
+    threshold: Annotated[
+        Optional[float], typer.Option(callback=finite, help="Duplicate threshold (default: the model's).")
+    ] = None,
+    floor: Annotated[
+        Optional[float],
+        typer.Option(
+            help="Keep candidate pairs down to this similarity for later --rethreshold (default: threshold - 0.05).",
+            callback=finite,
+        ),
+    ] = None,
     column: TextColumnOpt = None,
-    id_column: Annotated[Optional[str], typer.Option("--id-column", help="CSV column of unique ids (default: row number).")] = None,
-    against_column: Annotated[Optional[str], typer.Option(help="Text column of a CSV reference (default: --column).")] = None,
-    against_id_column: Annotated[Optional[str], typer.Option(help="Id column of a CSV reference (default: --id-column).")] = None,
+    id_column: Annotated[
+        Optional[str], typer.Option("--id-column", help="CSV column of unique ids (default: row number).")
+    ] = None,
+    against_column: Annotated[
+        Optional[str], typer.Option(help="Text column of a CSV reference (default: --column).")
+    ] = None,
+    against_id_column: Annotated[
+        Optional[str], typer.Option(help="Id column of a CSV reference (default: --id-column).")
+    ] = None,
     k: Annotated[int, typer.Option("-k", min=1, help="Neighbours examined per text.")] = 20,
-    kind: Annotated[str, typer.Option(
-        help="auto (exact up to 50,000 texts, ivf beyond), flat (exact), ivf or hnsw (approximate).")] = "auto",
-    clusters: Annotated[Optional[str], typer.Option(
-        help="components (all texts linked by a chain of duplicates; the default) or communities (tight: each "
-             "member a duplicate of its cluster's centre).")] = None,
+    kind: Annotated[
+        str, typer.Option(help="auto (exact up to 50,000 texts, ivf beyond), flat (exact), ivf or hnsw (approximate).")
+    ] = "auto",
+    clusters: Annotated[
+        Optional[str],
+        typer.Option(
+            help="components (all texts linked by a chain of duplicates; the default) or communities (tight: each "
+            "member a duplicate of its cluster's centre)."
+        ),
+    ] = None,
     min_size: Annotated[Optional[int], typer.Option(min=2, help="Smallest cluster written (default 2).")] = None,
-    verify: Annotated[Optional[Path], typer.Option("--verify", help="A cross-encoder folder (train --cross) that decides the candidate pairs near the threshold.")] = None,
-    verify_band: Annotated[float, typer.Option(min=0.0, help="With --verify: pairs within this much of the threshold are verified.")] = 0.1,
-    verify_all: Annotated[bool, typer.Option("--verify-all", help="With --verify: every candidate pair is verified, not only the band.")] = False,
-    explain: Annotated[bool, typer.Option("--explain", help="Also show the least similar pairs accepted as duplicates.")] = False,
+    verify: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--verify",
+            help="A cross-encoder folder (train --cross) that decides the candidate pairs near the threshold.",
+        ),
+    ] = None,
+    verify_band: Annotated[
+        float, typer.Option(min=0.0, help="With --verify: pairs within this much of the threshold are verified.")
+    ] = 0.1,
+    verify_all: Annotated[
+        bool, typer.Option("--verify-all", help="With --verify: every candidate pair is verified, not only the band.")
+    ] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Also show the least similar pairs accepted as duplicates.")
+    ] = False,
     explain_count: Annotated[int, typer.Option(min=1, help="How many pairs --explain shows.")] = 10,
     device: DeviceOpt = "auto",
     engine: EngineOpt = "local",
@@ -193,8 +302,11 @@ def dedupe(
     from ..search import DedupeRun
 
     if rethreshold is not None:
-        given = [name for name, value in (("--data", data), ("--out", out), ("--against", against), ("--verify", verify))
-                 if value is not None]
+        given = [
+            name
+            for name, value in (("--data", data), ("--out", out), ("--against", against), ("--verify", verify))
+            if value is not None
+        ]
         if given:
             raise ConfigError(f"--rethreshold regroups the run folder in place; it takes no {', '.join(given)}")
         run = DedupeRun.load(path)
@@ -208,10 +320,26 @@ def dedupe(
             if against is not None:
                 raise ConfigError("--verify works on a dedupe within one corpus, not with --against")
             extra = {"verify": _open_cross(verify), "verify_band": None if verify_all else verify_band}
-        run = _new_dedupe_run(path, data, out, against, **extra, threshold=threshold, floor=floor, column=column,
-                              id_column=id_column, against_column=against_column, against_id_column=against_id_column,
-                              k=k, kind=kind, clustering=clusters or "components", min_size=min_size or 2, quiet=quiet,
-                              device=device, engine=_corpus_engine(engine, address, device, quiet or as_json))
+        run = _new_dedupe_run(
+            path,
+            data,
+            out,
+            against,
+            **extra,
+            threshold=threshold,
+            floor=floor,
+            column=column,
+            id_column=id_column,
+            against_column=against_column,
+            against_id_column=against_id_column,
+            k=k,
+            kind=kind,
+            clustering=clusters or "components",
+            min_size=min_size or 2,
+            quiet=quiet,
+            device=device,
+            engine=_corpus_engine(engine, address, device, quiet or as_json),
+        )
         summary = run.summary()
     if "verified" in run.meta:
         summary["verified"] = run.meta["verified"]
@@ -219,36 +347,63 @@ def dedupe(
     if explain:
         summary["least_similar"] = [a.as_json() for a in least]
     if summary["mode"] == "self":
-        lines = [f"{summary['pairs']} duplicate pairs in {summary['clusters']} clusters ({summary['clustered_texts']} "
-                 f"of {summary['texts']} texts, {summary['exact_duplicates']} exact copies) at {summary['threshold']}; "
-                 f"written to {summary['out']}"]
+        lines = [
+            f"{summary['pairs']} duplicate pairs in {summary['clusters']} clusters ({summary['clustered_texts']} "
+            f"of {summary['texts']} texts, {summary['exact_duplicates']} exact copies) at {summary['threshold']}; "
+            f"written to {summary['out']}"
+        ]
     else:
-        lines = [f"{summary['flagged']} of {summary['texts']} texts duplicate the reference ({summary['exact_matches']} "
-                 f"exactly) at {summary['threshold']}; written to {summary['out']}"]
+        lines = [
+            f"{summary['flagged']} of {summary['texts']} texts duplicate the reference ({summary['exact_matches']} "
+            f"exactly) at {summary['threshold']}; written to {summary['out']}"
+        ]
     lines += [f"{a.similarity:.4f} [{a.first.id}] {a.first.text} ~ [{a.second.id}] {a.second.text}" for a in least]
     _emit(summary, as_json, lines)
 
 
-def _new_dedupe_run(model_dir: Path, data: Path, out: Path, against: Path | None, *, column, id_column, against_column,
-                    against_id_column, clustering: str, min_size: int, quiet: bool, device: str, **options):
+def _new_dedupe_run(
+    model_dir: Path,
+    data: Path,
+    out: Path,
+    against: Path | None,
+    *,
+    column,
+    id_column,
+    against_column,
+    against_id_column,
+    clustering: str,
+    min_size: int,
+    quiet: bool,
+    device: str,
+    **options,
+):
     """Read the texts (and the reference), load the model and run the dedupe (``engine``: None or Ray)."""
     from ..model import SiameseModel
-    from ..search import dedupe_against, read_records
     from ..search import dedupe as self_dedupe
+    from ..search import dedupe_against, read_records
 
     records = read_records(data, column, id_column)
     sources = {"data": str(data), "column": column, "id_column": id_column}
     model = SiameseModel.load(model_dir, device=device)
     if against is None:
-        return self_dedupe(model, records, out, clustering=clustering, min_size=min_size, progress=not quiet,
-                           sources=sources, **options)
+        return self_dedupe(
+            model,
+            records,
+            out,
+            clustering=clustering,
+            min_size=min_size,
+            progress=not quiet,
+            sources=sources,
+            **options,
+        )
     if against.is_dir():
         from ..search import DuplicateIndex
 
         reference = DuplicateIndex.load(against, model)
     else:
-        reference = read_records(against, against_column or column,
-                                 against_id_column if against_id_column is not None else id_column)
-    return dedupe_against(model, records, reference, out, progress=not quiet,
-                          sources={**sources, "against": str(against)}, **options)
-
+        reference = read_records(
+            against, against_column or column, against_id_column if against_id_column is not None else id_column
+        )
+    return dedupe_against(
+        model, records, reference, out, progress=not quiet, sources={**sources, "against": str(against)}, **options
+    )

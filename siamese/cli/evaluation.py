@@ -10,17 +10,43 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import ConfigError
-from .common import (DeviceOpt, FormatOpt, JsonOpt, LabelOpt, OverwriteFileOpt, TargetPrecisionOpt, TargetRecallOpt, Text1Opt,
-                     Text2Opt, _check_out_file, _emit, _read, finite, text_argument, user_errors)
+from .common import (
+    DeviceOpt,
+    FormatOpt,
+    JsonOpt,
+    LabelOpt,
+    OverwriteFileOpt,
+    TargetPrecisionOpt,
+    TargetRecallOpt,
+    Text1Opt,
+    Text2Opt,
+    _check_out_file,
+    _emit,
+    _read,
+    finite,
+    text_argument,
+    user_errors,
+)
 
 
 @user_errors
 def evaluate(
     model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
     data: Annotated[Path, typer.Option("--data", help="Labelled pairs to evaluate on.")],
-    threshold: Annotated[Optional[float], typer.Option(callback=finite, help="Decision threshold (default: the model's, chosen on validation data).")] = None,
-    report: Annotated[Optional[Path], typer.Option("--report", help="Also write a self-contained HTML report: curves, histograms, reliability diagram, confusion matrix, most confident errors.")] = None,
-    errors: Annotated[Optional[Path], typer.Option("--errors", help="Also write every misclassified pair to this CSV.")] = None,
+    threshold: Annotated[
+        Optional[float],
+        typer.Option(callback=finite, help="Decision threshold (default: the model's, chosen on validation data)."),
+    ] = None,
+    report: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--report",
+            help="Also write a self-contained HTML report: curves, histograms, reliability diagram, confusion matrix, most confident errors.",
+        ),
+    ] = None,
+    errors: Annotated[
+        Optional[Path], typer.Option("--errors", help="Also write every misclassified pair to this CSV.")
+    ] = None,
     format: FormatOpt = "auto",
     text1: Text1Opt = None,
     text2: Text2Opt = None,
@@ -51,8 +77,22 @@ def evaluate(
 
         result["errors"] = {"path": str(errors), "pairs": write_errors(errors, ev)}
     (tn, fp), (fn, tp) = result["confusion_matrix"]
-    lines = [f"{k:>18}: {result[k]:.4f}" for k in ("accuracy", "precision", "recall", "f1", "roc_auc", "average_precision", "threshold",
-                                                   "brier", "ece", "log_loss") if result[k] is not None]
+    lines = [
+        f"{k:>18}: {result[k]:.4f}"
+        for k in (
+            "accuracy",
+            "precision",
+            "recall",
+            "f1",
+            "roc_auc",
+            "average_precision",
+            "threshold",
+            "brier",
+            "ece",
+            "log_loss",
+        )
+        if result[k] is not None
+    ]
     lines += [f"{k:>18}: {result[k]:.2f}" for k in ("spearman", "pearson") if k in result]
     lines += [f"{'pairs':>18}: {result['n']}", f"{'confusion matrix':>18}: [[tn={tn}, fp={fp}], [fn={fn}, tp={tp}]]"]
     if not result["calibrated"]:
@@ -71,8 +111,12 @@ def predict(
     text2: Annotated[Optional[str], typer.Argument(help="Second text (or --text2).")] = None,
     first: Annotated[Optional[str], typer.Option("--text1", help="First text.")] = None,
     second: Annotated[Optional[str], typer.Option("--text2", help="Second text.")] = None,
-    threshold: Annotated[Optional[float], typer.Option(callback=finite, help="Decision threshold (default: the model's).")] = None,
-    explain: Annotated[bool, typer.Option("--explain", help="Also weigh each word: how much it drove the similarity.")] = False,
+    threshold: Annotated[
+        Optional[float], typer.Option(callback=finite, help="Decision threshold (default: the model's).")
+    ] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Also weigh each word: how much it drove the similarity.")
+    ] = False,
     as_json: JsonOpt = False,
 ):
     """Similarity of two texts and whether they are duplicates."""
@@ -87,13 +131,17 @@ def predict(
     probability = float(model.calibrator([similarity])[0]) if model.calibrator is not None else None
     result = {"similarity": similarity, "probability": probability, "duplicate": similarity > t, "threshold": t}
     odds = f", probability {probability:.3f}" if probability is not None else ""
-    lines = [f"similarity {similarity:.4f}{odds} → {'duplicate' if result['duplicate'] else 'not duplicate'} (threshold {t:.4f})"]
+    lines = [
+        f"similarity {similarity:.4f}{odds} → {'duplicate' if result['duplicate'] else 'not duplicate'} (threshold {t:.4f})"
+    ]
     if explain:
         explanation = result["explanation"] = model.explain(text1, text2).to_dict()
         for side in ("text1", "text2"):
             ranked = sorted(explanation[side], key=lambda w: -w["weight"])
-            lines.append(f"{side} words by weight ({explanation['method']}): "
-                         + ", ".join(f"{w['word']} {w['weight']:+.3f}" for w in ranked))
+            lines.append(
+                f"{side} words by weight ({explanation['method']}): "
+                + ", ".join(f"{w['word']} {w['weight']:+.3f}" for w in ranked)
+            )
     _emit(result, as_json, lines)
 
 
@@ -106,9 +154,15 @@ def _one_of(argument: str | None, option: str | None, name: str) -> str:
 
 @user_errors
 def calibrate(
-    model_dir: Annotated[Path, typer.Argument(help="Model folder (its config.json is rewritten atomically; weights untouched).")],
-    data: Annotated[Path, typer.Option("--data", help="Labelled pairs (both labels, 0/1) from the domain the model will score.")],
-    method: Annotated[str, typer.Option(help="auto (the lowest cross-validated log-loss), platt, isotonic or blend (their mean).")] = "auto",
+    model_dir: Annotated[
+        Path, typer.Argument(help="Model folder (its config.json is rewritten atomically; weights untouched).")
+    ],
+    data: Annotated[
+        Path, typer.Option("--data", help="Labelled pairs (both labels, 0/1) from the domain the model will score.")
+    ],
+    method: Annotated[
+        str, typer.Option(help="auto (the lowest cross-validated log-loss), platt, isotonic or blend (their mean).")
+    ] = "auto",
     target_precision: TargetPrecisionOpt = None,
     target_recall: TargetRecallOpt = None,
     format: FormatOpt = "auto",
@@ -124,17 +178,26 @@ def calibrate(
 
     check_targets(target_precision, target_recall)
     model = load_model(model_dir)
-    summary = run_calibration(model, _read(data, format, text1, text2, label), method=method,
-                              target_precision=target_precision, target_recall=target_recall)
+    summary = run_calibration(
+        model,
+        _read(data, format, text1, text2, label),
+        method=method,
+        target_precision=target_precision,
+        target_recall=target_recall,
+    )
     model.save_fitted(model_dir)
     cv = summary["cv_log_loss"]
-    lines = [f"calibrated on {summary['pairs']} pairs of {data}: {summary['method']} "
-             f"(cross-validated log-loss: {', '.join(f'{m} {v:.4f}' for m, v in cv.items())})",
-             f"ECE on these pairs: {summary['ece_before']:.4f} before, {summary['ece_after']:.4f} after"]
+    lines = [
+        f"calibrated on {summary['pairs']} pairs of {data}: {summary['method']} "
+        f"(cross-validated log-loss: {', '.join(f'{m} {v:.4f}' for m, v in cv.items())})",
+        f"ECE on these pairs: {summary['ece_before']:.4f} before, {summary['ece_after']:.4f} after",
+    ]
     choice = summary.get("threshold_choice")
     if choice:
-        lines.append(f"threshold {summary['threshold']:.4f}: precision {choice['precision']:.4f}, recall {choice['recall']:.4f} "
-                     f"(target {choice['metric']} {choice['target']})")
+        lines.append(
+            f"threshold {summary['threshold']:.4f}: precision {choice['precision']:.4f}, recall {choice['recall']:.4f} "
+            f"(target {choice['metric']} {choice['target']})"
+        )
     else:
         lines.append(f"threshold unchanged: {summary['threshold']:.4f}")
     _emit({"model": str(model_dir), **summary}, as_json, lines + [f"saved to {model_dir / 'config.json'}"])
@@ -143,10 +206,16 @@ def calibrate(
 @user_errors
 def score(
     model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
-    data: Annotated[Path, typer.Option("--data", help="Pairs to score (CSV or TSV; labels optional, every column kept).")],
-    out: Annotated[Path, typer.Option("--out", help="Scored copy to write (.csv or .tsv; written whole or not at all).")],
+    data: Annotated[
+        Path, typer.Option("--data", help="Pairs to score (CSV or TSV; labels optional, every column kept).")
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="Scored copy to write (.csv or .tsv; written whole or not at all).")
+    ],
     batch_size: Annotated[int, typer.Option(min=1, help="Pairs read, scored and written at a time.")] = 1024,
-    threshold: Annotated[Optional[float], typer.Option(callback=finite, help="Decision threshold (default: the model's).")] = None,
+    threshold: Annotated[
+        Optional[float], typer.Option(callback=finite, help="Decision threshold (default: the model's).")
+    ] = None,
     format: FormatOpt = "auto",
     text1: Text1Opt = None,
     text2: Text2Opt = None,
@@ -173,13 +242,28 @@ def score(
             typer.echo(f"scored {pairs} pairs (to line {line})", err=True)
 
     try:
-        summary = score_file(model, data, out, format=format, text1=text1, text2=text2, chunk_size=batch_size,
-                             threshold=threshold, progress=progress)
+        summary = score_file(
+            model,
+            data,
+            out,
+            format=format,
+            text1=text1,
+            text2=text2,
+            chunk_size=batch_size,
+            threshold=threshold,
+            progress=progress,
+        )
     finally:
         if bar is not None:
             bar.close()
-    _emit(summary, as_json, [f"scored {summary['pairs']} pairs into {out} (threshold {summary['threshold']:.4f}"
-                             f"{'' if summary['calibrated'] else '; not calibrated: no probability column'})"])
+    _emit(
+        summary,
+        as_json,
+        [
+            f"scored {summary['pairs']} pairs into {out} (threshold {summary['threshold']:.4f}"
+            f"{'' if summary['calibrated'] else '; not calibrated: no probability column'})"
+        ],
+    )
 
 
 @user_errors
@@ -202,8 +286,14 @@ def summary(
         draw(model, png)
     rows = [asdict(r) for r in summary_rows(model)]
     total = sum(p.numel() for m in (model.encoder, model.head) for p in m.parameters())
-    result = {"encoder": model.config.encoder, "head": model.config.head, "loss": model.config.loss,
-              "layers": rows, "total_params": total, "png": str(png) if png else None}
+    result = {
+        "encoder": model.config.encoder,
+        "head": model.config.head,
+        "loss": model.config.loss,
+        "layers": rows,
+        "total_params": total,
+        "png": str(png) if png else None,
+    }
     _emit(result, as_json, [model.summary()] + ([f"architecture drawn to {png}"] if png else []))
 
 
@@ -211,8 +301,12 @@ def summary(
 def rank(
     model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
     question: Annotated[str, typer.Argument(help="The question.")],
-    candidates: Annotated[Path, typer.Option("--candidates", help="Candidate answers: a .txt file (one per line) or a CSV/TSV column.")],
-    column: Annotated[Optional[str], typer.Option("--column", help="CSV/TSV column holding the answers (default: the first).")] = None,
+    candidates: Annotated[
+        Path, typer.Option("--candidates", help="Candidate answers: a .txt file (one per line) or a CSV/TSV column.")
+    ],
+    column: Annotated[
+        Optional[str], typer.Option("--column", help="CSV/TSV column holding the answers (default: the first).")
+    ] = None,
     k: Annotated[Optional[int], typer.Option("-k", min=1, help="Show only the best k (default: all).")] = None,
     as_json: JsonOpt = False,
 ):
@@ -225,15 +319,22 @@ def rank(
     model = SiameseModel.load(model_dir)
     texts = read_texts(candidates, column)
     ranked = run_rank(model, question, texts)[:k]
-    hits = [{"rank": r + 1, "score": score, "candidate": i + 1, "answer": texts[i]} for r, (i, score) in enumerate(ranked)]
-    _emit({"question": question, "ranked": hits}, as_json,
-          [f"{h['rank']:>3}. {h['score']:.4f}  {h['answer']}" for h in hits])
+    hits = [
+        {"rank": r + 1, "score": score, "candidate": i + 1, "answer": texts[i]} for r, (i, score) in enumerate(ranked)
+    ]
+    _emit(
+        {"question": question, "ranked": hits},
+        as_json,
+        [f"{h['rank']:>3}. {h['score']:.4f}  {h['answer']}" for h in hits],
+    )
 
 
 @user_errors
 def evaluate_answers(
     model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
-    data: Annotated[Path, typer.Option("--data", help="Answer-selection set: TrecQA CSV (qtext,label,atext) or a WikiQA folder.")],
+    data: Annotated[
+        Path, typer.Option("--data", help="Answer-selection set: TrecQA CSV (qtext,label,atext) or a WikiQA folder.")
+    ],
     as_json: JsonOpt = False,
 ):
     """MAP and MRR of ranking each question's candidate answers."""
@@ -241,6 +342,11 @@ def evaluate_answers(
     from ..model import SiameseModel
 
     report = ranking_report(SiameseModel.load(model_dir).similarity, read_answers(data))
-    _emit(report, as_json, [f"MAP {report['map']:.4f}, MRR {report['mrr']:.4f} over {report['questions']} questions "
-                            f"({report['candidates']} candidates)"])
-
+    _emit(
+        report,
+        as_json,
+        [
+            f"MAP {report['map']:.4f}, MRR {report['mrr']:.4f} over {report['questions']} questions "
+            f"({report['candidates']} candidates)"
+        ],
+    )

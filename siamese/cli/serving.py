@@ -17,13 +17,25 @@ def serve(
     index_dir: Annotated[Optional[Path], typer.Option("--index", help="Index folder for /search.")] = None,
     host: str = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free one).")] = 8000,
-    api_key: Annotated[Optional[list[str]], typer.Option("--api-key", help="Require this key (repeat for several; default: $SIAMESE_API_KEYS, comma-separated) as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'. The page and /health stay open.")] = None,
-    batching: Annotated[bool, typer.Option("--batching/--no-batching", help="Encode concurrent requests' texts in one model call.")] = True,
+    api_key: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--api-key",
+            help="Require this key (repeat for several; default: $SIAMESE_API_KEYS, comma-separated) as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'. The page and /health stay open.",
+        ),
+    ] = None,
+    batching: Annotated[
+        bool, typer.Option("--batching/--no-batching", help="Encode concurrent requests' texts in one model call.")
+    ] = True,
     max_batch: Annotated[int, typer.Option(help="Texts per batched model call.")] = 128,
     batch_wait_ms: Annotated[float, typer.Option(help="How long a request waits for others to join its batch.")] = 2.0,
     max_queue: Annotated[int, typer.Option(help="Requests waiting for the model; more are answered 429.")] = 64,
-    read_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds for a request's headers, and again for its body (408).")] = 15.0,
-    log_level: Annotated[str, typer.Option(help="critical, error, warning, info (one access line per request) or debug.")] = "info",
+    read_timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds for a request's headers, and again for its body (408).")
+    ] = 15.0,
+    log_level: Annotated[
+        str, typer.Option(help="critical, error, warning, info (one access line per request) or debug.")
+    ] = "info",
     device: DeviceOpt = "auto",
 ):
     """Serve the model over HTTP: /similarity, /search, /embed, /v1/embeddings, /health, /metrics, /docs."""
@@ -41,8 +53,14 @@ def serve(
         raise ConfigError("a cross-encoder has no vectors to search an index with; serve it without --index")
     index = DuplicateIndex.load(index_dir, model) if index_dir else None
     app = create_app(model, index, Limits(read_timeout=read_timeout), batching=config, api_keys=keys)
-    run(app, host=host, port=port, log_level=log_level.lower(), read_timeout=read_timeout,
-        what=f"{model_dir}" + (f" + {index_dir}" if index_dir else "") + (" (API keys required)" if keys else ""))
+    run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level.lower(),
+        read_timeout=read_timeout,
+        what=f"{model_dir}" + (f" + {index_dir}" if index_dir else "") + (" (API keys required)" if keys else ""),
+    )
 
 
 def formats():

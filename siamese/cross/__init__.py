@@ -8,6 +8,12 @@ from __future__ import annotations
 
 from .._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(globals(), {
-    "CrossConfig": ".model", "CrossEncoder": ".model", "CrossTrainConfig": ".training", "train_cross": ".training",
-})
+__getattr__, __dir__, __all__ = lazy_exports(
+    globals(),
+    {
+        "CrossConfig": ".model",
+        "CrossEncoder": ".model",
+        "CrossTrainConfig": ".training",
+        "train_cross": ".training",
+    },
+)

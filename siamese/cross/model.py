@@ -77,8 +77,9 @@ class CrossNetwork(nn.Module):
                 raise ModelError(f"{folder}: not a Hugging Face model folder (no config.json)")
             require_safetensors(folder)
             with quiet_loading():
-                self.transformer = AutoModel.from_pretrained(str(folder), local_files_only=True, add_pooling_layer=False,
-                                                             use_safetensors=True)
+                self.transformer = AutoModel.from_pretrained(
+                    str(folder), local_files_only=True, add_pooling_layer=False, use_safetensors=True
+                )
             config.hf_config = json.loads(self.transformer.config.to_json_string())
         else:  # rebuilt from a saved folder: the weights follow
             hf = CONFIG_MAPPING[config.hf_config["model_type"]].from_dict(copy.deepcopy(config.hf_config))
@@ -94,8 +95,9 @@ class CrossNetwork(nn.Module):
             self.register_buffer("prior_shift", torch.zeros(1))
             nn.init.zeros_(self.head.weight)
 
-    def forward(self, ids: torch.Tensor, types: torch.Tensor, mask: torch.Tensor,
-                prior: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, ids: torch.Tensor, types: torch.Tensor, mask: torch.Tensor, prior: torch.Tensor | None = None
+    ) -> torch.Tensor:
         states = self.transformer(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
         # Mean over the pair's tokens, not [CLS]: the sentence encoders it starts from (MiniLM,
         # mpnet) were trained mean-pooled, and their [CLS] state carries little (first run: Quora
@@ -117,8 +119,11 @@ class PairTokenizer:
         self.tokenizer = tokenizer
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(max_length, strategy="longest_first")
-        self.pad_id = tokenizer.token_to_id("[PAD]") if tokenizer.token_to_id("[PAD]") is not None else (
-            tokenizer.token_to_id("<pad>") or 0)
+        self.pad_id = (
+            tokenizer.token_to_id("[PAD]")
+            if tokenizer.token_to_id("[PAD]") is not None
+            else (tokenizer.token_to_id("<pad>") or 0)
+        )
 
     @classmethod
     def load(cls, path: Path, max_length: int) -> PairTokenizer:
@@ -148,8 +153,14 @@ class CrossEncoder:
 
     kind = "cross"  # what the CLI and server check before asking for vectors
 
-    def __init__(self, network: CrossNetwork, tokenizer: PairTokenizer, config: CrossConfig, info: dict | None = None,
-                 prior: SiameseModel | None = None):
+    def __init__(
+        self,
+        network: CrossNetwork,
+        tokenizer: PairTokenizer,
+        config: CrossConfig,
+        info: dict | None = None,
+        prior: SiameseModel | None = None,
+    ):
         self.network = network
         self.prior = prior  # the bi-encoder whose cosine the logit starts from (config.prior), frozen
         self.tokenizer = tokenizer
@@ -181,8 +192,9 @@ class CrossEncoder:
             return None
         return self.prior.similarity(list(texts_a), list(texts_b)).astype(np.float32)
 
-    def logits(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int = 32,
-               prior: np.ndarray | None = None) -> np.ndarray:
+    def logits(
+        self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int = 32, prior: np.ndarray | None = None
+    ) -> np.ndarray:
         """The network's logit for each pair in the given order (no symmetry). ``prior``: the
         pairs' :meth:`prior_cosines`, when the caller has them already."""
         if len(texts_a) != len(texts_b):
@@ -197,20 +209,25 @@ class CrossEncoder:
         self.network.eval()
         with torch.inference_mode(), autocast(precision)():
             for start in range(0, len(order), batch_size):
-                rows = order[start:start + batch_size]
+                rows = order[start : start + batch_size]
                 batch = self.tokenizer.batch([encodings[i] for i in rows])
                 out[rows] = self.network(*batch, None if cosines is None else cosines[rows]).float().numpy()
         return out
 
-    def similarity(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int = 32,
-                   prior: np.ndarray | None = None) -> np.ndarray:
+    def similarity(
+        self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int = 32, prior: np.ndarray | None = None
+    ) -> np.ndarray:
         """sigmoid of the mean logit of (a, b) and (b, a): symmetric, in [0, 1]. ``prior``: the
         pairs' :meth:`prior_cosines`, when the caller has them already."""
         texts_a, texts_b = list(texts_a), list(texts_b)
         if prior is None:
             prior = self.prior_cosines(texts_a, texts_b)  # symmetric: computed once for both orders
-        both = self.logits(texts_a + texts_b, texts_b + texts_a, batch_size=batch_size,
-                           prior=None if prior is None else np.concatenate([prior, prior]))
+        both = self.logits(
+            texts_a + texts_b,
+            texts_b + texts_a,
+            batch_size=batch_size,
+            prior=None if prior is None else np.concatenate([prior, prior]),
+        )
         n = len(texts_a)
         return (1.0 / (1.0 + np.exp(-(both[:n] + both[n:]) / 2))).astype(np.float32)
 
@@ -241,8 +258,13 @@ class CrossEncoder:
     # -- persistence -------------------------------------------------------------------------
 
     def _config_json(self) -> str:
-        manifest = {"format": FORMAT, "siamese_version": __version__, **asdict(self.config), "threshold": self.threshold,
-                    "info": self.info}
+        manifest = {
+            "format": FORMAT,
+            "siamese_version": __version__,
+            **asdict(self.config),
+            "threshold": self.threshold,
+            "info": self.info,
+        }
         if self.calibrator is not None:
             manifest["calibration"] = self.calibrator.to_dict()
         return json.dumps(manifest, indent=2) + "\n"
@@ -289,7 +311,9 @@ class CrossEncoder:
             network = CrossNetwork(config)
         except (TypeError, ValueError, KeyError) as e:
             raise ModelError(f"{path / 'config.json'}: invalid field ({e})") from None
-        for name in ("tokenizer.json", "model.safetensors") + ((f"{PRIOR_FOLDER}/config.json",) if config.prior else ()):
+        for name in ("tokenizer.json", "model.safetensors") + (
+            (f"{PRIOR_FOLDER}/config.json",) if config.prior else ()
+        ):
             if not (path / name).is_file():
                 raise ModelError(f"{path}: cross-encoder folder is missing {name}")
         prior = SiameseModel.load(path / PRIOR_FOLDER, precision=precision) if config.prior else None
@@ -299,9 +323,13 @@ class CrossEncoder:
                 raise ModelError(f"{path / 'model.safetensors'}: weights hold NaN or infinite values")
             network.load_state_dict(state)
         except (RuntimeError, OSError, SafetensorError) as e:
-            raise ModelError(f"{path / 'model.safetensors'}: weights do not fit the config ({str(e).splitlines()[0]})") from None
+            raise ModelError(
+                f"{path / 'model.safetensors'}: weights do not fit the config ({str(e).splitlines()[0]})"
+            ) from None
         network.eval()
-        model = cls(network, PairTokenizer.load(path / "tokenizer.json", config.max_length), config, raw.get("info"), prior)
+        model = cls(
+            network, PairTokenizer.load(path / "tokenizer.json", config.max_length), config, raw.get("info"), prior
+        )
         threshold = raw.get("threshold", DEFAULT_THRESHOLD)
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
             raise ModelError(f"{path / 'config.json'}: threshold must be a number, got {threshold!r}")
@@ -324,5 +352,7 @@ def load_prior(source: str) -> SiameseModel:
     if kind == SIAMESE_FORMAT:
         return SiameseModel.load(model_folder(source))
     if kind == FORMAT:
-        raise ModelError(f"{source}: a cross-encoder cannot be the prior; give a bi-encoder (minilm, mpnet or a folder)")
+        raise ModelError(
+            f"{source}: a cross-encoder cannot be the prior; give a bi-encoder (minilm, mpnet or a folder)"
+        )
     return sentence_encoder(source)[0]

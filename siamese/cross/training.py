@@ -58,19 +58,31 @@ def targets_of(pairs: Pairs) -> np.ndarray:
     return (scores - low) / (high - low)
 
 
-def train_cross(train_pairs: Pairs, val_pairs: Pairs | None = None, *, model_config: CrossConfig | None = None,
-                config: CrossTrainConfig | None = None, checkpoint: str | os.PathLike | None = None,
-                resume: bool = False, run: dict | None = None, progress: bool = True) -> CrossEncoder:
+def train_cross(
+    train_pairs: Pairs,
+    val_pairs: Pairs | None = None,
+    *,
+    model_config: CrossConfig | None = None,
+    config: CrossTrainConfig | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    resume: bool = False,
+    run: dict | None = None,
+    progress: bool = True,
+) -> CrossEncoder:
     """Fine-tune a cross-encoder on ``train_pairs``; ``val_pairs`` (both labels) give the
     validation loss (best epoch kept), the threshold and the calibration. ``checkpoint`` /
     ``resume`` / ``run`` as :func:`siamese.training.train`."""
     config = config or CrossTrainConfig()
     config.check()
     if len(train_pairs) < 2:
-        raise DataError(f"{train_pairs.source}: need at least 2 pairs to train a cross-encoder, found {len(train_pairs)}")
+        raise DataError(
+            f"{train_pairs.source}: need at least 2 pairs to train a cross-encoder, found {len(train_pairs)}"
+        )
     targets = targets_of(train_pairs)
     if len(set(np.round(targets).tolist())) < 2 and train_pairs.scores is None:
-        raise DataError(f"{train_pairs.source}: a cross-encoder trains on labelled pairs and needs both labels (0 and 1)")
+        raise DataError(
+            f"{train_pairs.source}: a cross-encoder trains on labelled pairs and needs both labels (0 and 1)"
+        )
     precision = resolve_precision(config.precision)
     rng = np.random.default_rng(config.seed)
     torch.manual_seed(config.seed)
@@ -84,9 +96,12 @@ def train_cross(train_pairs: Pairs, val_pairs: Pairs | None = None, *, model_con
         val_prior = model.prior_cosines(val_pairs.text1, val_pairs.text2) if has_val else None
         fit = (val_prior, targets_of(val_pairs)) if has_val else (prior, targets)
         fit_prior(model.network, *fit)
-        model.info["prior"] = {**model.info.get("prior", {}), "scale": float(model.network.prior_scale),
-                               "shift": float(model.network.prior_shift),
-                               "fitted_on": (val_pairs if has_val else train_pairs).source}
+        model.info["prior"] = {
+            **model.info.get("prior", {}),
+            "scale": float(model.network.prior_scale),
+            "shift": float(model.network.prior_shift),
+            "fitted_on": (val_pairs if has_val else train_pairs).source,
+        }
     if config.both_orders:
         a, b, targets = a + list(train_pairs.text2), b + list(train_pairs.text1), np.concatenate([targets, targets])
         prior = None if prior is None else np.concatenate([prior, prior])
@@ -96,25 +111,33 @@ def train_cross(train_pairs: Pairs, val_pairs: Pairs | None = None, *, model_con
     y = torch.from_numpy(targets.astype(np.float32))
     val = None
     if val_pairs is not None and len(val_pairs) >= 2:
-        val = (model.tokenizer.encode(val_pairs.text1, val_pairs.text2), torch.from_numpy(targets_of(val_pairs)),
-               None if val_prior is None else torch.from_numpy(val_prior))
+        val = (
+            model.tokenizer.encode(val_pairs.text1, val_pairs.text2),
+            torch.from_numpy(targets_of(val_pairs)),
+            None if val_prior is None else torch.from_numpy(val_prior),
+        )
 
     from ..training import batches  # the Siamese trainer's length-bucketed batches
 
     network = model.network
     decay = [p for n, p in network.named_parameters() if p.ndim > 1]
     no_decay = [p for n, p in network.named_parameters() if p.ndim <= 1]  # biases and LayerNorm
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=config.lr)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr,
+    )
     steps = config.epochs * -(-len(encodings) // config.batch_size)
     warmup = max(1, int(config.warmup_fraction * steps))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup))))
+        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup)))
+    )
     cast = autocast(precision)
 
     def step(rows: np.ndarray) -> torch.Tensor:
         with cast():
-            logits = network(*model.tokenizer.batch([encodings[i] for i in rows]), None if cosines is None else cosines[rows])
+            logits = network(
+                *model.tokenizer.batch([encodings[i] for i in rows]), None if cosines is None else cosines[rows]
+            )
         return F.binary_cross_entropy_with_logits(logits.float(), y[rows])
 
     @torch.no_grad()
@@ -124,25 +147,41 @@ def train_cross(train_pairs: Pairs, val_pairs: Pairs | None = None, *, model_con
         total = 0.0
         for start in range(0, len(enc), 64):
             with cast():
-                logits = network(*model.tokenizer.batch(enc[start:start + 64]),
-                                 None if val_cosines is None else val_cosines[start:start + 64])
-            total += F.binary_cross_entropy_with_logits(logits.float(), target[start:start + 64], reduction="sum").item()
+                logits = network(
+                    *model.tokenizer.batch(enc[start : start + 64]),
+                    None if val_cosines is None else val_cosines[start : start + 64],
+                )
+            total += F.binary_cross_entropy_with_logits(
+                logits.float(), target[start : start + 64], reduction="sum"
+            ).item()
         return total / len(enc)
 
     meta = {"train_config": json.loads(json.dumps(asdict(config))), "run": run or {}}
     callbacks = [Checkpoint(checkpoint, model.write, meta)] if checkpoint else []
-    trainer = Trainer(network, [optimizer], epochs=config.epochs, rng=rng, schedulers=[scheduler], progress=progress,
-                      desc="cross epoch", item="pair", on_epoch_end=callbacks)
+    trainer = Trainer(
+        network,
+        [optimizer],
+        epochs=config.epochs,
+        rng=rng,
+        schedulers=[scheduler],
+        progress=progress,
+        desc="cross epoch",
+        item="pair",
+        on_epoch_end=callbacks,
+    )
     if resume:
         if checkpoint is None:
             raise ConfigError("resume needs the checkpoint folder the run wrote")
         tensors, skeleton, read_meta = read_checkpoint(checkpoint)
         if read_meta.get("train_config") != meta["train_config"]:
-            raise ConfigError(f"{checkpoint}: the checkpoint was trained with other settings; resume with the same ones")
+            raise ConfigError(
+                f"{checkpoint}: the checkpoint was trained with other settings; resume with the same ones"
+            )
         trainer.restore(tensors, skeleton)
     started = time.perf_counter()
-    fitted = trainer.fit(lambda rng: batches(lengths, config.batch_size, rng),
-                         step, validate=validate if val is not None else None)
+    fitted = trainer.fit(
+        lambda rng: batches(lengths, config.batch_size, rng), step, validate=validate if val is not None else None
+    )
     network.load_state_dict(fitted.best_weights)
     network.eval()
 
@@ -156,16 +195,25 @@ def train_cross(train_pairs: Pairs, val_pairs: Pairs | None = None, *, model_con
             calibration["note"] = "skipped: the validation pairs are graded, with scores rather than 0/1 labels"
         elif config.calibrate:
             try:
-                model.calibrator = replace(fit_calibrator(sims, val_pairs.labels, seed=config.seed),
-                                           fitted_on={**data_record(val_pairs), "split": "validation"})
+                model.calibrator = replace(
+                    fit_calibrator(sims, val_pairs.labels, seed=config.seed),
+                    fitted_on={**data_record(val_pairs), "split": "validation"},
+                )
                 calibration = {"fitted": True, "method": model.calibrator.method}
             except DataError as e:
                 calibration["note"] = f"skipped: {e}"
     model.info["training"] = {
-        "config": asdict(config), "precision": precision, "loss": "bce", "train_pairs": len(train_pairs),
-        "val_pairs": 0 if val_pairs is None else len(val_pairs), "best_epoch": fitted.best_epoch,
-        "history": fitted.history, "seconds": round(time.perf_counter() - started, 3),
-        "pairs_per_second": fitted.per_second, "threshold": model.threshold, "threshold_choice": choice,
+        "config": asdict(config),
+        "precision": precision,
+        "loss": "bce",
+        "train_pairs": len(train_pairs),
+        "val_pairs": 0 if val_pairs is None else len(val_pairs),
+        "best_epoch": fitted.best_epoch,
+        "history": fitted.history,
+        "seconds": round(time.perf_counter() - started, 3),
+        "pairs_per_second": fitted.per_second,
+        "threshold": model.threshold,
+        "threshold_choice": choice,
         "calibration": calibration,
         "sources": [train_pairs.source] + ([val_pairs.source] if val_pairs is not None else []),
     }
@@ -201,11 +249,20 @@ def train_from_configs(train_pairs: Pairs, val_pairs: Pairs | None, model_config
     defaults = CrossTrainConfig()
     steps_hint = config.warmup_steps  # TrainConfig counts warm-up in steps; ours is a fraction
     cross_config = CrossTrainConfig(
-        epochs=config.epochs, batch_size=config.batch_size, lr=config.lr or defaults.lr, seed=config.seed,
-        precision=config.precision, threshold_metric=config.threshold_metric, calibrate=config.calibrate,
-        warmup_fraction=defaults.warmup_fraction if not steps_hint else
-        min(0.5, steps_hint * config.batch_size / max(1, 2 * len(train_pairs) * config.epochs)))
-    architecture = CrossConfig(transformer=model_config.encoder_options.get("path") or "minilm",
-                               max_length=model_config.max_length or CrossConfig.max_length,
-                               prior=model_config.encoder_options.get("prior"))
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        lr=config.lr or defaults.lr,
+        seed=config.seed,
+        precision=config.precision,
+        threshold_metric=config.threshold_metric,
+        calibrate=config.calibrate,
+        warmup_fraction=defaults.warmup_fraction
+        if not steps_hint
+        else min(0.5, steps_hint * config.batch_size / max(1, 2 * len(train_pairs) * config.epochs)),
+    )
+    architecture = CrossConfig(
+        transformer=model_config.encoder_options.get("path") or "minilm",
+        max_length=model_config.max_length or CrossConfig.max_length,
+        prior=model_config.encoder_options.get("prior"),
+    )
     return train_cross(train_pairs, val_pairs, model_config=architecture, config=cross_config, **kwargs)

@@ -13,7 +13,14 @@ from .._lazy import lazy_exports
 
 # Names resolve on first use: importing this package (e.g. for StaticConfig's defaults in the CLI)
 # must not import torch.
-__getattr__, __dir__, __all__ = lazy_exports(globals(), {
-    "StaticConfig": ".config", "VOCABULARIES": ".config", "default_corpus": ".corpus", "read_corpus": ".corpus",
-    "distill_static": ".static", "distill": ".pipeline",
-})
+__getattr__, __dir__, __all__ = lazy_exports(
+    globals(),
+    {
+        "StaticConfig": ".config",
+        "VOCABULARIES": ".config",
+        "default_corpus": ".corpus",
+        "read_corpus": ".corpus",
+        "distill_static": ".static",
+        "distill": ".pipeline",
+    },
+)

@@ -5,7 +5,7 @@ texts of the user's files (one text per line, or both texts of every pair of a p
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from .. import datasets
@@ -19,8 +19,19 @@ CORPUS_SETS = [*datasets.TRAIN, "sick-trial", "paws-wiki-dev", "parasci-acl-val"
 # Sets whose texts are kept out even where a training set holds them too (STS-B test reuses ~500
 # MSRP and news sentences, for instance): the student never sees the teacher's vector of a text
 # it is measured or tuned on.
-HELD_OUT_SETS = ["quora-sample", "msrp-test", "paws-wiki-test", "paws-qqp-dev-test", "twitter-url-test", "sts-test",
-                 "sick-test", "mqp", "msrp-val", "sts-dev", "semeval-dev"]
+HELD_OUT_SETS = [
+    "quora-sample",
+    "msrp-test",
+    "paws-wiki-test",
+    "paws-qqp-dev-test",
+    "twitter-url-test",
+    "sts-test",
+    "sick-test",
+    "mqp",
+    "msrp-val",
+    "sts-dev",
+    "semeval-dev",
+]
 INSURANCEQA_QUESTIONS = "insuranceqa/questions.csv"
 
 
@@ -28,7 +39,9 @@ def default_corpus(root: str | os.PathLike | None = None) -> list[str]:
     """Every distinct non-empty text of :data:`CORPUS_SETS` and InsuranceQA's train/valid
     questions, in first-seen order, less every text of :data:`HELD_OUT_SETS`."""
     if not datasets.available(root):
-        raise DataError(f"{datasets.data_root(root)}: the shared data sets are not there (give --data files, or set SIAMESE_DATA)")
+        raise DataError(
+            f"{datasets.data_root(root)}: the shared data sets are not there (give --data files, or set SIAMESE_DATA)"
+        )
     texts: dict[str, None] = {}
     for name in CORPUS_SETS:
         pairs = datasets.load(name, root)

@@ -13,10 +13,18 @@ from .corpus import default_corpus
 from .static import distill_static
 
 
-def distill(teacher: str | os.PathLike | SiameseModel = "minilm", texts: Sequence[str] | None = None, *,
-            config: StaticConfig | None = None, val_pairs: Pairs | Sequence[Pairs] | None = None,
-            fine_tune: Pairs | None = None, fine_tune_loss: str = "mnr", fine_tune_epochs: int = 1,
-            fine_tune_lr: float = 1e-3, progress: bool = True) -> SiameseModel:
+def distill(
+    teacher: str | os.PathLike | SiameseModel = "minilm",
+    texts: Sequence[str] | None = None,
+    *,
+    config: StaticConfig | None = None,
+    val_pairs: Pairs | Sequence[Pairs] | None = None,
+    fine_tune: Pairs | None = None,
+    fine_tune_loss: str = "mnr",
+    fine_tune_epochs: int = 1,
+    fine_tune_lr: float = 1e-3,
+    progress: bool = True,
+) -> SiameseModel:
     """A static student of ``teacher`` (``minilm``, ``mpnet``, a Siamese, sentence-transformers or
     Hugging Face folder, or a model in memory) learned on ``texts`` (default:
     :func:`default_corpus`), optionally fine-tuned on labelled pairs, with its decision threshold
@@ -38,13 +46,23 @@ def distill(teacher: str | os.PathLike | SiameseModel = "minilm", texts: Sequenc
     student = distill_static(teacher_model, corpus, config, teacher_info=info, progress=progress)
     del teacher_model  # hundreds of MB for a large teacher
     if fine_tune is not None:
-        tuned = train(fine_tune, val, model_config=ModelConfig(loss=fine_tune_loss),
-                      config=TrainConfig(epochs=fine_tune_epochs, lr=fine_tune_lr, seed=config.seed),
-                      initial=student, progress=progress)
+        tuned = train(
+            fine_tune,
+            val,
+            model_config=ModelConfig(loss=fine_tune_loss),
+            config=TrainConfig(epochs=fine_tune_epochs, lr=fine_tune_lr, seed=config.seed),
+            initial=student,
+            progress=progress,
+        )
         tuned.info["distillation"] = student.info["distillation"]
         student = tuned
     student.info["distillation"]["threshold_choice"] = set_threshold(student, parts)
     if fine_tune is not None:
-        student.info["distillation"]["fine_tune"] = {"source": fine_tune.source, "pairs": len(fine_tune),
-                                                    "loss": fine_tune_loss, "epochs": fine_tune_epochs, "lr": fine_tune_lr}
+        student.info["distillation"]["fine_tune"] = {
+            "source": fine_tune.source,
+            "pairs": len(fine_tune),
+            "loss": fine_tune_loss,
+            "epochs": fine_tune_epochs,
+            "lr": fine_tune_lr,
+        }
     return student

@@ -44,10 +44,15 @@ from ..text import PAD_ID, UNK_ID, PretrainedVectorizer, Vectorizer, pad
 from .config import StaticConfig
 
 
-
-def distill_static(teacher: SiameseModel, texts: Sequence[str], config: StaticConfig | None = None, *,
-                   teacher_info: dict | None = None, targets: np.ndarray | None = None,
-                   progress: bool = True) -> SiameseModel:
+def distill_static(
+    teacher: SiameseModel,
+    texts: Sequence[str],
+    config: StaticConfig | None = None,
+    *,
+    teacher_info: dict | None = None,
+    targets: np.ndarray | None = None,
+    progress: bool = True,
+) -> SiameseModel:
     """A bag-of-words :class:`SiameseModel` whose cosines imitate ``teacher``'s (a cosine model)
     on ``texts`` (the corpus). ``targets``: the teacher's vectors of the distinct non-empty
     texts in first-seen order, if already computed. The threshold is the default: choose one on
@@ -84,13 +89,22 @@ def distill_static(teacher: SiameseModel, texts: Sequence[str], config: StaticCo
     # projections stays close to the cosine of the originals (Quora sample: 0.8848 vs 0.8850 at 256).
     _, _, vt = np.linalg.svd(targets[:: max(1, len(targets) // 50_000)], full_matrices=False)
     projection = vt[: config.dim].T.astype(np.float32)  # (teacher width, dim)
-    model_config = ModelConfig(encoder="bow", dim=config.dim, head="cosine", loss="cosent", max_vocab=config.max_vocab,
-                               max_length=config.max_length, seed=config.seed, tokenizer=config.vocabulary,
-                               encoder_options={"embedding_dim": config.dim})
+    model_config = ModelConfig(
+        encoder="bow",
+        dim=config.dim,
+        head="cosine",
+        loss="cosent",
+        max_vocab=config.max_vocab,
+        max_length=config.max_length,
+        seed=config.seed,
+        tokenizer=config.vocabulary,
+        encoder_options={"embedding_dim": config.dim},
+    )
     ids = vectorizer.encode(texts)  # once: the SIF counts and every training batch come from these
     counts = np.bincount(np.concatenate(ids), minlength=vectorizer.vocab_size)
-    encoder = BagOfWordsEncoder(vectorizer.vocab_size, embedding_dim=config.dim, word_counts=counts,
-                                embeddings=token_table @ projection)
+    encoder = BagOfWordsEncoder(
+        vectorizer.vocab_size, embedding_dim=config.dim, word_counts=counts, embeddings=token_table @ projection
+    )
     with torch.no_grad():
         encoder.embedding.weight[PAD_ID] = 0
         if config.vocabulary == "words":
@@ -98,10 +112,18 @@ def distill_static(teacher: SiameseModel, texts: Sequence[str], config: StaticCo
     model = SiameseModel(vectorizer, encoder, model_config)
     goal = torch.nn.functional.normalize(torch.from_numpy(targets @ projection), dim=-1)
     history = fit_to_teacher(model, ids, goal, config, progress)
-    model.info = {"distillation": {"kind": "static", **asdict(config), "teacher": teacher_info or {},
-                                   "corpus_texts": len(texts), "tokens": vectorizer.vocab_size,
-                                   "teacher_seconds": round(teacher_seconds, 1), "history": history,
-                                   "seconds": round(time.perf_counter() - started, 1)}}
+    model.info = {
+        "distillation": {
+            "kind": "static",
+            **asdict(config),
+            "teacher": teacher_info or {},
+            "corpus_texts": len(texts),
+            "tokens": vectorizer.vocab_size,
+            "teacher_seconds": round(teacher_seconds, 1),
+            "history": history,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+    }
     return model
 
 
@@ -113,8 +135,9 @@ def relational_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: f
     return F.kl_div(guess, target, log_target=True, reduction="batchmean")
 
 
-def fit_to_teacher(model: SiameseModel, ids: list[np.ndarray], goal: torch.Tensor, config: StaticConfig,
-                   progress: bool) -> list[dict]:
+def fit_to_teacher(
+    model: SiameseModel, ids: list[np.ndarray], goal: torch.Tensor, config: StaticConfig, progress: bool
+) -> list[dict]:
     """Lazy Adam on the token vectors and weights, on the corpus texts' token ``ids``: loss
     ``1 − cos(student, teacher)`` plus ``config.relational`` × :func:`relational_loss`. Keeps the
     weights of the epoch of lowest loss on the held-out texts (also reported: their mean cosine to
@@ -145,7 +168,7 @@ def fit_to_teacher(model: SiameseModel, ids: list[np.ndarray], goal: torch.Tenso
             return {"val_loss": None, "val_cosine": None}
         encoder.eval()
         # Batches of the training size: the relational term depends on how many texts a batch holds.
-        parts = [losses(val_rows[b: b + config.batch_size]) for b in range(0, len(val_rows), config.batch_size)]
+        parts = [losses(val_rows[b : b + config.batch_size]) for b in range(0, len(val_rows), config.batch_size)]
         encoder.train()
         loss = sum(float(l) * len(c) for l, c in parts) / len(val_rows)
         return {"val_loss": round(loss, 5), "val_cosine": round(float(torch.cat([c for _, c in parts]).mean()), 5)}
@@ -157,7 +180,7 @@ def fit_to_teacher(model: SiameseModel, ids: list[np.ndarray], goal: torch.Tenso
         started = time.perf_counter()
         # Batches of texts of similar length (little padding), visited in random order.
         shuffled = train_rows[np.argsort(lengths + rng.random(len(lengths)) * 4, kind="stable")]
-        batches = [shuffled[b: b + config.batch_size] for b in range(0, len(shuffled), config.batch_size)]
+        batches = [shuffled[b : b + config.batch_size] for b in range(0, len(shuffled), config.batch_size)]
         total = 0.0
         encoder.train()
         for k in tqdm(rng.permutation(len(batches)), desc=f"distill epoch {epoch}", disable=not progress, leave=False):
@@ -167,12 +190,18 @@ def fit_to_teacher(model: SiameseModel, ids: list[np.ndarray], goal: torch.Tenso
             loss.backward()
             optimizer.step()
             total += float(loss.detach()) * len(rows)
-        row = {"epoch": epoch, "loss": round(total / max(len(train_rows), 1), 5), **held_out(),
-               "seconds": round(time.perf_counter() - started, 2)}
+        row = {
+            "epoch": epoch,
+            "loss": round(total / max(len(train_rows), 1), 5),
+            **held_out(),
+            "seconds": round(time.perf_counter() - started, 2),
+        }
         history.append(row)
         if progress:
-            tqdm.write(f"distill epoch {epoch}: loss {row['loss']:.4f}, held-out loss {row['val_loss']}, "
-                       f"held-out cosine to the teacher {row['val_cosine']}")
+            tqdm.write(
+                f"distill epoch {epoch}: loss {row['loss']:.4f}, held-out loss {row['val_loss']}, "
+                f"held-out cosine to the teacher {row['val_cosine']}"
+            )
         if row["val_loss"] is None or row["val_loss"] < best[0]:
             best = (row["val_loss"], {k: v.clone() for k, v in encoder.state_dict().items()}, epoch)
     encoder.load_state_dict(best[1])
@@ -181,19 +210,25 @@ def fit_to_teacher(model: SiameseModel, ids: list[np.ndarray], goal: torch.Tenso
     return history
 
 
-def subword_vectorizer(teacher: SiameseModel, texts: Sequence[str], config: StaticConfig) -> tuple[PretrainedVectorizer, int]:
+def subword_vectorizer(
+    teacher: SiameseModel, texts: Sequence[str], config: StaticConfig
+) -> tuple[PretrainedVectorizer, int]:
     """The teacher's own WordPiece tokenizer without its special tokens, its vocabulary extended
     with the corpus's most frequent words that it would cut into pieces; and how many were added.
     WordPiece matches the longest vocabulary entry first, so an added word is then one token."""
     spec = json.loads(teacher.vectorizer.tokenizer.to_str())
     if spec.get("model", {}).get("type") != "WordPiece":
-        raise ConfigError("vocabulary 'subwords' needs a teacher with a WordPiece tokenizer (BERT-like, e.g. minilm, "
-                          "mpnet); use vocabulary 'words' with this one")
+        raise ConfigError(
+            "vocabulary 'subwords' needs a teacher with a WordPiece tokenizer (BERT-like, e.g. minilm, "
+            "mpnet); use vocabulary 'words' with this one"
+        )
     spec["post_processor"] = None  # no [CLS]/[SEP]: in a mean of token vectors they only blur
     spec["padding"] = spec["truncation"] = None
     base = Tokenizer.from_str(json.dumps(spec))
     normalizer, splitter = base.normalizer, base.pre_tokenizer
-    counts = Counter(w for t in texts for w, _ in splitter.pre_tokenize_str(normalizer.normalize_str(t) if normalizer else t))
+    counts = Counter(
+        w for t in texts for w, _ in splitter.pre_tokenize_str(normalizer.normalize_str(t) if normalizer else t)
+    )
     vocab = spec["model"]["vocab"]
     added = [w for w, c in counts.most_common() if c >= 2 and w not in vocab][: config.extra_words]
     for word in added:
@@ -205,7 +240,9 @@ def subword_vectorizer(teacher: SiameseModel, texts: Sequence[str], config: Stat
 
 
 @torch.inference_mode()
-def token_vectors(teacher: SiameseModel, vectorizer: PretrainedVectorizer, teacher_tokens: int, progress: bool) -> np.ndarray:
+def token_vectors(
+    teacher: SiameseModel, vectorizer: PretrainedVectorizer, teacher_tokens: int, progress: bool
+) -> np.ndarray:
     """The teacher's vector of each token alone: ``[CLS] token [SEP]`` for its own tokens (pieces
     such as ``##ing`` included, fed as ids), the word's own text for the added words."""
     words = vectorizer.vocabulary()
@@ -240,10 +277,9 @@ def _own_token_vectors(teacher: SiameseModel, teacher_tokens: int, progress: boo
     teacher.encoder.eval()
     with autocast(precision)():
         for start in tqdm(range(0, teacher_tokens, 256), desc="token vectors", disable=not progress, leave=False):
-            batch = torch.from_numpy(ids[start: start + 256])
-            vectors[start: start + len(batch)] = teacher.encoder(batch, lengths[: len(batch)]).float().numpy()
+            batch = torch.from_numpy(ids[start : start + 256])
+            vectors[start : start + len(batch)] = teacher.encoder(batch, lengths[: len(batch)]).float().numpy()
     vectors.setflags(write=False)
     _LAST_TEACHER.clear()
     _LAST_TEACHER[key] = vectors
     return vectors
-

@@ -14,7 +14,9 @@ from ..errors import ConfigError
 # mounted as `siamese emoji` by siamese/cli/root.py (this module does not import the app: no cycle)
 emoji_app = typer.Typer(no_args_is_help=True, help="Emoji VAE and text→emoji Siamese model.")
 
-ImagesOpt = Annotated[Optional[Path], typer.Option("--images", help="Folder of 36x36 emoji PNGs (default: the shared Twemoji set).")]
+ImagesOpt = Annotated[
+    Optional[Path], typer.Option("--images", help="Folder of 36x36 emoji PNGs (default: the shared Twemoji set).")
+]
 # The best text side on validation tweets that trains in a few minutes here: frozen mpnet, validation
 # 0.835 / test 0.836 (mean of three splits), against frozen MiniLM 0.830 / 0.825 and the BiLSTM
 # 0.795 / 0.800. MiniLM fine-tuned for 1 epoch ties it (0.838 / 0.834) but its top-5 over all emojis
@@ -30,10 +32,14 @@ def train_vae(
     images: ImagesOpt = None,
     epochs: Annotated[int, typer.Option(min=1)] = 15,
     batch_size: Annotated[int, typer.Option(min=1)] = 16,
-    lr: Annotated[float, typer.Option(min=0.0, help="Adam learning rate (the seed: 0.003, which collapses here).")] = 0.001,
+    lr: Annotated[
+        float, typer.Option(min=0.0, help="Adam learning rate (the seed: 0.003, which collapses here).")
+    ] = 0.001,
     filters: Annotated[int, typer.Option(min=1, help="Channels of every convolution (the seed: 64).")] = 64,
     latent_dim: Annotated[int, typer.Option(min=4, help="Size of an emoji's code (the seed: 16).")] = 16,
-    dropout: Annotated[float, typer.Option(min=0.0, max=0.95, help="Share of decoder units dropped (the seed: 0.8).")] = 0.8,
+    dropout: Annotated[
+        float, typer.Option(min=0.0, max=0.95, help="Share of decoder units dropped (the seed: 0.8).")
+    ] = 0.8,
     val_fraction: Annotated[float, typer.Option(min=0.01, max=0.9)] = 0.2,
     seed: int = 0,
     quiet: QuietOpt = False,
@@ -50,22 +56,38 @@ def train_vae(
     from .vae_training import train_vae as run_training
 
     emojis = load_emojis(images)
-    vae = run_training(emojis, model_config=VAEConfig(latent_dim=latent_dim, filters=filters, dropout=dropout),
-                       config=VAETrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, val_fraction=val_fraction, seed=seed),
-                       progress=not quiet)
+    vae = run_training(
+        emojis,
+        model_config=VAEConfig(latent_dim=latent_dim, filters=filters, dropout=dropout),
+        config=VAETrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, val_fraction=val_fraction, seed=seed),
+        progress=not quiet,
+    )
     codes = vae.encode(emojis.images)
     non_finite = int((~np.isfinite(codes)).any(axis=1).sum())
     vae.info["non_finite_codes"] = non_finite
     vae.save(out, overwrite=overwrite)
     info = vae.info["training"]
-    result = {"out": str(out), "emojis": len(emojis), "train_images": info["train_images"], "val_images": info["val_images"],
-              "history": info["history"], "best_epoch": info["best_epoch"], "val_loss": info["val_loss"],
-              "non_finite_codes": non_finite, "seconds": info["seconds"], "seconds_per_epoch": info["seconds_per_epoch"]}
-    lines = [f"epoch {h['epoch']:>3}: loss {h['loss']:.2f}  val_loss {h['val_loss']:.2f}  ({h['seconds']:.1f}s)" for h in info["history"]]
-    lines += [f"best epoch {info['best_epoch']} (val_loss {info['val_loss']:.2f}); {non_finite} of {len(emojis)} codes inf/NaN",
-              f"saved to {out}"]
+    result = {
+        "out": str(out),
+        "emojis": len(emojis),
+        "train_images": info["train_images"],
+        "val_images": info["val_images"],
+        "history": info["history"],
+        "best_epoch": info["best_epoch"],
+        "val_loss": info["val_loss"],
+        "non_finite_codes": non_finite,
+        "seconds": info["seconds"],
+        "seconds_per_epoch": info["seconds_per_epoch"],
+    }
+    lines = [
+        f"epoch {h['epoch']:>3}: loss {h['loss']:.2f}  val_loss {h['val_loss']:.2f}  ({h['seconds']:.1f}s)"
+        for h in info["history"]
+    ]
+    lines += [
+        f"best epoch {info['best_epoch']} (val_loss {info['val_loss']:.2f}); {non_finite} of {len(emojis)} codes inf/NaN",
+        f"saved to {out}",
+    ]
     _emit(result, as_json, lines)
-
 
 
 def _codes_csv(path: Path, names: list[str], codes) -> None:
@@ -102,7 +124,11 @@ def encode(
     non_finite = int((~np.isfinite(codes)).any(axis=1).sum())
     _codes_csv(out, emojis.names, codes)
     result = {"out": str(out), "emojis": len(emojis), "dim": int(codes.shape[1]), "non_finite_codes": non_finite}
-    _emit(result, as_json, [f"encoded {len(emojis)} emojis into {codes.shape[1]}-d codes ({non_finite} inf/NaN); written to {out}"])
+    _emit(
+        result,
+        as_json,
+        [f"encoded {len(emojis)} emojis into {codes.shape[1]}-d codes ({non_finite} inf/NaN); written to {out}"],
+    )
 
 
 @emoji_app.command("generate")
@@ -111,12 +137,19 @@ def generate(
     vae_dir: Annotated[Path, typer.Argument(help="VAE folder (from train-vae).")],
     out: Annotated[Path, typer.Option("--out", help="Folder for the PNG sheets (created if needed).")],
     samples: Annotated[int, typer.Option(min=0, help="Gaussian samples to decode (0 = none).")] = 100,
-    patterns: Annotated[str, typer.Option(help="2-D grid patterns, comma-separated: A, B, C (empty = none).")] = "A,B,C",
+    patterns: Annotated[
+        str, typer.Option(help="2-D grid patterns, comma-separated: A, B, C (empty = none).")
+    ] = "A,B,C",
     ticks: Annotated[int, typer.Option(min=2, help="Grid points per axis.")] = 20,
     low: float = -2.0,
     high: float = 2.0,
-    reconstructions: Annotated[int, typer.Option(min=0, help="Emojis shown beside their reconstructions (the VAE's validation emojis first).")] = 24,
-    between: Annotated[Optional[str], typer.Option(help="Interpolate between two emojis: 'FROM,TO' as code points or characters, e.g. 1f389,1f621.")] = None,
+    reconstructions: Annotated[
+        int, typer.Option(min=0, help="Emojis shown beside their reconstructions (the VAE's validation emojis first).")
+    ] = 24,
+    between: Annotated[
+        Optional[str],
+        typer.Option(help="Interpolate between two emojis: 'FROM,TO' as code points or characters, e.g. 1f389,1f621."),
+    ] = None,
     steps: Annotated[int, typer.Option(min=2, help="Interpolation steps.")] = 12,
     scale: Annotated[int, typer.Option(min=1, max=8, help="Pixel scale of each emoji in the sheets.")] = 1,
     images: ImagesOpt = None,
@@ -132,10 +165,21 @@ def generate(
         ends = tuple(part.strip() for part in between.split(",") if part.strip())
         if len(ends) != 2:
             raise ConfigError(f"--between takes two emojis separated by a comma, got {between!r}")
-    written = write_sheets(EmojiVAE.load(vae_dir), out, samples=samples,
-                           patterns=tuple(p.strip().upper() for p in patterns.split(",") if p.strip()),
-                           ticks=ticks, low=low, high=high, reconstructions=reconstructions, between=ends, steps=steps,
-                           scale=scale, images=images, seed=seed)
+    written = write_sheets(
+        EmojiVAE.load(vae_dir),
+        out,
+        samples=samples,
+        patterns=tuple(p.strip().upper() for p in patterns.split(",") if p.strip()),
+        ticks=ticks,
+        low=low,
+        high=high,
+        reconstructions=reconstructions,
+        between=ends,
+        steps=steps,
+        scale=scale,
+        images=images,
+        seed=seed,
+    )
     _emit({"out": str(out), "files": [str(f) for f in written]}, as_json, [f"wrote {f}" for f in written])
 
 
@@ -144,25 +188,74 @@ def generate(
 def train(
     vae_dir: Annotated[Path, typer.Option("--vae", help="VAE folder whose codes embed the emojis.")],
     out: Annotated[Path, typer.Option("--out", help="Model folder to write (only written if training succeeds).")],
-    data: Annotated[Optional[Path], typer.Option("--data", help="Tweets CSV with 'text' and 'airline_sentiment' columns (default: the shared airline tweets).")] = None,
-    text_encoder: Annotated[str, typer.Option("--text-encoder", help="The text side: mpnet (default; make mpnet), minilm, bilstm (the seed's, from GloVe), student:FOLDER (siamese distill) or a model FOLDER.")] = DEFAULT_TEXT_ENCODER,
-    fine_tune: Annotated[bool, typer.Option("--fine-tune", help="Also train the sentence encoder (slow on a CPU; default: frozen, its vectors computed once).")] = False,
-    encoder_lr: Annotated[float, typer.Option(min=0.0, help="Learning rate of the sentence encoder with --fine-tune.")] = 2e-5,
+    data: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--data",
+            help="Tweets CSV with 'text' and 'airline_sentiment' columns (default: the shared airline tweets).",
+        ),
+    ] = None,
+    text_encoder: Annotated[
+        str,
+        typer.Option(
+            "--text-encoder",
+            help="The text side: mpnet (default; make mpnet), minilm, bilstm (the seed's, from GloVe), student:FOLDER (siamese distill) or a model FOLDER.",
+        ),
+    ] = DEFAULT_TEXT_ENCODER,
+    fine_tune: Annotated[
+        bool,
+        typer.Option(
+            "--fine-tune",
+            help="Also train the sentence encoder (slow on a CPU; default: frozen, its vectors computed once).",
+        ),
+    ] = False,
+    encoder_lr: Annotated[
+        float, typer.Option(min=0.0, help="Learning rate of the sentence encoder with --fine-tune.")
+    ] = 2e-5,
     images: ImagesOpt = None,
-    glove: Annotated[Optional[Path], typer.Option(help="GloVe vectors (.txt or .json) for the word embedding (default: the shared 50-d subset).")] = None,
+    glove: Annotated[
+        Optional[Path],
+        typer.Option(help="GloVe vectors (.txt or .json) for the word embedding (default: the shared 50-d subset)."),
+    ] = None,
     no_glove: Annotated[bool, typer.Option("--no-glove", help="Start the word embedding from random vectors.")] = False,
-    sentiment_aware: Annotated[bool, typer.Option("--sentiment-aware/--pixels-only", help="Emoji features: VAE code + sentiment prior, or the VAE code alone (the seed).")] = True,
+    sentiment_aware: Annotated[
+        bool,
+        typer.Option(
+            "--sentiment-aware/--pixels-only",
+            help="Emoji features: VAE code + sentiment prior, or the VAE code alone (the seed).",
+        ),
+    ] = True,
     epochs: Annotated[int, typer.Option(min=1)] = 10,
     batch_size: Annotated[int, typer.Option(min=2, help="Tweets per batch (the seed: 64).")] = 32,
     lr: Annotated[float, typer.Option(min=0.0)] = 1e-3,
     margin: Annotated[float, typer.Option(min=0.0)] = 0.2,
-    test_fraction: Annotated[float, typer.Option(min=0.05, max=0.9, help="Share of tweets held out for the test report.")] = 0.2,
-    val_fraction: Annotated[float, typer.Option(min=0.01, max=0.5, help="Share of tweets held out for validation (per-epoch accuracy; the best epoch with --average-from 0).")] = 0.08,
+    test_fraction: Annotated[
+        float, typer.Option(min=0.05, max=0.9, help="Share of tweets held out for the test report.")
+    ] = 0.2,
+    val_fraction: Annotated[
+        float,
+        typer.Option(
+            min=0.01,
+            max=0.5,
+            help="Share of tweets held out for validation (per-epoch accuracy; the best epoch with --average-from 0).",
+        ),
+    ] = 0.08,
     limit: Annotated[Optional[int], typer.Option(min=30, help="Use only the first N tweets (quick runs).")] = None,
-    min_frequency: Annotated[int, typer.Option(min=1, help="Keep words seen at least this often in training tweets.")] = 2,
-    word_dropout: Annotated[float, typer.Option(min=0.0, max=0.9, help="Share of training words replaced by [UNK] (regulariser).")] = 0.1,
-    sentiment_weight: Annotated[float, typer.Option(min=0.0, help="Weight of the all-emoji sentiment triplets (sentiment-aware models).")] = 0.3,
-    average_from: Annotated[int, typer.Option(min=0, help="Average the weights of this epoch and later ones (0: keep the best epoch on validation).")] = 6,
+    min_frequency: Annotated[
+        int, typer.Option(min=1, help="Keep words seen at least this often in training tweets.")
+    ] = 2,
+    word_dropout: Annotated[
+        float, typer.Option(min=0.0, max=0.9, help="Share of training words replaced by [UNK] (regulariser).")
+    ] = 0.1,
+    sentiment_weight: Annotated[
+        float, typer.Option(min=0.0, help="Weight of the all-emoji sentiment triplets (sentiment-aware models).")
+    ] = 0.3,
+    average_from: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Average the weights of this epoch and later ones (0: keep the best epoch on validation)."
+        ),
+    ] = 6,
     seed: int = 0,
     quiet: QuietOpt = False,
     overwrite: OverwriteOpt = False,
@@ -186,28 +279,57 @@ def train(
     emojis = load_emojis(images)
     glove_path = None if no_glove else (glove or data_root() / "glove" / "glove-50d-5k.json")
     model, result = train_and_evaluate(
-        tweets, codes=vae.encode(emojis.images), names=emojis.names,
-        model_config=SQAMConfig(code_dim=vae.config.latent_dim, sentiment_aware=sentiment_aware, min_frequency=min_frequency,
-                                fine_tune=fine_tune),
-        config=SQAMTrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, margin=margin, word_dropout=word_dropout,
-                               sentiment_weight=sentiment_weight, average_from=average_from or None, encoder_lr=encoder_lr, seed=seed),
-        glove_path=glove_path, test_fraction=test_fraction, val_fraction=val_fraction, text_encoder=text_encoder,
-        data=data_record(data or default_tweets(), seed=seed, test_fraction=test_fraction, val_fraction=val_fraction, limit=limit),
-        progress=not quiet)
+        tweets,
+        codes=vae.encode(emojis.images),
+        names=emojis.names,
+        model_config=SQAMConfig(
+            code_dim=vae.config.latent_dim,
+            sentiment_aware=sentiment_aware,
+            min_frequency=min_frequency,
+            fine_tune=fine_tune,
+        ),
+        config=SQAMTrainConfig(
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=lr,
+            margin=margin,
+            word_dropout=word_dropout,
+            sentiment_weight=sentiment_weight,
+            average_from=average_from or None,
+            encoder_lr=encoder_lr,
+            seed=seed,
+        ),
+        glove_path=glove_path,
+        test_fraction=test_fraction,
+        val_fraction=val_fraction,
+        text_encoder=text_encoder,
+        data=data_record(
+            data or default_tweets(), seed=seed, test_fraction=test_fraction, val_fraction=val_fraction, limit=limit
+        ),
+        progress=not quiet,
+    )
     model.save(out, overwrite=overwrite)
     result = {"out": str(out)} | result
     report, baselines = result["test"], result["baselines"]
     recall = ", ".join(f"{k} {v:.3f}" for k, v in report["recall"].items())
     averaged = result["averaged_epochs"]
-    kept = f"weights averaged over epochs {averaged[0]}–{averaged[1]}" if averaged else f"best epoch {result['best_epoch']}"
-    _emit(result, as_json, [
-        f"trained on {result['train_tweets']} tweets ({text_encoder}{', fine-tuned' if fine_tune else ''}) for "
-        f"{len(result['history'])} epochs in {result['seconds']:.1f}s; {kept} (validation accuracy {result['val_accuracy']:.4f})",
-        f"softmax temperatures fitted on the validation tweets: {result['calibration']['temperature']:.4f} (3-way sentiment), "
-        f"{result['calibration']['suggestions']['temperature']:.4f} (suggestions over all {len(model.names)} emojis)",
-        *_report_lines(f"held-out test ({report['n']} tweets)", report, baselines, len(model.names)),
-        f"saved to {out}",
-    ])
+    kept = (
+        f"weights averaged over epochs {averaged[0]}–{averaged[1]}"
+        if averaged
+        else f"best epoch {result['best_epoch']}"
+    )
+    _emit(
+        result,
+        as_json,
+        [
+            f"trained on {result['train_tweets']} tweets ({text_encoder}{', fine-tuned' if fine_tune else ''}) for "
+            f"{len(result['history'])} epochs in {result['seconds']:.1f}s; {kept} (validation accuracy {result['val_accuracy']:.4f})",
+            f"softmax temperatures fitted on the validation tweets: {result['calibration']['temperature']:.4f} (3-way sentiment), "
+            f"{result['calibration']['suggestions']['temperature']:.4f} (suggestions over all {len(model.names)} emojis)",
+            *_report_lines(f"held-out test ({report['n']} tweets)", report, baselines, len(model.names)),
+            f"saved to {out}",
+        ],
+    )
 
 
 def _report_lines(title: str, report: dict, baselines: dict, emojis: int) -> list[str]:
@@ -218,10 +340,19 @@ def _report_lines(title: str, report: dict, baselines: dict, emojis: int) -> lis
         f"  confusion matrix (rows true, columns predicted; positive, neutral, negative): {report['confusion_matrix']}",
         f"  majority class {baselines['majority']['accuracy']:.4f}, TF-IDF + logistic regression {baselines['tfidf_logreg']['accuracy']:.4f}",
         f"  top-5 suggestions among all {emojis} emojis sharing the tweet's sentiment: {report['sentiment_agreement_at_5']:.3f}",
-        *([f"  3-way probabilities: log-loss {calibration['log_loss']:.4f}, ECE {calibration['ece']:.4f}"] if calibration else []),
-        *([f"  suggestion probabilities (mean per tweet): top-1 {sug['top1']:.2%}, top-5 together {sug['top5_total']:.1%}, "
-           f"median emoji {sug['median_emoji']:.3%}, on the tweet's sentiment's emojis {sug['mass_on_tweet_sentiment']:.1%}"]
-          if (sug := report.get("suggestions")) else []),
+        *(
+            [f"  3-way probabilities: log-loss {calibration['log_loss']:.4f}, ECE {calibration['ece']:.4f}"]
+            if calibration
+            else []
+        ),
+        *(
+            [
+                f"  suggestion probabilities (mean per tweet): top-1 {sug['top1']:.2%}, top-5 together {sug['top5_total']:.1%}, "
+                f"median emoji {sug['median_emoji']:.3%}, on the tweet's sentiment's emojis {sug['mass_on_tweet_sentiment']:.1%}"
+            ]
+            if (sug := report.get("suggestions"))
+            else []
+        ),
     ]
 
 
@@ -229,7 +360,13 @@ def _report_lines(title: str, report: dict, baselines: dict, emojis: int) -> lis
 @user_errors
 def evaluate(
     model_dir: Annotated[Path, typer.Argument(help="Model folder (from siamese emoji train).")],
-    data: Annotated[Optional[Path], typer.Option("--data", help="Labelled tweets CSV ('text', 'airline_sentiment'); default: the model's own file, whose held-out test split is scored.")] = None,
+    data: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--data",
+            help="Labelled tweets CSV ('text', 'airline_sentiment'); default: the model's own file, whose held-out test split is scored.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ):
     """3-way accuracy, per-class recall, confusion matrix and top-5 sentiment agreement of a model
@@ -237,8 +374,14 @@ def evaluate(
     from .sqam_evaluation import evaluate_file
 
     result = evaluate_file(model_dir, data)
-    _emit(result, as_json, [f"{result['data']}: {result['scored']}",
-                            *_report_lines(f"{result['n']} tweets", result, result["baselines"], result["emojis"])])
+    _emit(
+        result,
+        as_json,
+        [
+            f"{result['data']}: {result['scored']}",
+            *_report_lines(f"{result['n']} tweets", result, result["baselines"], result["emojis"]),
+        ],
+    )
 
 
 @emoji_app.command("suggest")
@@ -247,9 +390,15 @@ def suggest(
     model_dir: Annotated[Path, typer.Argument(help="Model folder (from siamese emoji train).")],
     text: Annotated[str, typer.Argument(help="The text to answer with emojis.")],
     k: Annotated[int, typer.Option("-k", min=1, help="How many emojis.")] = 5,
-    png: Annotated[Optional[Path], typer.Option("--png", help="Also draw the top-k emojis with their scores into this PNG.")] = None,
-    generated: Annotated[int, typer.Option(min=0, help="Also rank this many new emojis decoded from Gaussian samples (needs --vae).")] = 0,
-    vae_dir: Annotated[Optional[Path], typer.Option("--vae", help="VAE folder, to rank and draw generated emojis.")] = None,
+    png: Annotated[
+        Optional[Path], typer.Option("--png", help="Also draw the top-k emojis with their scores into this PNG.")
+    ] = None,
+    generated: Annotated[
+        int, typer.Option(min=0, help="Also rank this many new emojis decoded from Gaussian samples (needs --vae).")
+    ] = 0,
+    vae_dir: Annotated[
+        Optional[Path], typer.Option("--vae", help="VAE folder, to rank and draw generated emojis.")
+    ] = None,
     images: ImagesOpt = None,
     seed: int = 0,
     as_json: JsonOpt = False,
@@ -257,10 +406,19 @@ def suggest(
     """Rank all known emojis (and optionally generated ones) for a text."""
     from .suggest import suggest_emojis
 
-    suggestions, sentiment = suggest_emojis(model_dir, text, k=k, generated=generated, vae_dir=vae_dir, images=images,
-                                            png=png, seed=seed)
+    suggestions, sentiment = suggest_emojis(
+        model_dir, text, k=k, generated=generated, vae_dir=vae_dir, images=images, png=png, seed=seed
+    )
     result = {"text": text, "sentiment": sentiment, "suggestions": suggestions} | ({"png": str(png)} if png else {})
     header = ["sentiment: " + ", ".join(f"{label} {p:.0%}" for label, p in sentiment.items())] if sentiment else []
-    _emit(result, as_json, header + [("" if s["probability"] is None else f"{s['probability']:7.2%}  ")
-                                     + f"cos {s['score']:+.3f}  {s['char']}  {s['label']}" for s in suggestions]
-          + ([f"wrote {png}"] if png else []))
+    _emit(
+        result,
+        as_json,
+        header
+        + [
+            ("" if s["probability"] is None else f"{s['probability']:7.2%}  ")
+            + f"cos {s['score']:+.3f}  {s['char']}  {s['label']}"
+            for s in suggestions
+        ]
+        + ([f"wrote {png}"] if png else []),
+    )

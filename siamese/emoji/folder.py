@@ -22,9 +22,17 @@ from ..version import __version__
 WEIGHTS = "model.safetensors"
 
 
-def save_folder(path: str | os.PathLike, *, fmt: str, config, module: torch.nn.Module, info: dict,
-                extra: dict | None = None, write_files: Callable[[Path], None] | None = None,
-                overwrite: bool = False) -> Path:
+def save_folder(
+    path: str | os.PathLike,
+    *,
+    fmt: str,
+    config,
+    module: torch.nn.Module,
+    info: dict,
+    extra: dict | None = None,
+    write_files: Callable[[Path], None] | None = None,
+    overwrite: bool = False,
+) -> Path:
     """Write ``config`` (a dataclass), ``extra`` JSON fields, ``info`` and the module's weights."""
     path = Path(path)
     with atomic_dir(path, overwrite=overwrite, kind="model") as tmp:

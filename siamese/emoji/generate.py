@@ -14,10 +14,22 @@ from .sheets import PATTERNS, gaussian_codes, grid_codes, interpolation_codes, s
 from .vae import EmojiVAE
 
 
-def write_sheets(vae: EmojiVAE, out: str | os.PathLike, *, samples: int = 100, patterns: tuple[str, ...] = PATTERNS,
-                 ticks: int = 20, low: float = -2.0, high: float = 2.0, reconstructions: int = 24,
-                 between: tuple[str, str] | None = None, steps: int = 12, scale: int = 1,
-                 images: str | os.PathLike | None = None, seed: int = 0) -> list[Path]:
+def write_sheets(
+    vae: EmojiVAE,
+    out: str | os.PathLike,
+    *,
+    samples: int = 100,
+    patterns: tuple[str, ...] = PATTERNS,
+    ticks: int = 20,
+    low: float = -2.0,
+    high: float = 2.0,
+    reconstructions: int = 24,
+    between: tuple[str, str] | None = None,
+    steps: int = 12,
+    scale: int = 1,
+    images: str | os.PathLike | None = None,
+    seed: int = 0,
+) -> list[Path]:
     """Write the requested sheets into ``out``; every input is checked before anything is written."""
     out = Path(out)
     dim = vae.config.latent_dim
@@ -28,9 +40,15 @@ def write_sheets(vae: EmojiVAE, out: str | os.PathLike, *, samples: int = 100, p
     ends = [emojis.find(key) for key in between] if between else None
     sheets: dict[str, tuple[np.ndarray, int]] = {}  # file name → (images, columns)
     if samples:
-        sheets["samples.png"] = (vae.decode(gaussian_codes(samples, dim=dim, seed=seed)), int(np.ceil(np.sqrt(samples))))
+        sheets["samples.png"] = (
+            vae.decode(gaussian_codes(samples, dim=dim, seed=seed)),
+            int(np.ceil(np.sqrt(samples))),
+        )
     for pattern in patterns:
-        sheets[f"grid_{pattern}.png"] = (vae.decode(grid_codes(pattern, ticks=ticks, low=low, high=high, dim=dim)), ticks)
+        sheets[f"grid_{pattern}.png"] = (
+            vae.decode(grid_codes(pattern, ticks=ticks, low=low, high=high, dim=dim)),
+            ticks,
+        )
     if reconstructions:
         # The VAE's validation emojis first: it never trained on them.
         held_out = [emojis.find(n) for n in vae.info.get("training", {}).get("val_names", []) if n in emojis.names]
@@ -40,5 +58,10 @@ def write_sheets(vae: EmojiVAE, out: str | os.PathLike, *, samples: int = 100, p
     if ends:
         start, end = vae.encode(emojis.images[ends])
         path = vae.decode(interpolation_codes(start, end, steps))
-        sheets["interpolation.png"] = (np.concatenate([emojis.images[ends[:1]], path, emojis.images[ends[1:]]]), steps + 2)
-    return [save_sheet(pictures, out / name, columns=columns, scale=scale) for name, (pictures, columns) in sheets.items()]
+        sheets["interpolation.png"] = (
+            np.concatenate([emojis.images[ends[:1]], path, emojis.images[ends[1:]]]),
+            steps + 2,
+        )
+    return [
+        save_sheet(pictures, out / name, columns=columns, scale=scale) for name, (pictures, columns) in sheets.items()
+    ]

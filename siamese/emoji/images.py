@@ -100,7 +100,9 @@ def load_emojis(folder: str | os.PathLike | None = None) -> EmojiSet:
     """Every ``<code points>.png`` in ``folder`` (default: the shared Twemoji set), sorted by name."""
     folder = Path(folder) if folder is not None else default_folder()
     if not folder.is_dir():
-        raise DataError(f"{folder}: emoji folder not found (set SIAMESE_DATA to the folder holding the shared data sets)")
+        raise DataError(
+            f"{folder}: emoji folder not found (set SIAMESE_DATA to the folder holding the shared data sets)"
+        )
     files = sorted(folder.glob("*.png"))
     if not files:
         raise DataError(f"{folder}: no .png emoji images in this folder")

@@ -51,7 +51,9 @@ class Priors:
     overall: np.ndarray  # (3,) shares over all the known emojis' tweets
 
 
-def sentiment_priors(names: list[str], *, shrinkage: float = 50.0, ranking: dict[str, np.ndarray] | None = None) -> Priors:
+def sentiment_priors(
+    names: list[str], *, shrinkage: float = 50.0, ranking: dict[str, np.ndarray] | None = None
+) -> Priors:
     """Priors of emojis ``names``, in SENTIMENTS order (positive, neutral, negative). ``shrinkage``
     pseudo-tweets of overall shares are added to each emoji's counts, so an emoji seen in a handful
     of tweets keeps a weak prior and does not outrank well-attested ones."""

@@ -68,7 +68,9 @@ def tile(images: np.ndarray, *, columns: int, scale: int = 1, padding: int = 2) 
     sheet = Image.new("RGB", (columns * (size + padding) + padding, rows * (size + padding) + padding), "white")
     for i, image in enumerate(images):
         tile_image = to_pil(image).resize((size, size), Image.Resampling.NEAREST)
-        sheet.paste(tile_image, (padding + (i % columns) * (size + padding), padding + (i // columns) * (size + padding)))
+        sheet.paste(
+            tile_image, (padding + (i % columns) * (size + padding), padding + (i // columns) * (size + padding))
+        )
     return sheet
 
 

@@ -72,13 +72,23 @@ class SQAMNetwork(nn.Module):
     def __init__(self, config: SQAMConfig, vocab_size: int, n_emojis: int, embeddings=None):
         super().__init__()
         if config.uses_bilstm:
-            self.text = BiLSTMMaxEncoder(vocab_size, config.embedding_dim, config.lstm_units, config.text_dense,
-                                         embeddings, normalize=False)
+            self.text = BiLSTMMaxEncoder(
+                vocab_size, config.embedding_dim, config.lstm_units, config.text_dense, embeddings, normalize=False
+            )
         else:  # a projection of the sentence encoder's vectors
-            self.text = nn.Sequential(nn.Dropout(config.text_dropout), nn.Linear(config.text_dim, config.text_hidden), nn.ReLU(),
-                                      nn.Linear(config.text_hidden, config.text_dense), nn.ReLU())
-        self.emoji = nn.Sequential(nn.Linear(config.feature_dim, config.emoji_hidden), nn.ReLU(),
-                                   nn.Linear(config.emoji_hidden, config.emoji_dense), nn.ReLU())
+            self.text = nn.Sequential(
+                nn.Dropout(config.text_dropout),
+                nn.Linear(config.text_dim, config.text_hidden),
+                nn.ReLU(),
+                nn.Linear(config.text_hidden, config.text_dense),
+                nn.ReLU(),
+            )
+        self.emoji = nn.Sequential(
+            nn.Linear(config.feature_dim, config.emoji_hidden),
+            nn.ReLU(),
+            nn.Linear(config.emoji_hidden, config.emoji_dense),
+            nn.ReLU(),
+        )
         if config.text_dense != config.emoji_dense:
             raise ModelError("text_dense and emoji_dense must match: both sides share the layers after them")
         layers, width = [], config.text_dense
@@ -104,8 +114,16 @@ class EmojiSQAM:
     """A text→emoji model: vectorizer (BiLSTM) or sentence encoder + network + the names of the
     emojis it can rank."""
 
-    def __init__(self, vectorizer: Vectorizer | None, network: SQAMNetwork, config: SQAMConfig, names: list[str],
-                 info: dict | None = None, *, encoder: SiameseModel | None = None):
+    def __init__(
+        self,
+        vectorizer: Vectorizer | None,
+        network: SQAMNetwork,
+        config: SQAMConfig,
+        names: list[str],
+        info: dict | None = None,
+        *,
+        encoder: SiameseModel | None = None,
+    ):
         if (vectorizer is None) == (encoder is None):
             raise ModelError("an emoji model has either a vectorizer (bilstm) or a sentence encoder")
         self.vectorizer = vectorizer
@@ -151,7 +169,10 @@ class EmojiSQAM:
     def embed_texts(self, texts: list[str], *, batch_size: int = 512) -> torch.Tensor:
         """Unit vectors of the texts in the shared space."""
         self.network.eval()
-        parts = [self.network.embed_texts(*self.text_inputs(texts[i : i + batch_size])) for i in range(0, len(texts), batch_size)]
+        parts = [
+            self.network.embed_texts(*self.text_inputs(texts[i : i + batch_size]))
+            for i in range(0, len(texts), batch_size)
+        ]
         return F.normalize(torch.cat(parts), dim=-1)
 
     @torch.inference_mode()
@@ -196,9 +217,16 @@ class EmojiSQAM:
                 self.encoder.save(tmp / text_encoders.SUBFOLDER)
 
         vocab_size = self.vectorizer.vocab_size if self.vectorizer is not None else 0
-        return save_folder(path, fmt=FORMAT, config=self.config, module=self.network, info=self.info,
-                           extra={"vocab_size": vocab_size, "emojis": self.names}, write_files=write_files,
-                           overwrite=overwrite)
+        return save_folder(
+            path,
+            fmt=FORMAT,
+            config=self.config,
+            module=self.network,
+            info=self.info,
+            extra={"vocab_size": vocab_size, "emojis": self.names},
+            write_files=write_files,
+            overwrite=overwrite,
+        )
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> EmojiSQAM:
@@ -215,7 +243,9 @@ class EmojiSQAM:
         else:
             encoder = text_encoders.load_saved(path, config.text_encoder)
             if encoder.dim != config.text_dim:
-                raise ModelError(f"{path}: text encoder {config.text_encoder!r} gives {encoder.dim}-d vectors, "
-                                 f"the model expects {config.text_dim}-d")
+                raise ModelError(
+                    f"{path}: text encoder {config.text_encoder!r} gives {encoder.dim}-d vectors, "
+                    f"the model expects {config.text_dim}-d"
+                )
         network = load_weights(path, SQAMNetwork(config, raw["vocab_size"], len(names)))
         return cls(vectorizer, network, config, names, raw.get("info"), encoder=encoder)

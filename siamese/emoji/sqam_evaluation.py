@@ -47,8 +47,10 @@ def majority_baseline(train: Tweets, test: Tweets) -> dict:
 
 def tfidf_baseline(train: Tweets, test: Tweets, *, seed: int = 0) -> dict:
     """Word 1–2-gram TF-IDF (sublinear tf) → multinomial logistic regression."""
-    classifier = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1),
-                               LogisticRegression(C=10.0, max_iter=2000, random_state=seed))
+    classifier = make_pipeline(
+        TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1),
+        LogisticRegression(C=10.0, max_iter=2000, random_state=seed),
+    )
     classifier.fit(train.texts, train.labels)
     return classification_report(test.labels, classifier.predict(test.texts))
 
@@ -71,8 +73,10 @@ def evaluate_sqam(model: EmojiSQAM, test: Tweets, *, k: int = 5) -> dict:
     report = classification_report(test.labels, answers.argmax(axis=1))
     report[f"sentiment_agreement_at_{k}"] = sentiment_agreement(model, test, k=k, scores=scores)
     if model.temperature is not None:
-        report["calibration"] = {"log_loss": log_loss(answers, test.labels, model.temperature),
-                                 "ece": top_label_ece(model.probabilities(answers), test.labels)}
+        report["calibration"] = {
+            "log_loss": log_loss(answers, test.labels, model.temperature),
+            "ece": top_label_ece(model.probabilities(answers), test.labels),
+        }
     if model.suggestion_temperature is not None:
         report["suggestions"] = suggestion_summary(model, scores, test.labels, k=k)
     return report
@@ -85,17 +89,25 @@ def suggestion_summary(model: EmojiSQAM, scores: np.ndarray, labels: np.ndarray,
     ranked = -np.sort(-probs, axis=1)
     classes = sentiment_classes(sentiment_priors(model.names))
     classes[model.network.answers.numpy()] = np.arange(len(SENTIMENTS))
-    return {"top1": float(ranked[:, 0].mean()), f"top{k}_total": float(ranked[:, :k].sum(axis=1).mean()),
-            "median_emoji": float(np.median(probs, axis=1).mean()),
-            "mass_on_tweet_sentiment": float((probs * (classes[None, :] == labels[:, None])).sum(axis=1).mean())}
+    return {
+        "top1": float(ranked[:, 0].mean()),
+        f"top{k}_total": float(ranked[:, :k].sum(axis=1).mean()),
+        "median_emoji": float(np.median(probs, axis=1).mean()),
+        "mass_on_tweet_sentiment": float((probs * (classes[None, :] == labels[:, None])).sum(axis=1).mean()),
+    }
 
 
-def data_record(path: str | os.PathLike, *, seed: int, test_fraction: float, val_fraction: float,
-                limit: int | None = None) -> dict:
+def data_record(
+    path: str | os.PathLike, *, seed: int, test_fraction: float, val_fraction: float, limit: int | None = None
+) -> dict:
     """What a model keeps about its tweets: enough to split them again the same way."""
     path = Path(path)
-    return {"path": str(path.resolve()), "sha256": file_sha256(path), "limit": limit,
-            "split": {"seed": seed, "test_fraction": test_fraction, "val_fraction": val_fraction}}
+    return {
+        "path": str(path.resolve()),
+        "sha256": file_sha256(path),
+        "limit": limit,
+        "split": {"seed": seed, "test_fraction": test_fraction, "val_fraction": val_fraction},
+    }
 
 
 def split_recorded(record: dict, tweets: Tweets) -> tuple[Tweets, Tweets, Tweets]:
@@ -106,9 +118,21 @@ def split_recorded(record: dict, tweets: Tweets) -> tuple[Tweets, Tweets, Tweets
     return tuple(split_tweets(tweets, [split["test_fraction"], split["val_fraction"]], seed=split["seed"]))
 
 
-def train_and_evaluate(tweets: Tweets, *, codes: np.ndarray, names: list[str], model_config=None, config=None,
-                       glove_path=None, test_fraction: float = 0.2, val_fraction: float = 0.08, text_encoder: str = "bilstm",
-                       text_vectors=None, data: dict | None = None, progress: bool = False) -> tuple[EmojiSQAM, dict]:
+def train_and_evaluate(
+    tweets: Tweets,
+    *,
+    codes: np.ndarray,
+    names: list[str],
+    model_config=None,
+    config=None,
+    glove_path=None,
+    test_fraction: float = 0.2,
+    val_fraction: float = 0.08,
+    text_encoder: str = "bilstm",
+    text_vectors=None,
+    data: dict | None = None,
+    progress: bool = False,
+) -> tuple[EmojiSQAM, dict]:
     """Split the tweets (stratified: test, validation, train), train, and report on the test part
     beside the baselines. The report is also kept in ``model.info``; ``data`` (a
     :func:`data_record` of the tweets' file) too."""
@@ -116,19 +140,40 @@ def train_and_evaluate(tweets: Tweets, *, codes: np.ndarray, names: list[str], m
 
     config = config or SQAMTrainConfig()
     test, val, train = split_tweets(tweets, [test_fraction, val_fraction], seed=config.seed)
-    model = train_sqam(train, val, codes=codes, names=names, model_config=model_config, config=config,
-                       glove_path=glove_path, text_encoder=text_encoder, text_vectors=text_vectors, progress=progress)
+    model = train_sqam(
+        train,
+        val,
+        codes=codes,
+        names=names,
+        model_config=model_config,
+        config=config,
+        glove_path=glove_path,
+        text_encoder=text_encoder,
+        text_vectors=text_vectors,
+        progress=progress,
+    )
     if data is not None:
         model.info["data"] = data
     model.info["test"] = evaluate_sqam(model, test)
-    model.info["baselines"] = {"majority": majority_baseline(train, test),
-                               "tfidf_logreg": tfidf_baseline(train, test, seed=config.seed)}
+    model.info["baselines"] = {
+        "majority": majority_baseline(train, test),
+        "tfidf_logreg": tfidf_baseline(train, test, seed=config.seed),
+    }
     info = model.info["training"]
-    report = {"train_tweets": info["train_tweets"], "val_tweets": info["val_tweets"], "test": model.info["test"],
-              "baselines": model.info["baselines"], "best_epoch": info["best_epoch"],
-              "averaged_epochs": info.get("averaged_epochs"), "val_accuracy": info["val_accuracy"], "history": info["history"],
-              "seconds": info["seconds"], "glove": info["glove"], "text_encoder": info["text_encoder"],
-              "calibration": model.info["calibration"]}
+    report = {
+        "train_tweets": info["train_tweets"],
+        "val_tweets": info["val_tweets"],
+        "test": model.info["test"],
+        "baselines": model.info["baselines"],
+        "best_epoch": info["best_epoch"],
+        "averaged_epochs": info.get("averaged_epochs"),
+        "val_accuracy": info["val_accuracy"],
+        "history": info["history"],
+        "seconds": info["seconds"],
+        "glove": info["glove"],
+        "text_encoder": info["text_encoder"],
+        "calibration": model.info["calibration"],
+    }
     return model, report
 
 
@@ -159,9 +204,16 @@ def evaluate_file(model_dir: str | os.PathLike, data: str | os.PathLike | None =
     own = path.is_file() and file_sha256(path) == record["sha256"]
     test = own_test if own else read_tweets(path)
     model = EmojiSQAM.load(model_dir)
-    return {"model": str(model_dir), "data": str(path),
-            "scored": "the model's held-out test split of its own training file" if own else "every tweet of the file",
-            "train_tweets": len(train), "emojis": len(model.names), "text_encoder": model.config.text_encoder,
-            **evaluate_sqam(model, test),
-            "baselines": {"majority": majority_baseline(train, test),
-                          "tfidf_logreg": tfidf_baseline(train, test, seed=record["split"]["seed"])}}
+    return {
+        "model": str(model_dir),
+        "data": str(path),
+        "scored": "the model's held-out test split of its own training file" if own else "every tweet of the file",
+        "train_tweets": len(train),
+        "emojis": len(model.names),
+        "text_encoder": model.config.text_encoder,
+        **evaluate_sqam(model, test),
+        "baselines": {
+            "majority": majority_baseline(train, test),
+            "tfidf_logreg": tfidf_baseline(train, test, seed=record["split"]["seed"]),
+        },
+    }

@@ -108,10 +108,19 @@ def _clip_each(parameters, max_norm: float) -> None:
             torch.nn.utils.clip_grad_norm_([p], max_norm)
 
 
-def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str], model_config: SQAMConfig | None = None,
-               config: SQAMTrainConfig | None = None, glove_path: str | os.PathLike | None = None,
-               text_encoder: str = BILSTM, text_vectors: Mapping[str, np.ndarray] | None = None,
-               progress: bool = True) -> EmojiSQAM:
+def train_sqam(
+    train: Tweets,
+    val: Tweets,
+    *,
+    codes: np.ndarray,
+    names: list[str],
+    model_config: SQAMConfig | None = None,
+    config: SQAMTrainConfig | None = None,
+    glove_path: str | os.PathLike | None = None,
+    text_encoder: str = BILSTM,
+    text_vectors: Mapping[str, np.ndarray] | None = None,
+    progress: bool = True,
+) -> EmojiSQAM:
     """Train on ``train`` tweets, keep the epoch with the best accuracy on ``val``; ``codes`` are
     the VAE codes of the emojis ``names`` (all of them become rankable). ``text_encoder``: see
     :mod:`.text_encoders` (``model_config.fine_tune`` trains a sentence encoder too).
@@ -128,19 +137,29 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
     # Fewer epochs than average_from (small runs): the last epoch alone.
     average_from = None if config.average_from is None else min(config.average_from, config.epochs)
     if codes.shape != (len(names), model_config.code_dim):
-        raise ConfigError(f"codes are {codes.shape}, expected ({len(names)}, {model_config.code_dim}): "
-                          f"was the VAE trained with --latent-dim {model_config.code_dim}?")
+        raise ConfigError(
+            f"codes are {codes.shape}, expected ({len(names)}, {model_config.code_dim}): "
+            f"was the VAE trained with --latent-dim {model_config.code_dim}?"
+        )
     rng = seed_everything(config.seed)
     started = time.perf_counter()
     vectorizer = encoder = matrix = coverage = None
     if text_encoder == BILSTM:
-        vectorizer = Vectorizer.fit(train.texts, max_vocab=model_config.max_vocab, min_frequency=model_config.min_frequency,
-                                    lowercase=model_config.lowercase, max_length=model_config.max_length)
+        vectorizer = Vectorizer.fit(
+            train.texts,
+            max_vocab=model_config.max_vocab,
+            min_frequency=model_config.min_frequency,
+            lowercase=model_config.lowercase,
+            max_length=model_config.max_length,
+        )
         matrix, coverage = _glove_matrix(vectorizer, glove_path, model_config.embedding_dim, config.seed)
     else:
         encoder = load_text_encoder(text_encoder)
-        model_config = replace(model_config, text_dim=encoder.dim,
-                               text_encoder=saved_reference(text_encoder, fine_tuned=model_config.fine_tune))
+        model_config = replace(
+            model_config,
+            text_dim=encoder.dim,
+            text_encoder=saved_reference(text_encoder, fine_tuned=model_config.fine_tune),
+        )
     emojis = emoji_features(codes, names, sentiment_aware=model_config.sentiment_aware)
     network = SQAMNetwork(model_config, vectorizer.vocab_size if vectorizer else 0, len(names), matrix)
     network.emoji_features.copy_(torch.from_numpy(emojis["features"]))
@@ -149,6 +168,7 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
     network.answers.copy_(torch.from_numpy(emojis["answers"]))
     model = EmojiSQAM(vectorizer, network, model_config, names, encoder=encoder)
     frozen = encoder is not None and not model_config.fine_tune
+
     # A frozen encoder's vectors do not change: every tweet is encoded once.
     def encoded(texts: list[str]) -> torch.Tensor:
         return torch.from_numpy(np.stack([text_vectors[t] for t in texts]) if text_vectors else encoder.encode(texts))
@@ -189,11 +209,21 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
             # Wrong: one emoji of each other sentiment, and one of unknown sentiment (a known match
             # should outrank an emoji nobody has measured).
             right = np.array([rng.choice(pools[label]) for label in labels])
-            wrong = np.array([[rng.choice(pools[w]) for w in WRONG[label]] + ([rng.choice(unknown)] if len(unknown) else [])
-                              for label in labels])
-            emoji_vectors = network.embed_features(network.emoji_features[torch.from_numpy(np.concatenate([right, wrong.ravel()]))])
+            wrong = np.array(
+                [
+                    [rng.choice(pools[w]) for w in WRONG[label]] + ([rng.choice(unknown)] if len(unknown) else [])
+                    for label in labels
+                ]
+            )
+            emoji_vectors = network.embed_features(
+                network.emoji_features[torch.from_numpy(np.concatenate([right, wrong.ravel()]))]
+            )
             loss = loss + config.sentiment_weight * hinge_loss(
-                questions, emoji_vectors[: len(rows)], emoji_vectors[len(rows) :].view(len(rows), wrong.shape[1], -1), config.margin)
+                questions,
+                emoji_vectors[: len(rows)],
+                emoji_vectors[len(rows) :].view(len(rows), wrong.shape[1], -1),
+                config.margin,
+            )
         return loss
 
     # Single epochs swing by a point of accuracy on ~1,000 validation tweets; their average is steadier.
@@ -209,29 +239,60 @@ def train_sqam(train: Tweets, val: Tweets, *, codes: np.ndarray, names: list[str
         if trainer.epoch >= average_from:
             averaged.update_parameters(network)
 
-    trainer = Trainer(module, [optimizer], epochs=config.epochs, rng=rng, progress=progress, item="tweet",
-                      after_backward=lambda: _clip_each(trained, config.clipnorm),
-                      on_epoch_end=[average] if averaged is not None else [])
-    fitted = trainer.fit(lambda r: batches(text_lengths, config.batch_size, r), batch_loss, validate=validate,
-                         monitor="val_accuracy", maximize=True)
+    trainer = Trainer(
+        module,
+        [optimizer],
+        epochs=config.epochs,
+        rng=rng,
+        progress=progress,
+        item="tweet",
+        after_backward=lambda: _clip_each(trained, config.clipnorm),
+        on_epoch_end=[average] if averaged is not None else [],
+    )
+    fitted = trainer.fit(
+        lambda r: batches(text_lengths, config.batch_size, r),
+        batch_loss,
+        validate=validate,
+        monitor="val_accuracy",
+        maximize=True,
+    )
     if averaged is None:
         module.load_state_dict(fitted.best_weights)
     else:  # the average of the network's last epochs; a fine-tuned encoder keeps its last weights
         network.load_state_dict(averaged.module.state_dict())
-    kept = {} if averaged is None else {"averaged_epochs": [average_from, config.epochs],
-                                        "val_accuracy": validation(model, val, config.margin, val_inputs)["val_accuracy"]}
+    kept = (
+        {}
+        if averaged is None
+        else {
+            "averaged_epochs": [average_from, config.epochs],
+            "val_accuracy": validation(model, val, config.margin, val_inputs)["val_accuracy"],
+        }
+    )
     network.eval()
     questions, answer_vectors = question_and_answer_vectors(model, val, val_inputs)
     everything = (questions @ model.embed_emojis().T).numpy()
     model.info["calibration"] = fit_temperature((questions @ answer_vectors.T).numpy(), val.labels) | {
-        "fitted_on": "validation tweets", "over": "the answer emojis",
-        "suggestions": fit_set_temperature(everything, emojis["classes"][None, :] == val.labels[:, None]) | {
-            "over": "every known emoji", "target": "mass on the emojis of the tweet's sentiment"}}
+        "fitted_on": "validation tweets",
+        "over": "the answer emojis",
+        "suggestions": fit_set_temperature(everything, emojis["classes"][None, :] == val.labels[:, None])
+        | {"over": "every known emoji", "target": "mass on the emojis of the tweet's sentiment"},
+    }
     model.info["training"] = {
-        "config": asdict(config), "history": fitted.history, "best_epoch": fitted.best_epoch, "val_accuracy": fitted.best_score, **kept,
-        "train_tweets": len(train), "val_tweets": len(val), "glove": coverage,
-        "text_encoder": {"spec": text_encoder, "saved_as": model_config.text_encoder, "dim": model_config.text_dim,
-                         "fine_tuned": model_config.fine_tune, "encode_seconds": encode_seconds},
+        "config": asdict(config),
+        "history": fitted.history,
+        "best_epoch": fitted.best_epoch,
+        "val_accuracy": fitted.best_score,
+        **kept,
+        "train_tweets": len(train),
+        "val_tweets": len(val),
+        "glove": coverage,
+        "text_encoder": {
+            "spec": text_encoder,
+            "saved_as": model_config.text_encoder,
+            "dim": model_config.text_dim,
+            "fine_tuned": model_config.fine_tune,
+            "encode_seconds": encode_seconds,
+        },
         "seconds": time.perf_counter() - started,
         "answers": dict(zip(SENTIMENTS, SENTIMENT_EMOJIS)),
         "sentiment_classes": {s: int((emojis["classes"] == i).sum()) for i, s in enumerate(SENTIMENTS)}
@@ -263,5 +324,7 @@ def validation(model: EmojiSQAM, val: Tweets, margin: float, inputs: tuple[torch
     """Hinge loss over every wrong answer, and 3-way accuracy, on held-out tweets."""
     questions, answers = question_and_answer_vectors(model, val, inputs)
     predictions = (questions @ answers.T).argmax(1).numpy()
-    return {"val_loss": answer_hinge(questions, answers, val.labels, margin).item(),
-            "val_accuracy": float(np.mean(predictions == val.labels))}
+    return {
+        "val_loss": answer_hinge(questions, answers, val.labels, margin).item(),
+        "val_accuracy": float(np.mean(predictions == val.labels)),
+    }

@@ -15,8 +15,17 @@ from .tweets import SENTIMENTS
 from .vae import EmojiVAE
 
 
-def suggest_emojis(model_dir: Path, text: str, *, k: int = 5, generated: int = 0, vae_dir: Path | None = None,
-                   images: Path | None = None, png: Path | None = None, seed: int = 0) -> tuple[list[dict], dict | None]:
+def suggest_emojis(
+    model_dir: Path,
+    text: str,
+    *,
+    k: int = 5,
+    generated: int = 0,
+    vae_dir: Path | None = None,
+    images: Path | None = None,
+    png: Path | None = None,
+    seed: int = 0,
+) -> tuple[list[dict], dict | None]:
     """The top-``k`` emojis for ``text``: dicts with name (code points), char, label (the emoji's
     name), score (cosine), probability (softmax over every ranked emoji at the model's suggestion
     temperature; None for a model without one) and generated=True for new ones; and the text's
@@ -36,7 +45,9 @@ def suggest_emojis(model_dir: Path, text: str, *, k: int = 5, generated: int = 0
     codes = None
     if generated:
         if vae.config.latent_dim != model.config.code_dim:
-            raise ConfigError(f"{vae_dir}: codes are {vae.config.latent_dim}-d but the model expects {model.config.code_dim}-d")
+            raise ConfigError(
+                f"{vae_dir}: codes are {vae.config.latent_dim}-d but the model expects {model.config.code_dim}-d"
+            )
         codes = gaussian_codes(generated, dim=vae.config.latent_dim, seed=seed)
         scores = np.concatenate([scores, model.scores([text], model.code_features(codes))[0]])
         names += [f"generated-{i}" for i in range(generated)]
@@ -44,15 +55,34 @@ def suggest_emojis(model_dir: Path, text: str, *, k: int = 5, generated: int = 0
     top = np.argsort(-scores, kind="stable")[:k]
     chance = model.suggestion_probabilities(scores) if model.suggestion_temperature is not None else None
     labels = [emoji_label(n) if i < len(model.names) else "generated" for i, n in enumerate(names)]
-    suggestions = [{"name": names[i], "char": chars[i], "label": labels[i], "score": float(scores[i]),
-                    "probability": None if chance is None else float(chance[i])}
-                   | ({"generated": True} if i >= len(model.names) else {}) for i in top]
+    suggestions = [
+        {
+            "name": names[i],
+            "char": chars[i],
+            "label": labels[i],
+            "score": float(scores[i]),
+            "probability": None if chance is None else float(chance[i]),
+        }
+        | ({"generated": True} if i >= len(model.names) else {})
+        for i in top
+    ]
     if png is not None:
         known = load_emojis(images) if any(i < len(model.names) for i in top) else None
-        pictures = np.stack([known.images[known.find(names[i])] if i < len(model.names)
-                             else vae.decode(codes[i - len(model.names)][None])[0] for i in top])
-        save_strip(pictures, [strip_caption(labels[i], scores[i], None if chance is None else chance[i]) for i in top],
-                   png, title=(f"{max(sentiment, key=sentiment.get)} {max(sentiment.values()):.0%} · " if sentiment else "") + text[:80])
+        pictures = np.stack(
+            [
+                known.images[known.find(names[i])]
+                if i < len(model.names)
+                else vae.decode(codes[i - len(model.names)][None])[0]
+                for i in top
+            ]
+        )
+        save_strip(
+            pictures,
+            [strip_caption(labels[i], scores[i], None if chance is None else chance[i]) for i in top],
+            png,
+            title=(f"{max(sentiment, key=sentiment.get)} {max(sentiment.values()):.0%} · " if sentiment else "")
+            + text[:80],
+        )
     return suggestions, sentiment
 
 

@@ -38,14 +38,17 @@ def fit_temperature(cosines: np.ndarray, labels: np.ndarray) -> dict:
     labels = np.asarray(labels)
     result = minimize_scalar(lambda t: log_loss(cosines, labels, np.exp(t)), bounds=BOUNDS, method="bounded")
     temperature = float(np.exp(result.x))
-    return {"temperature": temperature, "log_loss": log_loss(cosines, labels, temperature),
-            "ece": top_label_ece(probabilities(cosines, temperature), labels), "n": int(len(labels))}
+    return {
+        "temperature": temperature,
+        "log_loss": log_loss(cosines, labels, temperature),
+        "ece": top_label_ece(probabilities(cosines, temperature), labels),
+        "n": int(len(labels)),
+    }
 
 
 def top_label_ece(probs: np.ndarray, labels: np.ndarray) -> float:
     """ECE of the most probable answer: its probability against whether it was right."""
     return expected_calibration_error(probs.max(axis=1), probs.argmax(axis=1) == np.asarray(labels))
-
 
 
 def set_log_loss(cosines: np.ndarray, members: np.ndarray, temperature: float) -> float:
@@ -64,5 +67,9 @@ def fit_set_temperature(cosines: np.ndarray, members: np.ndarray) -> dict:
     temperature = float(np.exp(result.x))
     keep = members.any(axis=1)
     mass = (probabilities(cosines[keep], temperature) * members[keep]).sum(axis=1)
-    return {"temperature": temperature, "log_loss": set_log_loss(cosines, members, temperature),
-            "mean_mass": float(mass.mean()), "n": int(keep.sum())}
+    return {
+        "temperature": temperature,
+        "log_loss": set_log_loss(cosines, members, temperature),
+        "mean_mass": float(mass.mean()),
+        "n": int(keep.sum()),
+    }

@@ -37,7 +37,7 @@ def load_text_encoder(spec: str) -> SiameseModel:
         raise ConfigError("the bilstm text side is part of the emoji model, not a sentence encoder")
     if spec in NAMED and not Path(spec).exists():
         return sentence_encoder(spec)[0]
-    folder = Path(spec[len(STUDENT):] if spec.startswith(STUDENT) else spec)
+    folder = Path(spec[len(STUDENT) :] if spec.startswith(STUDENT) else spec)
     if not folder.is_dir():
         raise ConfigError(f"--text-encoder: no such folder {folder}; expected {describe(spec)}")
     if _is_siamese_folder(folder):

@@ -35,8 +35,9 @@ class Tweets:
         return Tweets([self.texts[i] for i in rows], self.labels[rows])
 
 
-def read_tweets(path: str | os.PathLike | None = None, *, text_column: str = "text",
-                label_column: str = "airline_sentiment") -> Tweets:
+def read_tweets(
+    path: str | os.PathLike | None = None, *, text_column: str = "text", label_column: str = "airline_sentiment"
+) -> Tweets:
     """Tweets and sentiment labels from a CSV (the Kaggle Twitter US Airline Sentiment columns)."""
     path = Path(path) if path is not None else default_tweets()
     texts, labels = [], []
@@ -48,8 +49,9 @@ def read_tweets(path: str | os.PathLike | None = None, *, text_column: str = "te
         for line, row in rows:
             label = row[y].strip().lower()
             if label not in SENTIMENTS:
-                raise DataError(f"{path}:{line}: column {label_column!r}: "
-                                f"label {row[y]!r} is not one of {', '.join(SENTIMENTS)}")
+                raise DataError(
+                    f"{path}:{line}: column {label_column!r}: label {row[y]!r} is not one of {', '.join(SENTIMENTS)}"
+                )
             text = row[x]
             if not text.strip():
                 raise DataError(f"{path}:{line}: column {text_column!r}: empty text")

@@ -43,18 +43,27 @@ class ConvVAE(nn.Module):
         f = config.filters
         self.config = config
         self.encoder = nn.Sequential(
-            nn.Conv2d(channels, f, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(f, f, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(f, f, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(channels, f, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(f, f, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(f, f, 3, padding=1),
+            nn.ReLU(),
             nn.Flatten(),
         )
         self.variational = nn.Linear(f * height * width, 2 * config.latent_dim)  # mean and log-variance
-        self.upsample = nn.Sequential(nn.Linear(config.latent_dim, height * width * channels), nn.ReLU(),
-                                      nn.Unflatten(1, (channels, height, width)))
+        self.upsample = nn.Sequential(
+            nn.Linear(config.latent_dim, height * width * channels),
+            nn.ReLU(),
+            nn.Unflatten(1, (channels, height, width)),
+        )
         self.decoder = nn.Sequential(
-            nn.ConvTranspose2d(channels, f, 3, padding=1), nn.ReLU(),
-            nn.ConvTranspose2d(f, f, 3, padding=1), nn.ReLU(),
-            nn.ConvTranspose2d(f, f, 3, padding=1), nn.ReLU(),
+            nn.ConvTranspose2d(channels, f, 3, padding=1),
+            nn.ReLU(),
+            nn.ConvTranspose2d(f, f, 3, padding=1),
+            nn.ReLU(),
+            nn.ConvTranspose2d(f, f, 3, padding=1),
+            nn.ReLU(),
             nn.Dropout(config.dropout),
             nn.ConvTranspose2d(f, channels, 3, padding=1),  # logits; the sigmoid is applied in decode()
         )
@@ -101,7 +110,9 @@ class EmojiVAE:
     def encode(self, images: np.ndarray, *, batch_size: int = 128) -> np.ndarray:
         """The Gaussian mean of each image: (n, latent_dim) float32."""
         self.module.eval()
-        parts = [self.module.encode(to_tensor(images[i : i + batch_size]))[0] for i in range(0, len(images), batch_size)]
+        parts = [
+            self.module.encode(to_tensor(images[i : i + batch_size]))[0] for i in range(0, len(images), batch_size)
+        ]
         return torch.cat(parts).numpy() if parts else np.zeros((0, self.config.latent_dim), np.float32)
 
     @torch.inference_mode()
@@ -109,14 +120,19 @@ class EmojiVAE:
         """Codes (n, latent_dim) → images (n, 36, 36, 4) in [0, 1]."""
         self.module.eval()
         codes = torch.as_tensor(np.asarray(codes, dtype=np.float32))
-        parts = [torch.sigmoid(self.module.decode_logits(codes[i : i + batch_size])) for i in range(0, len(codes), batch_size)]
+        parts = [
+            torch.sigmoid(self.module.decode_logits(codes[i : i + batch_size]))
+            for i in range(0, len(codes), batch_size)
+        ]
         return torch.cat(parts).permute(0, 2, 3, 1).numpy()
 
     def reconstruct(self, images: np.ndarray) -> np.ndarray:
         return self.decode(self.encode(images))
 
     def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
-        return save_folder(path, fmt=FORMAT, config=self.config, module=self.module, info=self.info, overwrite=overwrite)
+        return save_folder(
+            path, fmt=FORMAT, config=self.config, module=self.module, info=self.info, overwrite=overwrite
+        )
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> EmojiVAE:

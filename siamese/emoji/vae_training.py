@@ -45,8 +45,13 @@ def _mean_loss(module: ConvVAE, images: torch.Tensor, batch_size: int = 256) -> 
     return total / len(images)
 
 
-def train_vae(emojis: EmojiSet, *, model_config: VAEConfig | None = None, config: VAETrainConfig | None = None,
-              progress: bool = True) -> EmojiVAE:
+def train_vae(
+    emojis: EmojiSet,
+    *,
+    model_config: VAEConfig | None = None,
+    config: VAETrainConfig | None = None,
+    progress: bool = True,
+) -> EmojiVAE:
     """Train on ``emojis`` and return the best-validation model; ``info["training"]`` holds the
     per-epoch losses, the split and the seconds per epoch."""
     model_config = model_config or VAEConfig()
@@ -58,23 +63,39 @@ def train_vae(emojis: EmojiSet, *, model_config: VAEConfig | None = None, config
     train_images, val_images = to_tensor(emojis.images[train_rows]), to_tensor(emojis.images[val_rows])
     module = ConvVAE(model_config)
     optimizer = torch.optim.Adam(module.parameters(), lr=config.lr)
-    trainer = Trainer(module, [optimizer], epochs=config.epochs, rng=np.random.default_rng(config.seed), progress=progress,
-                      desc="train-vae epoch", item="image")
+    trainer = Trainer(
+        module,
+        [optimizer],
+        epochs=config.epochs,
+        rng=np.random.default_rng(config.seed),
+        progress=progress,
+        desc="train-vae epoch",
+        item="image",
+    )
 
     def plan(rng: np.random.Generator) -> list[torch.Tensor]:
         order = torch.from_numpy(rng.permutation(len(train_images)))
         return [train_images[rows] for rows in order.split(config.batch_size)]
 
     started = time.perf_counter()
-    fitted = trainer.fit(plan, lambda batch: vae_loss(batch, *module(batch)),
-                         validate=lambda: _mean_loss(module, val_images))
+    fitted = trainer.fit(
+        plan, lambda batch: vae_loss(batch, *module(batch)), validate=lambda: _mean_loss(module, val_images)
+    )
     seconds = time.perf_counter() - started
     module.load_state_dict(fitted.best_weights)
     module.eval()
     best = fitted.history[fitted.best_epoch - 1]
-    info = {"training": {
-        "config": asdict(config), "history": fitted.history, "best_epoch": fitted.best_epoch, "val_loss": best["val_loss"],
-        "train_images": len(train_rows), "val_images": len(val_rows), "val_names": [emojis.names[i] for i in val_rows],
-        "seconds": seconds, "seconds_per_epoch": seconds / config.epochs,
-    }}
+    info = {
+        "training": {
+            "config": asdict(config),
+            "history": fitted.history,
+            "best_epoch": fitted.best_epoch,
+            "val_loss": best["val_loss"],
+            "train_images": len(train_rows),
+            "val_images": len(val_rows),
+            "val_names": [emojis.names[i] for i in val_rows],
+            "seconds": seconds,
+            "seconds_per_epoch": seconds / config.epochs,
+        }
+    }
     return EmojiVAE(module, info)

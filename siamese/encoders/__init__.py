@@ -10,6 +10,7 @@ by :func:`build_encoder`. A new encoder is a new small module registered here.
 from __future__ import annotations
 
 from ..errors import ConfigError, ModelError
+from ..pretrained import default_model_path
 from .base import Encoder
 from .bilstm import BiLSTMEncoder
 from .bilstm_max import BiLSTMMaxEncoder
@@ -17,7 +18,6 @@ from .bow import BagOfWordsEncoder
 from .cnn import CNNEncoder
 from .lstm import LSTMEncoder
 from .onnx import OnnxEncoder
-from ..pretrained import default_model_path
 from .transformer import TransformerEncoder
 
 ENCODERS: dict[str, type[Encoder]] = {
@@ -50,5 +50,18 @@ def default_lr(name: str) -> float:
     return encoder_class(name).default_lr
 
 
-__all__ = ["ENCODERS", "BagOfWordsEncoder", "Encoder", "BiLSTMEncoder", "BiLSTMMaxEncoder", "CNNEncoder", "LSTMEncoder", "OnnxEncoder", "TransformerEncoder",
-           "build_encoder", "default_lr", "default_model_path", "encoder_class"]
+__all__ = [
+    "ENCODERS",
+    "BagOfWordsEncoder",
+    "Encoder",
+    "BiLSTMEncoder",
+    "BiLSTMMaxEncoder",
+    "CNNEncoder",
+    "LSTMEncoder",
+    "OnnxEncoder",
+    "TransformerEncoder",
+    "build_encoder",
+    "default_lr",
+    "default_model_path",
+    "encoder_class",
+]

@@ -52,10 +52,16 @@ class Encoder(nn.Module):
                 ok = isinstance(value, (int, float)) and not isinstance(value, bool)
                 ok = ok and (isinstance(value, int) or not isinstance(default, int) or float(value).is_integer())
             else:
-                ok = isinstance(value, type(default)) or isinstance(default, (list, tuple)) and isinstance(value, (list, tuple))
+                ok = (
+                    isinstance(value, type(default))
+                    or isinstance(default, (list, tuple))
+                    and isinstance(value, (list, tuple))
+                )
             if not ok:
-                raise ConfigError(f"encoder {name!r} option {key!r} takes a {type(default).__name__} "
-                                  f"(default {default!r}), got {value!r}")
+                raise ConfigError(
+                    f"encoder {name!r} option {key!r} takes a {type(default).__name__} "
+                    f"(default {default!r}), got {value!r}"
+                )
 
     def pool_flat(self, ids, lengths):
         """Vectors of texts whose token ids are concatenated (``ids``: 1-D int64, ``lengths``: one

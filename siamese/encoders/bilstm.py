@@ -16,8 +16,17 @@ from .common import AttentionPooling, bidirectional_states, check_pooling, finis
 
 class BiLSTMEncoder(Encoder):
     takes_glove = True
-    def __init__(self, vocab_size: int, embedding_dim: int = 128, hidden: int = 256, pooling: str = "last",
-                 embeddings=None, trainable_embeddings: bool = True, normalize: bool = True):
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_dim: int = 128,
+        hidden: int = 256,
+        pooling: str = "last",
+        embeddings=None,
+        trainable_embeddings: bool = True,
+        normalize: bool = True,
+    ):
         super().__init__()
         self.embedding = init_embedding(vocab_size, embedding_dim, embeddings, trainable=trainable_embeddings)
         self.lstm = nn.LSTM(embedding_dim, hidden, batch_first=True, bidirectional=True)

@@ -10,8 +10,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .base import Encoder
-from .common import (AttentionPooling, bidirectional_states, check_pooling, finish, init_embedding, padding_mask,
-                     pool)
+from .common import AttentionPooling, bidirectional_states, check_pooling, finish, init_embedding, padding_mask, pool
 
 __all__ = ["BiLSTMMaxEncoder", "bidirectional_states", "init_embedding", "padding_mask"]
 
@@ -23,10 +22,20 @@ class BiLSTMMaxEncoder(Encoder):
     ``normalize`` returns unit vectors (the model contract); turn it off to stack more layers.
     ``pooling="attention"`` replaces the max-pool with learned attention over the time steps.
     """
+
     takes_glove = True
 
-    def __init__(self, vocab_size: int, embedding_dim: int = 50, hidden: int = 50, out_dim: int = 10,
-                 embeddings=None, trainable_embeddings: bool = True, normalize: bool = True, pooling: str = "max"):
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_dim: int = 50,
+        hidden: int = 50,
+        out_dim: int = 10,
+        embeddings=None,
+        trainable_embeddings: bool = True,
+        normalize: bool = True,
+        pooling: str = "max",
+    ):
         super().__init__()
         self.embedding = init_embedding(vocab_size, embedding_dim, embeddings, trainable=trainable_embeddings)
         self.lstm = nn.LSTM(embedding_dim, hidden, batch_first=True, bidirectional=True)

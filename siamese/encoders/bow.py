@@ -38,10 +38,23 @@ class BagOfWordsEncoder(Encoder):
     takes_char_ngrams = True
     default_lr = 0.01  # unit-variance vectors move slowly at Adam's usual 1e-3
 
-    def __init__(self, vocab_size: int, embedding_dim: int = 300, word_counts=None, smoothing: float = 1e-3,
-                 ngrams: int = 1, buckets: int = 1 << 17, bigram_weight: float = 1.0, window: int = 1,
-                 pair_mix: float | None = None, char_buckets: int = 0, char_mix: float = 1.0, embeddings=None,
-                 trainable_embeddings: bool = True, normalize: bool = True):
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_dim: int = 300,
+        word_counts=None,
+        smoothing: float = 1e-3,
+        ngrams: int = 1,
+        buckets: int = 1 << 17,
+        bigram_weight: float = 1.0,
+        window: int = 1,
+        pair_mix: float | None = None,
+        char_buckets: int = 0,
+        char_mix: float = 1.0,
+        embeddings=None,
+        trainable_embeddings: bool = True,
+        normalize: bool = True,
+    ):
         super().__init__()
         if ngrams not in (1, 2):
             raise ConfigError(f"ngrams must be 1 or 2, got {ngrams!r}")
@@ -52,10 +65,14 @@ class BagOfWordsEncoder(Encoder):
         if pair_mix is not None and not pair_mix > 0:
             raise ConfigError(f"pair_mix must be positive, got {pair_mix!r}")
         if not char_mix > 0 or not 0 <= char_buckets < vocab_size:
-            raise ConfigError(f"char_mix must be positive and char_buckets below vocab_size, got {char_mix!r}, {char_buckets!r}")
+            raise ConfigError(
+                f"char_mix must be positive and char_buckets below vocab_size, got {char_mix!r}, {char_buckets!r}"
+            )
         if ngrams == 1 and (window != 1 or pair_mix is not None):
             raise ConfigError("window and pair_mix shape the word pairs: use them with ngrams=2")
-        self.embedding = init_embedding(vocab_size, embedding_dim, embeddings, trainable=trainable_embeddings, sparse=True)
+        self.embedding = init_embedding(
+            vocab_size, embedding_dim, embeddings, trainable=trainable_embeddings, sparse=True
+        )
         if embeddings is None:  # unit-variance random vectors: near-orthogonal, so overlap is what counts at first
             with torch.no_grad():
                 self.embedding.weight.normal_()
@@ -64,9 +81,14 @@ class BagOfWordsEncoder(Encoder):
         # Words and n-grams weighed each against their own kind: n-grams outnumber words ~10 to 1.
         words = vocab_size - char_buckets
         self.char_start = words if char_buckets else None
-        log_w = np.concatenate([sif_log_weights(None if word_counts is None else word_counts[:words], words, smoothing),
-                                sif_log_weights(None if word_counts is None else word_counts[words:], char_buckets, smoothing,
-                                                unknown=False)])
+        log_w = np.concatenate(
+            [
+                sif_log_weights(None if word_counts is None else word_counts[:words], words, smoothing),
+                sif_log_weights(
+                    None if word_counts is None else word_counts[words:], char_buckets, smoothing, unknown=False
+                ),
+            ]
+        )
         with torch.no_grad():
             self.log_weight.weight.copy_(torch.as_tensor(log_w)[:, None])
         self.bigrams = None
@@ -160,8 +182,9 @@ class BagOfWordsEncoder(Encoder):
         slices = [other[k * width : (k + 1) * width] for k in range(len(parts))]
         shares[:words] += scale[0] * (weighted[:words] @ slices[0])
         pair_part = 1 if pairs_apart else 0
-        shares.index_add_(0, pair_owners.flatten(),
-                          (scale[pair_part] * (pair_terms @ slices[pair_part]) / 2).repeat_interleave(2))
+        shares.index_add_(
+            0, pair_owners.flatten(), (scale[pair_part] * (pair_terms @ slices[pair_part]) / 2).repeat_interleave(2)
+        )
         if self.char_start is not None:
             shares[words:] += scale[-1] * (weighted[words:] @ slices[-1])
         return shares
@@ -187,7 +210,9 @@ class BagOfWordsEncoder(Encoder):
             return None, None
         # Not the distance, only the order: "X … Y" is one pair whether one or three words sit between.
         pair_ids = torch.cat([(ids[:, :-k].long() * _PRIME + ids[:, k:].long()) % self.buckets for k in steps], 1)
-        pair_w = torch.cat([((log_w[:, :-k] + log_w[:, k:]) / 2 + self.bigram_log_weight).exp() * mask[:, k:] for k in steps], 1)
+        pair_w = torch.cat(
+            [((log_w[:, :-k] + log_w[:, k:]) / 2 + self.bigram_log_weight).exp() * mask[:, k:] for k in steps], 1
+        )
         return self.bigrams(pair_ids, per_sample_weights=pair_w), pair_w.sum(1, keepdim=True)
 
 

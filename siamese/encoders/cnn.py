@@ -12,9 +12,17 @@ from .common import finish, init_embedding
 
 class CNNEncoder(Encoder):
     takes_glove = True
-    def __init__(self, vocab_size: int, embedding_dim: int = 128, filters: int = 256,
-                 kernel_sizes: tuple[int, ...] | list[int] = (2, 3), embeddings=None,
-                 trainable_embeddings: bool = True, normalize: bool = True):
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_dim: int = 128,
+        filters: int = 256,
+        kernel_sizes: tuple[int, ...] | list[int] = (2, 3),
+        embeddings=None,
+        trainable_embeddings: bool = True,
+        normalize: bool = True,
+    ):
         super().__init__()
         self.embedding = init_embedding(vocab_size, embedding_dim, embeddings, trainable=trainable_embeddings)
         # "Wide" convolutions (padding k-1 each side) so a one-word text still has k windows.

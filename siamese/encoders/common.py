@@ -13,8 +13,9 @@ from ..errors import ConfigError
 from ..text import PAD_ID
 
 
-def init_embedding(vocab_size: int, embedding_dim: int, embeddings=None, *, trainable: bool = True,
-                   sparse: bool = False) -> nn.Embedding:
+def init_embedding(
+    vocab_size: int, embedding_dim: int, embeddings=None, *, trainable: bool = True, sparse: bool = False
+) -> nn.Embedding:
     """An embedding layer with padding id 0, optionally starting from a (vocab, dim) matrix
     (for example :func:`siamese.glove.embedding_matrix`)."""
     layer = nn.Embedding(vocab_size, embedding_dim, padding_idx=PAD_ID, sparse=sparse)
@@ -67,7 +68,9 @@ def check_pooling(pooling: str, allowed: tuple[str, ...]) -> str:
     return pooling
 
 
-def pool(states: torch.Tensor, mask: torch.Tensor, pooling: str, attention: AttentionPooling | None = None) -> torch.Tensor:
+def pool(
+    states: torch.Tensor, mask: torch.Tensor, pooling: str, attention: AttentionPooling | None = None
+) -> torch.Tensor:
     """Reduce (n, T, w) states to (n, w) over the real tokens only."""
     if pooling == "mean":
         total = (states * mask.unsqueeze(-1).to(states.dtype)).sum(1, dtype=torch.float32)

@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 from ..text import PAD_ID
-from .base import Encoder
 from . import fused_lstm
+from .base import Encoder
 from .common import AttentionPooling, check_pooling, finish, padding_mask, pool
 
 
@@ -22,8 +22,14 @@ class LSTMEncoder(Encoder):
     width_option = "dim"  # the seed's name for its LSTM width (the embedding is as wide)
     default_lr = 0.01  # the seed's Adam rate
 
-    def __init__(self, vocab_size: int, dim: int = 128, sparse_embedding: bool = True, pooling: str = "mean",
-                 normalize: bool = True):
+    def __init__(
+        self,
+        vocab_size: int,
+        dim: int = 128,
+        sparse_embedding: bool = True,
+        pooling: str = "mean",
+        normalize: bool = True,
+    ):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, dim, padding_idx=PAD_ID, sparse=sparse_embedding)
         self.lstm = nn.LSTM(dim, dim, batch_first=True)

@@ -29,7 +29,9 @@ def physical_cores() -> int:
     for cpu in cpus:
         topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
         try:
-            cores.add(((topology / "physical_package_id").read_text().strip(), (topology / "core_id").read_text().strip()))
+            cores.add(
+                ((topology / "physical_package_id").read_text().strip(), (topology / "core_id").read_text().strip())
+            )
         except OSError:
             return max(1, len(cpus))
     return max(1, len(cores))
@@ -51,13 +53,15 @@ def import_onnxruntime():
     try:
         import onnxruntime
     except ImportError:
-        raise ModelError("this model folder was exported to ONNX and needs the package onnxruntime "
-                         "(pip install onnxruntime)") from None
+        raise ModelError(
+            "this model folder was exported to ONNX and needs the package onnxruntime (pip install onnxruntime)"
+        ) from None
     return onnxruntime
 
 
 class OnnxEncoder(Encoder):
     """``forward(ids, lengths) -> (n, dim)`` through an ``onnxruntime.InferenceSession``."""
+
     width_option = None
 
     own_tokenizer = True  # the exported model's tokenizer.json
@@ -66,9 +70,18 @@ class OnnxEncoder(Encoder):
     length_groups = False  # ORT's own intra-op threads use every core
     encode_batch_size = 64
 
-    def __init__(self, vocab_size: int | None = None, *, folder: str | os.PathLike | None = None, dim: int,
-                 sha256: str | None = None, quantize: str | None = None, source: dict | None = None,
-                 normalize: bool = True, threads: int | None = None):
+    def __init__(
+        self,
+        vocab_size: int | None = None,
+        *,
+        folder: str | os.PathLike | None = None,
+        dim: int,
+        sha256: str | None = None,
+        quantize: str | None = None,
+        source: dict | None = None,
+        normalize: bool = True,
+        threads: int | None = None,
+    ):
         super().__init__()
         if folder is None:
             raise ModelError("an exported ONNX encoder is opened from its folder (SiameseModel.load), not built")
@@ -79,11 +92,15 @@ class OnnxEncoder(Encoder):
             raise ModelError(f"{folder}: model folder is missing {FILE}")
         # A damaged or swapped file would serve other vectors under this folder's fingerprint.
         if sha256 is not None and (actual := file_sha256(self.path)) != sha256:
-            raise ModelError(f"{self.path}: sha256 {actual[:16]}… does not match config.json's {sha256[:16]}…; "
-                             "the file is damaged or was replaced: export the model again")
+            raise ModelError(
+                f"{self.path}: sha256 {actual[:16]}… does not match config.json's {sha256[:16]}…; "
+                "the file is damaged or was replaced: export the model again"
+            )
         ort = import_onnxruntime()
         try:
-            self.session = ort.InferenceSession(str(self.path), session_options(threads), providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(
+                str(self.path), session_options(threads), providers=["CPUExecutionProvider"]
+            )
         except Exception as e:  # onnxruntime raises its own exception types for unreadable graphs
             raise ModelError(f"{self.path}: onnxruntime cannot open it ({str(e).splitlines()[0][:200]})") from None
 
@@ -95,8 +112,13 @@ class OnnxEncoder(Encoder):
         shutil.copyfile(self.path, folder / FILE)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        out = self.session.run(None, {"input_ids": ids.numpy().astype("int64", copy=False),
-                                      "lengths": lengths.numpy().astype("int64", copy=False)})[0]
+        out = self.session.run(
+            None,
+            {
+                "input_ids": ids.numpy().astype("int64", copy=False),
+                "lengths": lengths.numpy().astype("int64", copy=False),
+            },
+        )[0]
         return torch.from_numpy(out)
 
     def extra_repr(self) -> str:

@@ -29,9 +29,13 @@ def _refuse_siamese_folder(folder) -> None:
         return  # Hugging Face reports its own problem
     if isinstance(raw, dict) and str(raw.get("format", "")).startswith("siamese-model"):
         if raw.get("encoder") == "onnx":
-            raise ModelError(f"{folder}: an exported ONNX model runs inference only and cannot be trained; "
-                             "fine-tune the PyTorch model it was exported from, then export again")
-        raise ModelError(f"{folder}: a siamese model folder, not a Hugging Face one (--transformer takes a Hugging Face folder)")
+            raise ModelError(
+                f"{folder}: an exported ONNX model runs inference only and cannot be trained; "
+                "fine-tune the PyTorch model it was exported from, then export again"
+            )
+        raise ModelError(
+            f"{folder}: a siamese model folder, not a Hugging Face one (--transformer takes a Hugging Face folder)"
+        )
 
 
 class TransformerEncoder(Encoder):
@@ -39,6 +43,7 @@ class TransformerEncoder(Encoder):
 
     ``frozen_layers``: the embeddings and the first k transformer layers keep their weights.
     """
+
     width_option = None
 
     own_tokenizer = True  # the model folder's tokenizer.json, not a learned word vocabulary
@@ -46,10 +51,19 @@ class TransformerEncoder(Encoder):
     default_lr = 2e-6  # the recipe's fine-tuning rate: larger rates quickly undo the pretraining
     encode_batch_size = 64  # attention memory grows with batch x length²: smaller batches than the LSTM's
     length_groups = False  # big matmuls: torch's intra-op threads beat one worker thread per core (2x on 2 cores)
-    bf16_inference = True  # precision auto encodes under bf16 autocast on native-bf16 CPUs (~2.5x, cosine to fp32 > 0.9999)
+    bf16_inference = (
+        True  # precision auto encodes under bf16 autocast on native-bf16 CPUs (~2.5x, cosine to fp32 > 0.9999)
+    )
 
-    def __init__(self, vocab_size: int | None = None, path: str | None = None, pooling: str = "mean",
-                 frozen_layers: int = 0, hf_config: dict | None = None, normalize: bool = True):
+    def __init__(
+        self,
+        vocab_size: int | None = None,
+        path: str | None = None,
+        pooling: str = "mean",
+        frozen_layers: int = 0,
+        hf_config: dict | None = None,
+        normalize: bool = True,
+    ):
         super().__init__()
         from transformers import CONFIG_MAPPING, AutoModel
 
@@ -66,7 +80,9 @@ class TransformerEncoder(Encoder):
         else:  # rebuilt from a saved Siamese model: the weights follow from model.safetensors
             # A copy: transformers' from_dict adds keys (attn_implementation) to the dict it is given,
             # which is our config's, and the loaded model's fingerprint then differed from the saved one's.
-            self.model = AutoModel.from_config(CONFIG_MAPPING[hf_config["model_type"]].from_dict(copy.deepcopy(hf_config)))
+            self.model = AutoModel.from_config(
+                CONFIG_MAPPING[hf_config["model_type"]].from_dict(copy.deepcopy(hf_config))
+            )
         self.path, self.hf_config = path, hf_config
         self.pooling = check_pooling(pooling, ("mean", "cls", "pooler"))
         self.frozen_layers = frozen_layers
@@ -83,7 +99,9 @@ class TransformerEncoder(Encoder):
             return
         layers = getattr(getattr(self.model, "encoder", None), "layer", None)
         if layers is None or k > len(layers):
-            raise ConfigError(f"frozen_layers={k}: this model has {0 if layers is None else len(layers)} freezable layers")
+            raise ConfigError(
+                f"frozen_layers={k}: this model has {0 if layers is None else len(layers)} freezable layers"
+            )
         for module in [self.model.embeddings, *layers[:k]]:
             module.requires_grad_(False)
 

@@ -38,5 +38,19 @@ LOSSES: dict[str, type[PairLoss]] = {
 check_head_and_loss = partial(check_head_and_loss, losses=LOSSES)
 build_loss = partial(build_loss, losses=LOSSES)
 
-__all__ = ["LOSSES", "BCELoss", "LossConfig", "build_loss", "CoSENTLoss", "ContrastiveLoss", "DistillLoss", "HingeLoss", "MultipleNegativesRankingLoss", "PairLoss",
-           "TripletLoss", "check_head_and_loss", "hinge_loss", "triplet_loss"]
+__all__ = [
+    "LOSSES",
+    "BCELoss",
+    "LossConfig",
+    "build_loss",
+    "CoSENTLoss",
+    "ContrastiveLoss",
+    "DistillLoss",
+    "HingeLoss",
+    "MultipleNegativesRankingLoss",
+    "PairLoss",
+    "TripletLoss",
+    "check_head_and_loss",
+    "hinge_loss",
+    "triplet_loss",
+]

@@ -29,5 +29,7 @@ class DistillLoss(PairLoss):
         target = torch.cat(list(teacher)).to(student.dtype)
         scores = self.head_or_cosine(head).matrix(student, student)
         goal = target @ target.T
-        off_diagonal = ~torch.eye(len(student), dtype=torch.bool, device=student.device)  # a text with itself is 1 for both
+        off_diagonal = ~torch.eye(
+            len(student), dtype=torch.bool, device=student.device
+        )  # a text with itself is 1 for both
         return F.mse_loss(scores[off_diagonal], goal[off_diagonal])

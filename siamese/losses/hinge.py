@@ -9,7 +9,9 @@ from torch.nn import functional as F
 from .base import PairLoss
 
 
-def hinge_loss(anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 0.2) -> torch.Tensor:
+def hinge_loss(
+    anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 0.2
+) -> torch.Tensor:
     """Mean hinge loss. ``anchor`` and ``positive`` are (n, d); ``negative`` is (n, d), or
     (n, k, d) for k negatives per anchor (every wrong answer counts as its own triplet)."""
     anchor, positive, negative = (torch.as_tensor(x, dtype=torch.float32) for x in (anchor, positive, negative))

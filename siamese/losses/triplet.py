@@ -16,7 +16,6 @@ import torch
 
 from .base import PairLoss
 
-
 REDUCTIONS = ("mean", "sum")
 
 

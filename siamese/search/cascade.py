@@ -23,7 +23,9 @@ class RerankedHit:
     first_stage: float  # the bi-encoder's similarity that made it a candidate
 
 
-def rerank(cross, queries: Sequence[str], hits: Sequence[Sequence], *, threshold: float | None = None) -> list[list[RerankedHit]]:
+def rerank(
+    cross, queries: Sequence[str], hits: Sequence[Sequence], *, threshold: float | None = None
+) -> list[list[RerankedHit]]:
     """Each query's hits (from :meth:`DuplicateIndex.search`) re-scored by ``cross`` in one batch."""
     t = cross.threshold if threshold is None else threshold
     a = [q for q, row in zip(queries, hits) for _ in row]
@@ -31,8 +33,10 @@ def rerank(cross, queries: Sequence[str], hits: Sequence[Sequence], *, threshold
     scores = cross.similarity(a, b) if a else np.zeros(0, dtype=np.float32)
     out, i = [], 0
     for row in hits:
-        ranked = [RerankedHit(h.id, h.text, float(scores[i + j]), bool(scores[i + j] > t), float(h.similarity))
-                  for j, h in enumerate(row)]
+        ranked = [
+            RerankedHit(h.id, h.text, float(scores[i + j]), bool(scores[i + j] > t), float(h.similarity))
+            for j, h in enumerate(row)
+        ]
         i += len(row)
         out.append(sorted(ranked, key=lambda h: -h.similarity))
     return out
@@ -48,8 +52,17 @@ class Verified:
     seconds: float
 
 
-def verify(cross, texts: Sequence[str], left: np.ndarray, right: np.ndarray, similarity: np.ndarray, *,
-           threshold: float, band: float | None = 0.1, batch_size: int = 64) -> Verified:
+def verify(
+    cross,
+    texts: Sequence[str],
+    left: np.ndarray,
+    right: np.ndarray,
+    similarity: np.ndarray,
+    *,
+    threshold: float,
+    band: float | None = 0.1,
+    batch_size: int = 64,
+) -> Verified:
     """Candidate pairs ``(left[i], right[i])`` with bi-encoder ``similarity[i]`` (found at
     ``threshold - band`` or above): those within ``band`` of ``threshold`` go to ``cross``; above
     the band they stay duplicates, below it they are dropped. ``band=None``: ``cross`` decides all."""
@@ -64,6 +77,8 @@ def verify(cross, texts: Sequence[str], left: np.ndarray, right: np.ndarray, sim
     rows = np.flatnonzero(unsure)
     t0 = time.perf_counter()
     if len(rows):
-        scores = cross.similarity([texts[i] for i in left[rows]], [texts[j] for j in right[rows]], batch_size=batch_size)
+        scores = cross.similarity(
+            [texts[i] for i in left[rows]], [texts[j] for j in right[rows]], batch_size=batch_size
+        )
         keep[rows] = scores > cross.threshold
     return Verified(keep, len(rows), int(keep[rows].sum()), time.perf_counter() - t0)

@@ -77,8 +77,9 @@ def vector_index(vectors: np.ndarray, kind: str = "auto", *, k: int = 20):
     return fill_index(faiss_index(kind, vectors.shape[1], size=len(vectors), ef_search=max(64, 2 * k)), vectors)
 
 
-def neighbours(index, queries: np.ndarray, k: int, threshold: float, *, chunk: int = 8192,
-               progress: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def neighbours(
+    index, queries: np.ndarray, k: int, threshold: float, *, chunk: int = 8192, progress: bool = False
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """``(query rows, index rows, similarities)`` of each query's ``k`` nearest neighbours above ``threshold``,
     a chunk of queries at a time."""
     for start in tqdm(range(0, len(queries), chunk), desc="dedupe", unit="chunk", disable=not progress):
@@ -89,8 +90,9 @@ def neighbours(index, queries: np.ndarray, k: int, threshold: float, *, chunk: i
         yield i[keep], j[keep], s[keep]
 
 
-def duplicate_pairs(vectors: np.ndarray, threshold: float, *, k: int = 20, kind: str = "auto",
-                    chunk: int = 8192, progress: bool = False) -> DuplicatePairs:
+def duplicate_pairs(
+    vectors: np.ndarray, threshold: float, *, k: int = 20, kind: str = "auto", chunk: int = 8192, progress: bool = False
+) -> DuplicatePairs:
     """Every pair of rows of ``vectors`` whose cosine is above ``threshold`` among each row's ``k`` neighbours.
 
     A pair is kept if either text has the other among its ``k`` nearest neighbours, so with
@@ -99,8 +101,13 @@ def duplicate_pairs(vectors: np.ndarray, threshold: float, *, k: int = 20, kind:
     """
     n = len(vectors)
     index = vector_index(vectors, kind, k=k)
-    return merge_pairs([pair_keys(i, j, s, n) for i, j, s in
-                        neighbours(index, vectors, min(k + 1, n), threshold, chunk=chunk, progress=progress)], n)  # k + itself
+    return merge_pairs(
+        [
+            pair_keys(i, j, s, n)
+            for i, j, s in neighbours(index, vectors, min(k + 1, n), threshold, chunk=chunk, progress=progress)
+        ],
+        n,
+    )  # k + itself
 
 
 def pair_keys(i: np.ndarray, j: np.ndarray, s: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -119,13 +126,17 @@ def merge_pairs(found, n: int) -> DuplicatePairs:
     return DuplicatePairs(keys // n, keys % n, sims.astype(np.float32))
 
 
-def cross_pairs(queries: np.ndarray, index, threshold: float, *, k: int = 20, chunk: int = 8192,
-                progress: bool = False) -> DuplicatePairs:
+def cross_pairs(
+    queries: np.ndarray, index, threshold: float, *, k: int = 20, chunk: int = 8192, progress: bool = False
+) -> DuplicatePairs:
     """Pairs ``(query row, indexed row)`` above ``threshold`` among each query's ``k`` nearest indexed vectors."""
     found = list(neighbours(index, queries, min(k, index.ntotal), threshold, chunk=chunk, progress=progress))
     empty = np.empty(0, np.int64)
-    return DuplicatePairs(np.concatenate([f[0] for f in found] or [empty]), np.concatenate([f[1] for f in found] or [empty]),
-                          np.concatenate([f[2] for f in found] or [np.empty(0, np.float32)]).astype(np.float32))
+    return DuplicatePairs(
+        np.concatenate([f[0] for f in found] or [empty]),
+        np.concatenate([f[1] for f in found] or [empty]),
+        np.concatenate([f[2] for f in found] or [np.empty(0, np.float32)]).astype(np.float32),
+    )
 
 
 def components(n: int, pairs: DuplicatePairs, *, min_size: int = 2) -> list[list[int]]:

@@ -29,9 +29,15 @@ FORMAT = "siamese-index/1"
 KINDS = ("flat", "hnsw", "ivf", "ondisk")  # ondisk: IVF with its lists on disk (see ondisk.py)
 # Every index.json field, checked before the index is opened.
 MANIFEST_FIELDS = {
-    "kind": Field(str), "size": Field(int, lo=0), "dim": Field(int, lo=1, hi=1 << 16),
-    "hnsw_m": Field(int, lo=2, hi=1024), "ef_search": Field(int, lo=1, hi=1 << 20), "nprobe": Field(int, lo=1, hi=1 << 20),
-    "model_fingerprint": Field(str, optional=True), "model_path": Field(str, optional=True), "threshold": Field(float),
+    "kind": Field(str),
+    "size": Field(int, lo=0),
+    "dim": Field(int, lo=1, hi=1 << 16),
+    "hnsw_m": Field(int, lo=2, hi=1024),
+    "ef_search": Field(int, lo=1, hi=1 << 20),
+    "nprobe": Field(int, lo=1, hi=1 << 20),
+    "model_fingerprint": Field(str, optional=True),
+    "model_path": Field(str, optional=True),
+    "threshold": Field(float),
 }
 # The FAISS class each kind is saved as.
 _FAISS_KINDS = {"flat": "IndexFlat", "hnsw": "IndexHNSW", "ivf": "IndexIVF", "ondisk": "IndexIVF"}
@@ -59,7 +65,9 @@ def faiss_index(kind: str, dim: int, *, size: int = 0, hnsw_m: int = 32, ef_sear
     if kind in ("ivf", "ondisk"):  # ondisk: the same IVF, its lists moved to disk when saved
         index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, ivf_lists(size), faiss.METRIC_INNER_PRODUCT)
         index.nprobe = nprobe
-        index.cp.max_points_per_centroid = 64  # k-means on a sample: 4x quicker to train than FAISS's 256 points per list
+        index.cp.max_points_per_centroid = (
+            64  # k-means on a sample: 4x quicker to train than FAISS's 256 points per list
+        )
         return index
     raise ConfigError(f"unknown index kind {kind!r}; choose one of: {', '.join(KINDS)}")
 
@@ -98,8 +106,9 @@ class DuplicateIndex:
     are approximate and much faster on large corpora.
     """
 
-    def __init__(self, model: SiameseModel, *, kind: str = "flat", hnsw_m: int = 32, ef_search: int = 128,
-                 nprobe: int = 16):
+    def __init__(
+        self, model: SiameseModel, *, kind: str = "flat", hnsw_m: int = 32, ef_search: int = 128, nprobe: int = 16
+    ):
         require_cosine(model)
         self.model = model
         self.kind = kind
@@ -114,14 +123,22 @@ class DuplicateIndex:
         self.shard_size = 1_000_000  # ondisk: vectors added to the lists per shard
 
     def _empty(self, size: int):
-        return faiss_index(self.kind, self.model.dim, size=size, hnsw_m=self.hnsw_m, ef_search=self.ef_search,
-                           nprobe=self.nprobe)
+        return faiss_index(
+            self.kind, self.model.dim, size=size, hnsw_m=self.hnsw_m, ef_search=self.ef_search, nprobe=self.nprobe
+        )
 
     def __len__(self) -> int:
         return len(self.texts)
 
-    def add(self, texts: Sequence[str], ids: Sequence[str] | None = None, *, allow_duplicates: bool = False,
-            progress: bool = False, engine=None) -> int:
+    def add(
+        self,
+        texts: Sequence[str],
+        ids: Sequence[str] | None = None,
+        *,
+        allow_duplicates: bool = False,
+        progress: bool = False,
+        engine=None,
+    ) -> int:
         """Encode and append texts (only the new ones are encoded; on ``engine``, e.g. a
         :class:`siamese.ray_engine.RayEngine`, when given); returns how many were added.
 
@@ -147,7 +164,9 @@ class DuplicateIndex:
             self._add_pending(texts, ids, engine, progress)
             self._keys().update(keys)
             return len(texts)
-        vectors = engine.encode(self.model, texts) if engine is not None else self.model.encode(texts, progress=progress)
+        vectors = (
+            engine.encode(self.model, texts) if engine is not None else self.model.encode(texts, progress=progress)
+        )
         if not self.index.is_trained:  # IVF: lists are learnt from the first texts added
             self.index = self._empty(size=len(vectors))
         fill_index(self.index, vectors)
@@ -159,12 +178,15 @@ class DuplicateIndex:
     def _add_pending(self, texts: list[str], ids: list[str], engine, progress: bool) -> None:
         """ondisk: encode into a scratch memory map, a chunk at a time (the vectors need not fit in memory)."""
         if self.texts and self.pending is None:
-            raise ConfigError("an on-disk index is built whole: rebuild it with all its texts (siamese index build --kind ondisk)")
+            raise ConfigError(
+                "an on-disk index is built whole: rebuild it with all its texts (siamese index build --kind ondisk)"
+            )
         if self.pending is not None:
             raise ConfigError("an on-disk index takes its texts in one add() before save()")
         self._scratch = tempfile.TemporaryDirectory(prefix="siamese-ondisk-")
-        vectors = np.lib.format.open_memmap(Path(self._scratch.name) / "vectors.npy", mode="w+", dtype=np.float32,
-                                            shape=(len(texts), self.model.dim))
+        vectors = np.lib.format.open_memmap(
+            Path(self._scratch.name) / "vectors.npy", mode="w+", dtype=np.float32, shape=(len(texts), self.model.dim)
+        )
         if engine is not None:
             engine.encode(self.model, texts, out=vectors)
         else:
@@ -213,11 +235,18 @@ class DuplicateIndex:
             with open(tmp / "texts.jsonl", "w", encoding="utf-8") as f:
                 for i, t in zip(self.ids, self.texts):
                     f.write(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n")
-            meta = {"format": FORMAT, "kind": self.kind, "size": len(self), "dim": self.model.dim,
-                    "hnsw_m": self.hnsw_m, "ef_search": self.ef_search, "nprobe": self.nprobe,
-                    "model_fingerprint": self.model.fingerprint(),
-                    "model_path": str(self.model.path) if self.model.path else None,
-                    "threshold": self.model.threshold}
+            meta = {
+                "format": FORMAT,
+                "kind": self.kind,
+                "size": len(self),
+                "dim": self.model.dim,
+                "hnsw_m": self.hnsw_m,
+                "ef_search": self.ef_search,
+                "nprobe": self.nprobe,
+                "model_fingerprint": self.model.fingerprint(),
+                "model_path": str(self.model.path) if self.model.path else None,
+                "threshold": self.model.threshold,
+            }
             (tmp / "index.json").write_text(json.dumps(meta, indent=2) + "\n")
         if self.pending is not None:  # built: search the saved index, its lists memory-mapped
             from .ondisk import read_ondisk
@@ -233,7 +262,9 @@ class DuplicateIndex:
         meta = read_manifest(path, "index.json", FORMAT, SearchIndexError, "index")
         check_fields(meta, MANIFEST_FIELDS, path / "index.json", SearchIndexError)
         if meta.get("kind") not in KINDS:
-            raise SearchIndexError(f"{path / 'index.json'}: unknown kind {meta.get('kind')!r} (expected one of {', '.join(KINDS)})")
+            raise SearchIndexError(
+                f"{path / 'index.json'}: unknown kind {meta.get('kind')!r} (expected one of {', '.join(KINDS)})"
+            )
         for name in ("index.faiss", "texts.jsonl"):
             if not (path / name).is_file():
                 raise SearchIndexError(f"{path}: index folder is missing {name}")
@@ -245,13 +276,22 @@ class DuplicateIndex:
         if source.get("fingerprint") and meta.get("model_fingerprint") == source["fingerprint"]:
             # Deliberate: an exported model's vectors differ slightly (int8 more), so mixing them
             # with the PyTorch model's in one index would skew every similarity a little.
-            raise SearchIndexError(f"{path}: built by the PyTorch model this exported model came from; its vectors "
-                                   "differ slightly from the exported model's: rebuild the index with the exported model")
+            raise SearchIndexError(
+                f"{path}: built by the PyTorch model this exported model came from; its vectors "
+                "differ slightly from the exported model's: rebuild the index with the exported model"
+            )
         if meta.get("model_fingerprint") != model.fingerprint():
-            raise SearchIndexError(f"{path}: built by a different model (fingerprint {str(meta.get('model_fingerprint'))[:12]}…, "
-                              f"this model is {model.fingerprint()[:12]}…); rebuild the index with this model")
-        self = cls(model, kind=meta["kind"], hnsw_m=meta.get("hnsw_m", 32), ef_search=meta.get("ef_search", 128),
-                   nprobe=meta.get("nprobe", 16))
+            raise SearchIndexError(
+                f"{path}: built by a different model (fingerprint {str(meta.get('model_fingerprint'))[:12]}…, "
+                f"this model is {model.fingerprint()[:12]}…); rebuild the index with this model"
+            )
+        self = cls(
+            model,
+            kind=meta["kind"],
+            hnsw_m=meta.get("hnsw_m", 32),
+            ef_search=meta.get("ef_search", 128),
+            nprobe=meta.get("nprobe", 16),
+        )
         try:
             if self.kind == "ondisk":
                 from .ondisk import read_ondisk
@@ -265,7 +305,9 @@ class DuplicateIndex:
         if not found.startswith(_FAISS_KINDS[self.kind]):
             raise SearchIndexError(f"{path / 'index.faiss'}: a {found}, but index.json says kind {self.kind!r}")
         if self.index.d != model.dim or meta.get("dim", model.dim) != model.dim:
-            raise SearchIndexError(f"{path / 'index.faiss'}: vectors of width {self.index.d}, the model's are {model.dim}")
+            raise SearchIndexError(
+                f"{path / 'index.faiss'}: vectors of width {self.index.d}, the model's are {model.dim}"
+            )
         if self.index.metric_type != faiss.METRIC_INNER_PRODUCT:
             raise SearchIndexError(f"{path / 'index.faiss'}: not an inner-product (cosine) index")
         if self.kind == "hnsw":
@@ -274,8 +316,10 @@ class DuplicateIndex:
             self.index.nprobe = self.nprobe
         self.ids, self.texts = read_texts_jsonl(path / "texts.jsonl")
         if self.index.ntotal != len(self.texts) or meta.get("size", len(self.texts)) != len(self.texts):
-            raise SearchIndexError(f"{path}: index holds {self.index.ntotal} vectors, index.json says {meta.get('size')}, "
-                                   f"texts.jsonl has {len(self.texts)} texts")
+            raise SearchIndexError(
+                f"{path}: index holds {self.index.ntotal} vectors, index.json says {meta.get('size')}, "
+                f"texts.jsonl has {len(self.texts)} texts"
+            )
         return self
 
 
@@ -289,7 +333,7 @@ def read_texts_jsonl(file: Path) -> tuple[list[str], list[str]]:
             except (ValueError, RecursionError):
                 raise SearchIndexError(f"{file}:{n}: not a JSON line") from None
             if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not isinstance(row.get("text"), str):
-                raise SearchIndexError(f"{file}:{n}: expected {{\"id\": string, \"text\": string}}")
+                raise SearchIndexError(f'{file}:{n}: expected {{"id": string, "text": string}}')
             ids.append(row["id"])
             texts.append(row["text"])
     return ids, texts

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from .index import DuplicateIndex
 
 
-def retrieval_metrics(index: DuplicateIndex, queries: Sequence[str], targets: Sequence[str],
-                      ks: Sequence[int] = (1, 5, 10)) -> dict:
+def retrieval_metrics(
+    index: DuplicateIndex, queries: Sequence[str], targets: Sequence[str], ks: Sequence[int] = (1, 5, 10)
+) -> dict:
     """How well each query finds its known duplicate among everything indexed.
 
     ``targets[i]`` is the text of query i's duplicate (it must be in the index); the query's own
@@ -25,4 +26,3 @@ def retrieval_metrics(index: DuplicateIndex, queries: Sequence[str], targets: Se
     report[f"mrr@{depth}"] = sum(1 / r for r in ranks if r is not None) / n
     report["queries"] = n
     return report
-

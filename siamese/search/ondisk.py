@@ -40,8 +40,9 @@ def trained_ivf(vectors: np.ndarray, *, nprobe: int = 16, seed: int = 0):
     return index
 
 
-def build_ondisk(vectors: np.ndarray, folder: str | Path, *, shard_size: int = 1_000_000, nprobe: int = 16,
-                 seed: int = 0) -> str:
+def build_ondisk(
+    vectors: np.ndarray, folder: str | Path, *, shard_size: int = 1_000_000, nprobe: int = 16, seed: int = 0
+) -> str:
     """Write ``folder/index.faiss`` + ``folder/lists.ivfdata`` for ``vectors`` (ids = row numbers),
     adding ``shard_size`` rows at a time. ``folder`` must exist (e.g. an atomic temporary folder).
     Returns the index file's name."""

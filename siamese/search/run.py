@@ -73,8 +73,12 @@ class Cluster:
         return 1 + len(self.duplicates)
 
     def as_json(self, number: int) -> dict:
-        return {"cluster": number, "size": self.size, **self.kept.as_json(),
-                "duplicates": [d.as_json() for d in self.duplicates]}
+        return {
+            "cluster": number,
+            "size": self.size,
+            **self.kept.as_json(),
+            "duplicates": [d.as_json() for d in self.duplicates],
+        }
 
 
 @dataclass
@@ -110,8 +114,17 @@ def _floor(threshold: float, floor: float | None) -> float:
 class DedupeRun:
     """A finished dedupe, in memory and in its folder (see the module's docstring)."""
 
-    def __init__(self, path: Path, meta: dict, records: list[Record], text_of: np.ndarray, pairs: DuplicatePairs,
-                 *, vectors: np.ndarray | None = None, reference: dict[int, Record] | None = None):
+    def __init__(
+        self,
+        path: Path,
+        meta: dict,
+        records: list[Record],
+        text_of: np.ndarray,
+        pairs: DuplicatePairs,
+        *,
+        vectors: np.ndarray | None = None,
+        reference: dict[int, Record] | None = None,
+    ):
         self.path, self.meta, self.records, self.text_of, self.pairs = Path(path), meta, records, text_of, pairs
         self.vectors, self.reference = vectors, reference
         self.distinct = np.unique(text_of, return_index=True)[1]  # row of each distinct text's first record
@@ -156,7 +169,9 @@ class DedupeRun:
         pairs = self.pairs.above(self.threshold)
         order = np.lexsort((pairs.second, -pairs.similarity, pairs.first))
         matches: dict[int, list[Duplicate]] = {}
-        for d, ref, s in zip(pairs.first[order].tolist(), pairs.second[order].tolist(), pairs.similarity[order].tolist()):
+        for d, ref, s in zip(
+            pairs.first[order].tolist(), pairs.second[order].tolist(), pairs.similarity[order].tolist()
+        ):
             r = self.reference[ref]
             exact = normalise(r.text) == normalise(self.records[self.distinct[d]].text)
             matches.setdefault(d, []).append(Duplicate(r, 1.0 if exact else round(s, 6), r.id if exact else None))
@@ -166,11 +181,19 @@ class DedupeRun:
         """The ``n`` least similar pairs accepted as duplicates (exact copies left out): the borderline
         cases to review. Self: a kept record and a member; against: a new record and a reference match."""
         if self.mode == "self":
-            pairs = [Accepted(c.kept, d.record, d.similarity) for c in self.clusters() for d in c.duplicates
-                     if d.exact_of is None]
+            pairs = [
+                Accepted(c.kept, d.record, d.similarity)
+                for c in self.clusters()
+                for d in c.duplicates
+                if d.exact_of is None
+            ]
         else:
-            pairs = [Accepted(f.record, m.record, m.similarity) for f in self.flagged() for m in f.matches
-                     if m.exact_of is None]
+            pairs = [
+                Accepted(f.record, m.record, m.similarity)
+                for f in self.flagged()
+                for m in f.matches
+                if m.exact_of is None
+            ]
         return sorted(pairs, key=lambda p: (p.similarity, p.first.row, p.second.row))[:n]
 
     def results(self) -> list[Cluster] | list[Flagged]:
@@ -180,15 +203,30 @@ class DedupeRun:
     def summary(self, results: list | None = None) -> dict:
         """Counts of the current results (pass ``results`` to reuse them)."""
         found = self.results() if results is None else results
-        out = {"mode": self.mode, "threshold": self.threshold, "floor": self.meta["floor"], "texts": len(self.records),
-               "distinct_texts": len(self.distinct), "out": str(self.path)}
+        out = {
+            "mode": self.mode,
+            "threshold": self.threshold,
+            "floor": self.meta["floor"],
+            "texts": len(self.records),
+            "distinct_texts": len(self.distinct),
+            "out": str(self.path),
+        }
         if self.mode == "self":
-            return {**out, "clustering": self.clustering, "min_size": self.min_size,
-                    "pairs": int((self.pairs.similarity > self.threshold).sum()), "clusters": len(found),
-                    "clustered_texts": sum(c.size for c in found),
-                    "exact_duplicates": sum(d.exact_of is not None for c in found for d in c.duplicates)}
-        return {**out, "reference": self.meta["reference"], "flagged": len(found),
-                "exact_matches": sum(any(m.exact_of for m in f.matches) for f in found)}
+            return {
+                **out,
+                "clustering": self.clustering,
+                "min_size": self.min_size,
+                "pairs": int((self.pairs.similarity > self.threshold).sum()),
+                "clusters": len(found),
+                "clustered_texts": sum(c.size for c in found),
+                "exact_duplicates": sum(d.exact_of is not None for c in found for d in c.duplicates),
+            }
+        return {
+            **out,
+            "reference": self.meta["reference"],
+            "flagged": len(found),
+            "exact_matches": sum(any(m.exact_of for m in f.matches) for f in found),
+        }
 
     # -- persistence ---------------------------------------------------------------------
 
@@ -196,8 +234,10 @@ class DedupeRun:
         """Recompute the results at another threshold (at or above the run's floor) from the saved
         candidate pairs, and rewrite the results in the folder. Returns the new summary."""
         if threshold < self.meta["floor"]:
-            raise ConfigError(f"{self.path}: threshold {threshold} is under this run's floor {self.meta['floor']}; "
-                              "run the dedupe again with a lower --floor")
+            raise ConfigError(
+                f"{self.path}: threshold {threshold} is under this run's floor {self.meta['floor']}; "
+                "run the dedupe again with a lower --floor"
+            )
         self._set(threshold, clustering or self.clustering or "components", min_size or self.min_size or 2)
         return self._write_results(self.path)
 
@@ -222,7 +262,12 @@ class DedupeRun:
             _write_jsonl(tmp, rows)
             as_umask_allows(tmp)
         summary = self.summary(found)
-        result = {"threshold": self.threshold, "clustering": self.clustering, "min_size": self.min_size, "summary": summary}
+        result = {
+            "threshold": self.threshold,
+            "clustering": self.clustering,
+            "min_size": self.min_size,
+            "summary": summary,
+        }
         with atomic_file(folder / "result.json") as tmp:
             tmp.write_text(json.dumps(result, indent=2) + "\n")
             as_umask_allows(tmp)
@@ -232,12 +277,19 @@ class DedupeRun:
         with atomic_dir(self.path, kind="dedupe run") as tmp:
             (tmp / "run.json").write_text(json.dumps(self.meta, indent=2) + "\n")
             _write_jsonl(tmp / "records.jsonl", (r.as_json() for r in self.records))
-            np.savez(tmp / "pairs.npz", first=self.pairs.first, second=self.pairs.second,
-                     similarity=self.pairs.similarity, text_of=self.text_of)
+            np.savez(
+                tmp / "pairs.npz",
+                first=self.pairs.first,
+                second=self.pairs.second,
+                similarity=self.pairs.similarity,
+                text_of=self.text_of,
+            )
             if self.vectors is not None:
                 np.save(tmp / "vectors.npy", self.vectors)
             if self.reference is not None:
-                _write_jsonl(tmp / "reference.jsonl", ({"ref": k, **r.as_json()} for k, r in sorted(self.reference.items())))
+                _write_jsonl(
+                    tmp / "reference.jsonl", ({"ref": k, **r.as_json()} for k, r in sorted(self.reference.items()))
+                )
             self._write_results(tmp)
 
     @classmethod
@@ -246,16 +298,22 @@ class DedupeRun:
         path = Path(path)
         meta = read_manifest(path, "run.json", FORMAT, SearchIndexError, "dedupe run")
         try:
-            records = [Record(row["row"], row["id"], row["text"], row.get("columns", {}))
-                       for row in _read_jsonl(path / "records.jsonl")]
+            records = [
+                Record(row["row"], row["id"], row["text"], row.get("columns", {}))
+                for row in _read_jsonl(path / "records.jsonl")
+            ]
             with np.load(path / "pairs.npz", allow_pickle=False) as z:
                 pairs = DuplicatePairs(z["first"], z["second"], z["similarity"])
                 text_of = z["text_of"]
-            vectors = np.load(path / "vectors.npy", mmap_mode="r", allow_pickle=False) if meta["mode"] == "self" else None
+            vectors = (
+                np.load(path / "vectors.npy", mmap_mode="r", allow_pickle=False) if meta["mode"] == "self" else None
+            )
             reference = None
             if meta["mode"] == "against":
-                reference = {row["ref"]: Record(row["row"], row["id"], row["text"], row.get("columns", {}))
-                             for row in _read_jsonl(path / "reference.jsonl")}
+                reference = {
+                    row["ref"]: Record(row["row"], row["id"], row["text"], row.get("columns", {}))
+                    for row in _read_jsonl(path / "reference.jsonl")
+                }
             result = json.loads((path / "result.json").read_text())
         except (OSError, KeyError, ValueError, IndexError, zipfile.BadZipFile) as e:
             raise SearchIndexError(f"{path}: damaged dedupe run ({type(e).__name__}: {e})") from None
@@ -276,15 +334,35 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 
 def _meta(model: SiameseModel, mode: str, floor: float, k: int, kind: str, sources: dict | None) -> dict:
-    return {"format": FORMAT, "mode": mode, "floor": floor, "k": k, "kind": kind,
-            "model_fingerprint": model.fingerprint(), "model_path": str(model.path) if model.path else None,
-            "sources": sources or {}}
+    return {
+        "format": FORMAT,
+        "mode": mode,
+        "floor": floor,
+        "k": k,
+        "kind": kind,
+        "model_fingerprint": model.fingerprint(),
+        "model_path": str(model.path) if model.path else None,
+        "sources": sources or {},
+    }
 
 
-def dedupe(model: SiameseModel, texts: Sequence[str] | Sequence[Record], out: str | os.PathLike, *,
-           threshold: float | None = None, floor: float | None = None, k: int = 20, kind: str = "auto",
-           clustering: str = "components", min_size: int = 2, progress: bool = False,
-           sources: dict | None = None, verify=None, verify_band: float | None = 0.1, engine=None) -> DedupeRun:
+def dedupe(
+    model: SiameseModel,
+    texts: Sequence[str] | Sequence[Record],
+    out: str | os.PathLike,
+    *,
+    threshold: float | None = None,
+    floor: float | None = None,
+    k: int = 20,
+    kind: str = "auto",
+    clustering: str = "components",
+    min_size: int = 2,
+    progress: bool = False,
+    sources: dict | None = None,
+    verify=None,
+    verify_band: float | None = 0.1,
+    engine=None,
+) -> DedupeRun:
     """Group the near-duplicates among ``texts`` (plain texts or :class:`Record`) and save the run to ``out``.
 
     ``engine`` (e.g. :class:`siamese.ray_engine.RayEngine`): where the encoding and the pair
@@ -331,18 +409,37 @@ def _verified(cross, texts: list[str], pairs: DuplicatePairs, threshold: float, 
     done = verify(cross, texts, pairs.first, pairs.second, pairs.similarity, threshold=threshold, band=band)
     unsure = np.ones(len(pairs), bool) if band is None else np.abs(pairs.similarity - threshold) <= band
     keep = ~unsure | done.keep  # pairs outside the band stay as they are; inside it, the cross-encoder's verdict
-    similarity = np.where(unsure & done.keep, np.maximum(pairs.similarity, np.nextafter(np.float32(threshold), 2)),
-                          pairs.similarity).astype(pairs.similarity.dtype)
-    info = {"model": str(getattr(cross, "path", "") or ""), "band": band, "threshold": threshold, "candidates": len(pairs),
-            "verified": done.verified, "accepted": done.accepted, "rejected": done.verified - done.accepted,
-            "seconds": round(done.seconds, 3), "pairs_per_second": round(done.verified / done.seconds, 1) if done.seconds else None}
+    similarity = np.where(
+        unsure & done.keep, np.maximum(pairs.similarity, np.nextafter(np.float32(threshold), 2)), pairs.similarity
+    ).astype(pairs.similarity.dtype)
+    info = {
+        "model": str(getattr(cross, "path", "") or ""),
+        "band": band,
+        "threshold": threshold,
+        "candidates": len(pairs),
+        "verified": done.verified,
+        "accepted": done.accepted,
+        "rejected": done.verified - done.accepted,
+        "seconds": round(done.seconds, 3),
+        "pairs_per_second": round(done.verified / done.seconds, 1) if done.seconds else None,
+    }
     return DuplicatePairs(pairs.first[keep], pairs.second[keep], similarity[keep]), info
 
 
-def dedupe_against(model: SiameseModel, texts: Sequence[str] | Sequence[Record],
-                   reference: Sequence[str] | Sequence[Record] | DuplicateIndex, out: str | os.PathLike, *,
-                   threshold: float | None = None, floor: float | None = None, k: int = 20, kind: str = "auto",
-                   progress: bool = False, sources: dict | None = None, engine=None) -> DedupeRun:
+def dedupe_against(
+    model: SiameseModel,
+    texts: Sequence[str] | Sequence[Record],
+    reference: Sequence[str] | Sequence[Record] | DuplicateIndex,
+    out: str | os.PathLike,
+    *,
+    threshold: float | None = None,
+    floor: float | None = None,
+    k: int = 20,
+    kind: str = "auto",
+    progress: bool = False,
+    sources: dict | None = None,
+    engine=None,
+) -> DedupeRun:
     """Which of ``texts`` duplicate a ``reference`` set (texts, records, or an index built by this
     model): each flagged text with its nearest reference records above the threshold.
 
@@ -379,13 +476,21 @@ def dedupe_against(model: SiameseModel, texts: Sequence[str] | Sequence[Record],
     exact = [(d, first_ref.get(normalise(records[row].text))) for d, row in enumerate(distinct.tolist())]
     exact_pairs = [(d, ref) for d, ref in exact if ref is not None]
     to_encode = np.asarray([d for d, ref in exact if ref is None], dtype=np.int64)
-    found = cross_pairs(encode([records[distinct[d]].text for d in to_encode.tolist()]),
-                        index, floor, k=k, progress=progress) if len(to_encode) and index.ntotal else \
-        DuplicatePairs(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32))
+    found = (
+        cross_pairs(
+            encode([records[distinct[d]].text for d in to_encode.tolist()]), index, floor, k=k, progress=progress
+        )
+        if len(to_encode) and index.ntotal
+        else DuplicatePairs(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32))
+    )
     pairs = DuplicatePairs.concat(
-        DuplicatePairs(np.asarray([d for d, _ in exact_pairs], dtype=np.int64),
-                       np.asarray([r for _, r in exact_pairs], dtype=np.int64), np.ones(len(exact_pairs), np.float32)),
-        DuplicatePairs(to_encode[found.first], position[found.second], found.similarity))
+        DuplicatePairs(
+            np.asarray([d for d, _ in exact_pairs], dtype=np.int64),
+            np.asarray([r for _, r in exact_pairs], dtype=np.int64),
+            np.ones(len(exact_pairs), np.float32),
+        ),
+        DuplicatePairs(to_encode[found.first], position[found.second], found.similarity),
+    )
     named = {int(x): refs[int(x)] for x in np.unique(pairs.second)}
     meta = {**_meta(model, "against", floor, k, kind, sources), "reference": described}
     run = DedupeRun(Path(out), meta, records, text_of, pairs, reference=named)

@@ -74,8 +74,14 @@ class OpenAIEmbeddingRequest(BaseModel):
     user: str | None = None
 
 
-def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits: Limits = Limits(), *,
-               batching: BatchConfig = BatchConfig(), api_keys: Sequence[str] = ()) -> FastAPI:
+def create_app(
+    model: SiameseModel,
+    index: DuplicateIndex | None = None,
+    limits: Limits = Limits(),
+    *,
+    batching: BatchConfig = BatchConfig(),
+    api_keys: Sequence[str] = (),
+) -> FastAPI:
     metrics = Metrics()
     model_name = model.path.name if model.path else "siamese"
     # A cross-encoder (siamese.cross) scores pairs only: /similarity, no vectors, so no batcher of
@@ -102,13 +108,20 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
 
     # /docs from Swagger UI's files on our own disk (PyPI fastapi-offline), not FastAPI's CDN:
     # a service without internet still shows its API docs. ReDoc (CDN only) is left out.
-    app = FastAPI(title="siamese", version=__version__, description="Siamese similarity service", lifespan=lifespan,
-                  docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="siamese",
+        version=__version__,
+        description="Siamese similarity service",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
     page = Path(__file__).with_name("static") / "index.html"
     add_api_docs(app)
     # add_middleware wraps what is there: the last added runs first
-    app.add_middleware(BodyLimits, max_bytes=limits.max_body_bytes, timeout=limits.read_timeout,
-                       max_items=limits.max_texts)
+    app.add_middleware(
+        BodyLimits, max_bytes=limits.max_body_bytes, timeout=limits.read_timeout, max_items=limits.max_texts
+    )
     app.add_middleware(ApiKeys, keys=api_keys, timeout=limits.read_timeout)
     app.add_middleware(SecurityHeaders, page=page)
     routes: set[str] = set()  # filled once the routes below exist
@@ -136,7 +149,7 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
         if len(items) > limits.max_texts:
             raise HTTPException(413, f"'{field}' has {len(items)} items; at most {limits.max_texts} per request")
         for i, item in enumerate(items):
-            for j, t in ([(None, item)] if isinstance(item, str) else enumerate(item)):
+            for j, t in [(None, item)] if isinstance(item, str) else enumerate(item):
                 check_text(t, f"'{field}'[{i}]" + (f"[{j}]" if j is not None else ""))
 
     def check_text(text: str, where: str) -> None:
@@ -151,9 +164,15 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
 
     @app.api_route("/health", methods=["GET", "HEAD"])
     async def health():
-        return {"status": "ok", "version": __version__, "model": model_name, "threshold": model.threshold,
-                "calibrated": model.calibrator is not None, "api_key_required": bool(api_keys),
-                "index_size": len(index) if index is not None else None}
+        return {
+            "status": "ok",
+            "version": __version__,
+            "model": model_name,
+            "threshold": model.threshold,
+            "calibrated": model.calibrator is not None,
+            "api_key_required": bool(api_keys),
+            "index_size": len(index) if index is not None else None,
+        }
 
     # The handlers below return a JSONResponse: its JSON is then written in the handler's worker
     # thread; a plain dict would be converted on the event loop (~0.1 s for 256 vectors), where
@@ -165,10 +184,14 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
         scores = model.similarity([a for a, _ in req.pairs], [b for _, b in req.pairs])
         # probability: calibrated duplicate probability, null when the model is not calibrated
         probabilities = model.calibrator(scores).tolist() if model.calibrator is not None else [None] * len(scores)
-        results = [{"similarity": float(s), "probability": p, "duplicate": bool(s > t)} for s, p in zip(scores, probabilities)]
+        results = [
+            {"similarity": float(s), "probability": p, "duplicate": bool(s > t)} for s, p in zip(scores, probabilities)
+        ]
         if req.explain:
             if len(req.pairs) > MAX_EXPLAINED_PAIRS:
-                raise HTTPException(422, f"'explain' is for at most {MAX_EXPLAINED_PAIRS} pairs per request, got {len(req.pairs)}")
+                raise HTTPException(
+                    422, f"'explain' is for at most {MAX_EXPLAINED_PAIRS} pairs per request, got {len(req.pairs)}"
+                )
             # explaining re-encodes each text once per word, beside the batcher: it waits in its queue's count
             with batcher.admitted() if batcher is not None else nullcontext(), explaining:
                 for result, (a, b) in zip(results, req.pairs):
@@ -205,10 +228,18 @@ def create_app(model: SiameseModel, index: DuplicateIndex | None = None, limits:
         tokens = sum(len(ids) for ids in model.vectorizer.encode(texts))
         data = []
         for i, v in enumerate(vectors):
-            emb = base64.b64encode(v.astype("<f4").tobytes()).decode() if req.encoding_format == "base64" else v.tolist()
+            emb = (
+                base64.b64encode(v.astype("<f4").tobytes()).decode() if req.encoding_format == "base64" else v.tolist()
+            )
             data.append({"object": "embedding", "index": i, "embedding": emb})
-        return JSONResponse({"object": "list", "data": data, "model": req.model or model_name,
-                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": data,
+                "model": req.model or model_name,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
 
     routes.update(route.path for route in app.routes)
     return app
@@ -226,7 +257,10 @@ def add_api_docs(app: FastAPI) -> None:
 
     @app.api_route("/docs", methods=["GET", "HEAD"], include_in_schema=False)
     def api_docs():
-        return get_swagger_ui_html(openapi_url="/openapi.json", title="siamese — HTTP API",
-                                   swagger_js_url="/docs-files/swagger-ui-bundle.js",
-                                   swagger_css_url="/docs-files/swagger-ui.css",
-                                   swagger_favicon_url="/docs-files/favicon.png")
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="siamese — HTTP API",
+            swagger_js_url="/docs-files/swagger-ui-bundle.js",
+            swagger_css_url="/docs-files/swagger-ui.css",
+            swagger_favicon_url="/docs-files/favicon.png",
+        )

@@ -57,8 +57,12 @@ class _Job:
 class Batcher:
     """``encode(texts)`` for many threads at once; one model call per batch (or per request when off)."""
 
-    def __init__(self, encode: Callable[[list[str]], np.ndarray], config: BatchConfig = BatchConfig(),
-                 on_batch: BatchObserver | None = None):
+    def __init__(
+        self,
+        encode: Callable[[list[str]], np.ndarray],
+        config: BatchConfig = BatchConfig(),
+        on_batch: BatchObserver | None = None,
+    ):
         config.check()
         self.config = config
         self._encode = encode

@@ -28,8 +28,16 @@ def _modest(scope: Scope) -> bool:
     return declared.isdigit() and int(declared) <= DRAIN_BYTES
 
 
-async def refuse(scope: Scope, receive: Receive, send: Send, status: int, detail: str, *,
-                 seconds: float = DRAIN_SECONDS, headers: dict[str, str] | None = None) -> None:
+async def refuse(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    status: int,
+    detail: str,
+    *,
+    seconds: float = DRAIN_SECONDS,
+    headers: dict[str, str] | None = None,
+) -> None:
     """Answer a request before its body was read: a modest body is first read (within ``seconds``)
     and dropped, so the connection stays usable; otherwise the answer closes it."""
     drained = _modest(scope) and await _drain(receive, seconds)
@@ -63,9 +71,18 @@ async def reply(send: Send, status: int, detail: str, *, close: bool = False, he
     """A JSON error response; ``close`` when the rest of the body is left unread."""
     body = json.dumps({"detail": detail}).encode()
     extra = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *([(b"connection", b"close")] if close else []), *extra]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *([(b"connection", b"close")] if close else []),
+                *extra,
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -162,7 +179,9 @@ class BodyLimits:
         if body and scope["method"] in ("POST", "PUT", "PATCH"):
             if not _json_type(scope):
                 given = dict(scope["headers"])[b"content-type"].decode("latin-1")[:60]
-                return await reply(send, 415, f"request body must be JSON sent as 'Content-Type: application/json', not {given!r}")
+                return await reply(
+                    send, 415, f"request body must be JSON sent as 'Content-Type: application/json', not {given!r}"
+                )
             try:
                 check_json(body, self.max_items)
             except TooMany as e:

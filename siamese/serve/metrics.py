@@ -30,16 +30,31 @@ class Metrics:
 
     def __init__(self):
         self.registry = CollectorRegistry()
-        self.requests = Counter("siamese_requests", "HTTP requests by route, method and status",
-                                ["route", "method", "status"], registry=self.registry)
-        self.latency = Histogram("siamese_request_seconds", "Time from the request to the end of the response",
-                                 ["route"], buckets=LATENCY_BUCKETS, registry=self.registry)
-        self.queue_wait = Histogram("siamese_queue_wait_seconds", "Time a request waited for its model call",
-                                    buckets=LATENCY_BUCKETS, registry=self.registry)
-        self.batch_texts = Histogram("siamese_batch_texts", "Texts per model call",
-                                     buckets=SIZE_BUCKETS, registry=self.registry)
-        self.batch_requests = Histogram("siamese_batch_requests", "Requests per model call",
-                                        buckets=SIZE_BUCKETS, registry=self.registry)
+        self.requests = Counter(
+            "siamese_requests",
+            "HTTP requests by route, method and status",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "siamese_request_seconds",
+            "Time from the request to the end of the response",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.queue_wait = Histogram(
+            "siamese_queue_wait_seconds",
+            "Time a request waited for its model call",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.batch_texts = Histogram(
+            "siamese_batch_texts", "Texts per model call", buckets=SIZE_BUCKETS, registry=self.registry
+        )
+        self.batch_requests = Histogram(
+            "siamese_batch_requests", "Requests per model call", buckets=SIZE_BUCKETS, registry=self.registry
+        )
 
     def observe_batch(self, waits: list[float], texts: int) -> None:
         for wait in waits:

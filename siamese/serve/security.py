@@ -54,9 +54,15 @@ class ApiKeys:
         open_path = (scope.get("path", "").rstrip("/") or "/") in OPEN_PATHS  # /health/ is /health
         if scope["type"] != "http" or not self.keys or open_path or self.allowed(scope):
             return await self.app(scope, receive, send)
-        await refuse(scope, receive, send, 401,
-                     "missing or invalid API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
-                     seconds=self.timeout, headers={"WWW-Authenticate": "Bearer"})
+        await refuse(
+            scope,
+            receive,
+            send,
+            401,
+            "missing or invalid API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
+            seconds=self.timeout,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
 
 
 def inline_hashes(page: Path) -> str:
@@ -64,16 +70,22 @@ def inline_hashes(page: Path) -> str:
     html = page.read_text(encoding="utf-8")
     sources = {}
     for tag in ("script", "style"):
-        digests = [base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
-                   for body in re.findall(rf"<{tag}>(.*?)</{tag}>", html, flags=re.S)]
+        digests = [
+            base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
+            for body in re.findall(rf"<{tag}>(.*?)</{tag}>", html, flags=re.S)
+        ]
         sources[tag] = " ".join(f"'sha256-{d}'" for d in digests) or "'none'"
-    return (f"default-src 'none'; script-src {sources['script']}; style-src {sources['style']}; "
-            "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+    return (
+        f"default-src 'none'; script-src {sources['script']}; style-src {sources['style']}; "
+        "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    )
 
 
 # /docs loads Swagger UI from our own /docs-files and starts it with an inline script
-DOCS_CSP = ("default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
-            "img-src 'self' data:; connect-src 'self'; worker-src blob:; frame-ancestors 'none'")
+DOCS_CSP = (
+    "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; worker-src blob:; frame-ancestors 'none'"
+)
 API_CSP = "default-src 'none'; frame-ancestors 'none'"
 
 
@@ -89,9 +101,13 @@ class SecurityHeaders:
             return await self.app(scope, receive, send)
         path = scope["path"]
         csp = self.page_csp if path == "/" else DOCS_CSP if path == "/docs" else API_CSP
-        extra = [(b"content-security-policy", csp.encode()), (b"x-content-type-options", b"nosniff"),
-                 (b"x-frame-options", b"DENY"), (b"referrer-policy", b"no-referrer"),
-                 (b"cross-origin-resource-policy", b"same-origin")]
+        extra = [
+            (b"content-security-policy", csp.encode()),
+            (b"x-content-type-options", b"nosniff"),
+            (b"x-frame-options", b"DENY"),
+            (b"referrer-policy", b"no-referrer"),
+            (b"cross-origin-resource-policy", b"same-origin"),
+        ]
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -62,8 +62,10 @@ def logging_config(level: str) -> dict:
         "disable_existing_loggers": False,
         "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
         "handlers": {"stderr": stderr},
-        "loggers": {name: {"handlers": ["stderr"], "level": level, "propagate": False}
-                    for name in ("uvicorn", "uvicorn.error", "siamese.access", "siamese.serve")},
+        "loggers": {
+            name: {"handlers": ["stderr"], "level": level, "propagate": False}
+            for name in ("uvicorn", "uvicorn.error", "siamese.access", "siamese.serve")
+        },
     }
 
 
@@ -79,17 +81,34 @@ def check_address(host: str, port: int) -> None:
         raise ConfigError(f"cannot listen on {host}:{port} ({e.strerror or e})") from None
 
 
-def run(app, *, host: str, port: int, log_level: str = "info", read_timeout: float = 15.0,
-        keep_alive: int = 5, what: str = "") -> None:
+def run(
+    app,
+    *,
+    host: str,
+    port: int,
+    log_level: str = "info",
+    read_timeout: float = 15.0,
+    keep_alive: int = 5,
+    what: str = "",
+) -> None:
     """Serve ``app`` on host:port until interrupted; logs the address it listens on."""
     protocol = type("TimedH11Protocol", (TimedH11Protocol,), {"read_timeout": read_timeout})
-    config = uvicorn.Config(app, host=host, port=port, http=protocol, log_config=logging_config(log_level),
-                            log_level=log_level, access_log=False, timeout_keep_alive=keep_alive,
-                            server_header=False)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=protocol,
+        log_config=logging_config(log_level),
+        log_level=log_level,
+        access_log=False,
+        timeout_keep_alive=keep_alive,
+        server_header=False,
+    )
     check_address(host, port)  # uvicorn would log a bind error and exit 1 or 3 instead of one line and 2
     sock = config.bind_socket()  # bound here: the log names the real port, even for --port 0
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    log.info("serving %son http://%s:%d (docs at /docs, metrics at /metrics)", f"{what} " if what else "",
-             shown, bound_port)
+    log.info(
+        "serving %son http://%s:%d (docs at /docs, metrics at /metrics)", f"{what} " if what else "", shown, bound_port
+    )
     uvicorn.Server(config).run(sockets=[sock])

@@ -36,8 +36,10 @@ def load_teacher(teacher, *, max_length: int | None = 128) -> tuple[SiameseModel
         info = {"source": str(folder), **({"name": name} if name in NAMED else {})}
         model = _load_folder(folder, max_length)
     if model.config.head != "cosine":
-        raise ConfigError(f"teacher {info['source']}: its head is {model.config.head!r}; a teacher must be a cosine "
-                          "model (its cosines are the targets)")
+        raise ConfigError(
+            f"teacher {info['source']}: its head is {model.config.head!r}; a teacher must be a cosine "
+            "model (its cosines are the targets)"
+        )
     return model, {**info, "fingerprint": model.fingerprint(), "dim": model.dim}
 
 
