@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SIAMESE_DATA ?= $(abspath ../shared/data)
 
-.PHONY: install mpnet browser demo test bench bench-quality bench-speed clean
+.PHONY: install mpnet browser demo test docs bench bench-quality bench-speed clean
 
 install: $(VENV)/.installed
 
@@ -33,6 +33,15 @@ test: install mpnet browser
 # The web page is tested in Debian's headless Chromium (Playwright's own browser download is not used).
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
+# The documentation site (mkdocs.yml): guides, benchmarks, and the CLI and API references generated
+# from the code (docs/gen_pages.py). --strict: a warning (a broken link, a bad docstring) fails it.
+docs: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(PY) -m mkdocs build --strict --quiet
+
+$(VENV)/.docs: $(VENV)/.installed
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[docs]'
+	touch $@
 
 bench-speed: install
 	$(PY) bench/speed.py
