@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SIAMESE_DATA ?= $(abspath ../shared/data)
 
-.PHONY: install mpnet browser demo test docs bench bench-quality bench-speed clean
+.PHONY: install mpnet browser demo test docs bench clean
 
 install: $(VENV)/.installed
 
@@ -43,11 +43,74 @@ $(VENV)/.docs: $(VENV)/.installed
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[docs]'
 	touch $@
 
-bench-speed: install
-	$(PY) bench/speed.py
+# Benchmarks: each `make bench-NAME` writes bench/results/NAME*.json, from which docs/benchmarks.md's
+# table for that question comes (the zoo and answers targets also rewrite their table there).
+# Every one takes minutes to hours on 2 cores: run them on a quiet machine.
+BENCHES := bench-speed bench-quality bench-zoo bench-static bench-fast-transformer bench-calibration \
+	bench-answers bench-search bench-dedupe-models bench-serve-load bench-distributed bench-emoji
+.PHONY: $(BENCHES)
+SIAMESE := $(PY) -m siamese
+export HF_HUB_OFFLINE := 1
+
+# sentence-transformers, WordLlama and model2vec: the contenders of the static and fast-transformer benchmarks
+$(VENV)/.bench: $(VENV)/.installed
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]'
+	touch $@
+
+# TensorFlow-CPU 2.15.1 for the seed's Keras code (bench/keras_seed.py), in a venv of its own
+bench/.venv-tf/bin/python:
+	bash bench/tf_env.sh
+
+# The static student (3-5 min on a bf16 CPU, 10-17 on an AVX2-only one), and the same fine-tuned on STS-B train
+runs/student: | $(VENV)/.installed
+	$(SIAMESE) distill --out $@
+
+runs/student-sts: | $(VENV)/.installed
+	$(SIAMESE) distill --out $@ --fine-tune $(SIAMESE_DATA)/stsbenchmark/sts-train.csv \
+		--fine-tune-loss cosent --fine-tune-lr 3e-3 --fine-tune-epochs 2
+
+runs/emoji/vae: | $(VENV)/.installed
+	$(SIAMESE) emoji train-vae --out $@
+
+bench-speed: install bench/.venv-tf/bin/python
+	$(PY) bench/speed.py --rounds 3 --epochs 6
+	$(PY) bench/speed.py --rounds 3 --epochs 4 --pairs twitter-url-train --no-encode
 
 bench-quality: install
-	$(PY) bench/quality.py
+	$(PY) bench/quality.py --epochs 8
+
+bench-zoo: install mpnet
+	$(PY) bench/zoo.py
+
+bench-static: $(VENV)/.bench runs/student runs/student-sts
+	$(PY) bench/static.py --student runs/student --student-sts runs/student-sts --rounds 3
+
+bench-fast-transformer: $(VENV)/.bench mpnet
+	$(PY) bench/fast_transformer.py --models minilm,mpnet --rounds 3
+
+bench-calibration: install
+	$(PY) bench/calibration.py --repeats 20
+
+bench-answers: install
+	$(PY) bench/answers.py
+
+bench-search: $(VENV)/.bench runs/student
+	$(PY) bench/search.py --model runs/student --size 1000000 --compare-size 100000
+
+bench-dedupe-models: install runs/student
+	$(PY) bench/dedupe_models.py --student runs/student --size 1000000 --sample 20000
+
+bench-serve-load: install
+	$(PY) bench/serve_load.py --seconds 8
+
+bench-distributed: install
+	$(PY) bench/distributed.py train --epochs 3
+	$(PY) bench/distributed.py ray --size 100000
+	$(PY) bench/distributed.py ondisk --size 100000
+
+bench-emoji: install mpnet runs/emoji/vae runs/student
+	$(PY) bench/emoji.py --vae runs/emoji/vae --work runs/emoji
+	$(PY) bench/emoji.py --vae runs/emoji/vae --encoders minilm mpnet bilstm student:runs/student
 
 bench: bench-speed bench-quality
 

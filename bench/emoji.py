@@ -40,9 +40,12 @@ HERE = Path(__file__).resolve().parent
 DOCS = HERE.parent / "docs" / "images"
 # The seed's three example tweets.
 EXAMPLES = [
-    "@united Flight is awful only one lavatory functioning, and people lining up, bumping, etc. because can't use 1st class bathroom. Ridiculous",
-    "@usairways I've called for 3 days and can't get thru. is there some secret method i can use that doesn't result in you hanging up on me?",
-    "@AmericanAir Let's all have a extraordinary week and make it a year to remember #GoingForGreat 2015 thanks so much American Airlines!!!",
+    "@united Flight is awful only one lavatory functioning, and people lining up, bumping, etc. "
+    "because can't use 1st class bathroom. Ridiculous",
+    "@usairways I've called for 3 days and can't get thru. "
+    "is there some secret method i can use that doesn't result in you hanging up on me?",
+    "@AmericanAir Let's all have a extraordinary week and make it a year to remember #GoingForGreat 2015 "
+    "thanks so much American Airlines!!!",
 ]
 
 
@@ -141,7 +144,10 @@ def print_encoder_table(results: dict) -> None:
     for label, row in results.items():
         splits = row["splits"]
         baselines |= splits
-        mean = lambda key: np.mean([s[key] for s in splits.values()])  # noqa: E731
+
+        def mean(key: str, splits: dict = splits) -> float:
+            return np.mean([s[key] for s in splits.values()])
+
         print(
             f"| {label} | {cells(splits, 'accuracy')} | {mean('tfidf_logreg'):.3f} | {mean('val_accuracy'):.3f} | "
             f"{mean('agree_at_5'):.3f} | {row['encode_seconds_12000']:.0f} | {mean('train_seconds'):.0f} |"
@@ -287,7 +293,8 @@ def main() -> None:
 
     print(
         f"VAE: best val loss {vae_summary['val_loss']:.1f} (epoch {vae_summary['best_epoch']}), "
-        f"{vae_summary['seconds_per_epoch']:.1f} s/epoch, inf/NaN codes {vae_summary['non_finite_codes']} of {len(emojis)}"
+        f"{vae_summary['seconds_per_epoch']:.1f} s/epoch, "
+        f"inf/NaN codes {vae_summary['non_finite_codes']} of {len(emojis)}"
     )
     print("| model | test accuracy | recall pos / neu / neg | top-5 share the tweet's sentiment |")
     print("|---|---|---|---|")

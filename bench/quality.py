@@ -65,14 +65,15 @@ def main() -> None:
     print("|---|" + "---|" * len(datasets.BENCHMARKS))
     for name, res in results.items():
         cells = []
-        for test, r in res.items():
+        for r in res.values():
             cell = f"AUC {r['roc_auc']:.3f} · acc {r['accuracy']:.3f} · F1 {r['f1']:.3f}"
             if "spearman" in r:
                 cell += f" · ρ {r['spearman']:.1f}"
             cells.append(cell)
         print(f"| {name} | {' | '.join(cells)} |")
     print(
-        f"\ntrained {info['train_pairs']} pairs, best epoch {info['best_epoch']}, {info['train_seconds']:.0f}s, threshold {model.threshold:.3f}"
+        f"\ntrained {info['train_pairs']} pairs, best epoch {info['best_epoch']}, "
+        f"{info['train_seconds']:.0f}s, threshold {model.threshold:.3f}"
     )
 
 

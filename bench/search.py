@@ -3,10 +3,10 @@ and sentence-transformers' ``paraphrase_mining`` on the same embeddings.
 
 Corpus: every distinct question and sentence in the shared data (pair sets, InsuranceQA and
 SimpleQuestions questions); for scale, texts made by joining two random corpus texts, up to
---size (default 1,000,000). Model: a trained model folder (make demo writes runs/demo-model).
+--size (default 1,000,000). Model: a trained model folder (make bench-search distils runs/student).
 
     .venv/bin/pip install -e '.[bench]'          # sentence-transformers, for the paraphrase_mining comparison
-    .venv/bin/python bench/search.py --model runs/demo-model [--size 1000000] [--compare-size 100000]
+    .venv/bin/python bench/search.py --model runs/student [--size 1000000] [--compare-size 100000]
 """
 
 from __future__ import annotations

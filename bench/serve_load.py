@@ -6,7 +6,7 @@ web page sends) back to back for --seconds. The server is `siamese serve` in its
 the clients are threads of this one. Model: --model FOLDER, else a quick LSTM trained here
 (default width, 1 epoch on 2,000 MSRP train pairs: quality does not matter, cost per text does).
 
-    .venv/bin/python bench/serve_load.py [--model runs/demo-model] [--clients 16] [--seconds 15]
+    .venv/bin/python bench/serve_load.py [--model MODEL_FOLDER] [--clients 16] [--seconds 15]
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def start(model: Path, extra: list[str]) -> tuple[subprocess.Popen, int]:
             return proc, port
         except OSError:
             if proc.poll() is not None:
-                raise SystemExit(f"server exited with {proc.returncode}")
+                raise SystemExit(f"server exited with {proc.returncode}") from None
             time.sleep(0.2)
     raise SystemExit("server did not start")
 

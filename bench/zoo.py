@@ -278,7 +278,7 @@ def run_recipe(recipe: Recipe, train_pairs, val_pairs, root: Path, args) -> dict
         if args.quick:
             train_kwargs["epochs"] = 1
         model = train(pairs, val_pairs, model_config=config, config=TrainConfig(**train_kwargs), progress=args.progress)
-        if args.save_models:  # e.g. a cross-encoder for bench/cascade.py
+        if args.save_models:  # e.g. a cross-encoder for dedupe --verify or search --rerank
             model.save(args.save_models / recipe.name, overwrite=True)
         training = model.info["training"]
         fit = {
@@ -431,13 +431,15 @@ def main() -> None:
     p.add_argument(
         "--fresh",
         action="store_true",
-        help="Forget earlier rows in --out (default: keep the rows of recipes not re-run, if run with the same settings).",
+        help="Forget earlier rows in --out (default: keep the rows of recipes not re-run, "
+        "if run with the same settings).",
     )
     args = p.parse_args()
     if args.list:
         for r in RECIPES:
             print(
-                f"{r.name:<40} {r.model} {r.train}{' glove' if r.glove else ''}{f' sample {r.sample}' if r.sample else ''}"
+                f"{r.name:<40} {r.model} {r.train}{' glove' if r.glove else ''}"
+                f"{f' sample {r.sample}' if r.sample else ''}"
             )
         return
     if args.quick and not args.limit:
