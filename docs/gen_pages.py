@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import html
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -64,7 +65,9 @@ def _command_doc(command, ctx, level: int) -> list[str]:
     lines = [f"{'#' * level} `{path}`", ""]
     if command.help:
         lines += [html.escape(command.help.replace("\b\n", "").strip(), quote=False), ""]
-    lines += ["```text", command.get_usage(ctx).strip(), "```", ""]
+    # Typer shows an argument in the usage line as {name}: written as NAME, as in the table below
+    usage = re.sub(r"\{(\w+)\}", lambda m: m.group(1).upper(), command.get_usage(ctx).strip())
+    lines += ["```text", usage, "```", ""]
     rows = _param_rows(command, ctx)
     if rows:
         lines += ["| argument / option | | default | help |", "|---|---|---|---|", *rows, ""]
