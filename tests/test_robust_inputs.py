@@ -132,7 +132,7 @@ def test_utf16_with_a_bom_is_read_and_without_one_refused(tmp_path, quora):
         pairs = read_pairs(path)
         assert pairs.text1 == expected.text1 and list(pairs.labels) == list(expected.labels)
     (tmp_path / "nobom.csv").write_bytes("".join(quora).encode("utf-16-le"))
-    with pytest.raises(DataError, match="nobom.csv: holds NUL bytes.*UTF-16 without a byte-order mark"):
+    with pytest.raises(DataError, match="nobom.csv:1: holds NUL bytes.*UTF-16 without a byte-order mark"):
         read_pairs(tmp_path / "nobom.csv", format="quora")
     (tmp_path / "lines.txt").write_bytes("first question\nsecond question\n".encode("utf-16"))
     assert read_texts(tmp_path / "lines.txt") == ["first question", "second question"]

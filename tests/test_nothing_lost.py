@@ -1,0 +1,77 @@
+"""Issue 36, "Nothing lost, round two": bad bytes anywhere in an input, damaged on-disk indexes and
+checkpoints, leftovers of killed writes, two concurrent ``index add``, and outputs that would
+replace an input. Each test failed before its fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from siamese import ModelConfig, SiameseModel, read_pairs, read_texts
+from siamese.errors import DataError
+from siamese.scoring import score_file
+from siamese.search.records import read_records
+
+TEXTS = ["how do i learn python", "what is the best way to learn python", "where is the station", "is it raining"]
+
+
+@pytest.fixture(scope="module")
+def tiny_model() -> SiameseModel:
+    return SiameseModel.build(TEXTS, ModelConfig(dim=16))
+
+
+def pair_lines(n: int) -> list[bytes]:
+    return [b"id,question1,question2\n"] + [
+        f"{i},how do I reset password {i},what is life {i}\n".encode() for i in range(n)
+    ]
+
+
+# -- 1. the whole file is checked for NUL bytes and UTF-8, not its first 64 KiB ----------------------------------
+
+
+def test_a_nul_byte_after_the_first_64_kib_is_refused_naming_its_line(tmp_path):
+    lines = pair_lines(3000)  # ~110 KB
+    lines[2500] = lines[2500].replace(b"reset", b"re\0set")
+    path = tmp_path / "nul.csv"
+    path.write_bytes(b"".join(lines))
+    assert path.stat().st_size > 1 << 16
+    with pytest.raises(DataError, match=r"nul\.csv:2501: holds NUL bytes"):
+        read_pairs(path, format="generic", text1="question1", text2="question2", label=None)
+    txt = tmp_path / "nul.txt"
+    txt.write_bytes(b"a text\n" * 20000 + b"bad\0text\n")
+    with pytest.raises(DataError, match=r"nul\.txt:20001: holds NUL bytes"):
+        read_texts(txt)
+
+
+def test_score_refuses_a_bad_byte_in_a_column_it_only_copies(tmp_path, tiny_model):
+    lines = pair_lines(3000)
+    lines[2990] = b"caf\xe9" + lines[2990]  # in the id column, which score copies to its output
+    data, out = tmp_path / "p.csv", tmp_path / "s.csv"
+    data.write_bytes(b"".join(lines))
+    with pytest.raises(DataError, match=r"p\.csv:2991: not valid UTF-8 \(byte 0xe9\)"):
+        score_file(tiny_model, data, out, text1="question1", text2="question2")
+    assert not out.exists()
+    lines[2990] = lines[2990].replace(b"\xe9", b"\0")
+    data.write_bytes(b"".join(lines))
+    with pytest.raises(DataError, match=r"p\.csv:2991: holds NUL bytes"):
+        score_file(tiny_model, data, out, text1="question1", text2="question2")
+    assert not out.exists()
+
+
+def test_dedupe_records_refuse_a_bad_byte_in_another_column(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_bytes(b"text,note\nhow do I reset my password,ok\nwhat is life insurance,caf\xe9\n")
+    with pytest.raises(DataError, match=r"x\.csv:3: not valid UTF-8"):
+        read_records(path)
+
+
+def test_a_multibyte_character_across_chunks_is_valid(tmp_path):
+    from siamese import input_files
+
+    path = tmp_path / "long.txt"
+    # é (2 bytes) straddles the 1 MiB chunk boundary
+    path.write_bytes(b"a" * ((1 << 20) - 1) + "é\nnext\n".encode())
+    with input_files.open_text(path) as f:
+        assert f.read().endswith("é\nnext\n")
+    path.write_bytes(b"a\n" * (1 << 19) + b"\xc3(\n")
+    with pytest.raises(DataError, match=r"long\.txt:524289: not valid UTF-8 \(byte 0xc3\)"):
+        input_files.open_text(path).__enter__()
