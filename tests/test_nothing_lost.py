@@ -4,6 +4,14 @@ replace an input. Each test failed before its fix."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 from siamese import ModelConfig, SiameseModel, read_pairs, read_texts
@@ -75,3 +83,72 @@ def test_a_multibyte_character_across_chunks_is_valid(tmp_path):
     path.write_bytes(b"a\n" * (1 << 19) + b"\xc3(\n")
     with pytest.raises(DataError, match=r"long\.txt:524289: not valid UTF-8 \(byte 0xc3\)"):
         input_files.open_text(path).__enter__()
+
+
+# -- 2. an on-disk index's lists file is checked before FAISS maps it -------------------------------------------
+
+WORDS = "apple banana cherry delta echo fox golf hotel india juliet kilo lima mike nov oscar papa".split()
+
+
+def cli(*args, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "siamese", *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd
+    )
+
+
+@pytest.fixture(scope="module")
+def ondisk(tmp_path_factory, tiny_model) -> tuple[Path, Path]:
+    from siamese.search import DuplicateIndex
+
+    root = tmp_path_factory.mktemp("ondisk")
+    tiny_model.save(root / "model")
+    model = SiameseModel.load(root / "model")
+    index = DuplicateIndex(model, kind="ondisk")
+    index.add([f"{a} {b} {c}" for a in WORDS for b in WORDS for c in WORDS[:3]][:600])
+    index.save(root / "index")
+    return root / "model", root / "index"
+
+
+def _damaged_lists(folder: Path, how: str, other: Path) -> None:
+    lists = folder / "lists.ivfdata"
+    size = lists.stat().st_size
+    if how == "truncated":
+        os.truncate(lists, size - 1000)
+    elif how == "tenth":
+        os.truncate(lists, size // 10)
+    elif how == "empty":
+        os.truncate(lists, 0)
+    elif how == "symlink":
+        lists.unlink()
+        lists.symlink_to(other)
+    elif how == "random":
+        lists.write_bytes(np.random.default_rng(0).bytes(size))
+    elif how == "missing":
+        lists.unlink()
+
+
+@pytest.mark.slow  # a subprocess each: a damaged lists file used to kill the process with SIGBUS
+@pytest.mark.parametrize("how", ["truncated", "tenth", "empty", "symlink", "random", "missing"])
+def test_a_damaged_ondisk_lists_file_is_a_one_line_error(ondisk, tmp_path, how):
+    model, index = ondisk
+    bad = Path(shutil.copytree(index, tmp_path / "bad"))
+    _damaged_lists(bad, how, model / "model.safetensors")
+    proc = cli("search", bad, "apple banana cherry", "--model", model)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "lists.ivfdata" in lines[0], proc.stderr
+    assert "lists.ivfdata" in lines[0]
+    assert cli("search", index, "apple banana cherry", "--model", model).returncode == 0
+
+
+def test_index_json_dim_names_the_right_widths(ondisk, tmp_path):
+    from siamese.search import DuplicateIndex
+    from siamese.search.index import SearchIndexError
+
+    model, index = ondisk
+    bad = Path(shutil.copytree(index, tmp_path / "bad"))
+    meta = json.loads((bad / "index.json").read_text())
+    (bad / "index.json").write_text(json.dumps({**meta, "dim": 7}))
+    with pytest.raises(SearchIndexError) as e:
+        DuplicateIndex.load(bad, SiameseModel.load(model))
+    assert "7" in str(e.value) and "16" in str(e.value) and "index.json" in str(e.value)
