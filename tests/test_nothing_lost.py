@@ -152,3 +152,103 @@ def test_index_json_dim_names_the_right_widths(ondisk, tmp_path):
     with pytest.raises(SearchIndexError) as e:
         DuplicateIndex.load(bad, SiameseModel.load(model))
     assert "7" in str(e.value) and "16" in str(e.value) and "index.json" in str(e.value)
+
+
+# -- 3. every field of a training checkpoint is checked before a resume uses it --------------------------------
+
+
+def synthetic_pairs(n: int = 96):
+    from siamese.data import Pairs
+
+    rng = np.random.default_rng(0)
+    text1 = [" ".join(rng.choice(WORDS, 4)) for _ in range(n)]
+    text2 = [t if i % 2 else " ".join(rng.choice(WORDS, 4)) for i, t in enumerate(text1)]
+    return Pairs(text1, text2, np.array([i % 2 for i in range(n)], dtype=np.int8), source="synthetic")
+
+
+def quick_train(checkpoint: Path, resume: bool = False):
+    from siamese import TrainConfig, train
+
+    config = TrainConfig(epochs=1, batch_size=32)
+    return train(
+        synthetic_pairs(),
+        synthetic_pairs(32),
+        model_config=ModelConfig(dim=16),
+        config=config,
+        checkpoint=checkpoint,
+        resume=resume,
+        progress=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("ck") / "ck"
+    quick_train(folder)
+    return folder
+
+
+def _state(folder: Path) -> dict:
+    return json.loads((folder / "trainer_state.json").read_text())
+
+
+def _tamper(folder: Path, how: str) -> None:
+    state, file = _state(folder), folder / "trainer_state.json"
+    tensors = folder / "trainer_state.safetensors"
+    if how == "list":
+        file.write_text("[]")
+    elif how == "truncated tensors":
+        os.truncate(tensors, tensors.stat().st_size // 2)
+    elif how == "model tensors":
+        shutil.copyfile(folder / "model.safetensors", tensors)
+    elif how == "random tensors":
+        tensors.write_bytes(np.random.default_rng(1).bytes(tensors.stat().st_size))
+    elif how.startswith("trainer."):
+        field, value = how.split(".", 1)[1].split("=")
+        state["trainer"][field] = json.loads(value)
+        file.write_text(json.dumps(state))
+    else:  # meta=..., trainer=...
+        field, value = how.split("=")
+        state[field] = json.loads(value)
+        file.write_text(json.dumps(state))
+
+
+DAMAGE = [
+    "list",
+    "truncated tensors",
+    "model tensors",
+    "random tensors",
+    'meta="x"',
+    "meta=[]",
+    'meta={"train_config": []}',
+    "trainer=[]",
+    "trainer=null",
+    'trainer.epoch="2"',
+    "trainer.epochs=-1",
+    "trainer.optimizers={}",
+    'trainer.weights={"tensor": "absent"}',
+    'trainer.weights={"oops": 1}',
+    'trainer.numpy_rng={"state": 1}',
+    "trainer.fitted=[]",
+    'trainer.fitted={"history": 1}',
+]
+
+
+@pytest.mark.parametrize("how", DAMAGE)
+def test_a_damaged_checkpoint_is_a_one_line_error(checkpoint, tmp_path, how):
+    from siamese.errors import SiameseError
+
+    bad = Path(shutil.copytree(checkpoint, tmp_path / "ck"))
+    _tamper(bad, how)
+    with pytest.raises(SiameseError) as e:
+        quick_train(bad, resume=True)
+    assert "\n" not in str(e.value) and str(bad) in str(e.value)
+
+
+@pytest.mark.parametrize("meta", ['{"run": []}', '{"run": {"cli": []}}', '{"run": {"cli": {"data": 3}}}'])
+def test_train_resume_with_a_damaged_meta_is_a_one_line_error(checkpoint, tmp_path, meta):
+    from test_cli import assert_user_error, run
+
+    bad = Path(shutil.copytree(checkpoint, tmp_path / "ck"))
+    _tamper(bad, f"meta={meta}")
+    assert_user_error(run("train", "--resume", bad, check_ok=False), str(bad))
