@@ -18,7 +18,9 @@ it; a writer that was waiting on the deleted file sees that its inode is no long
 and takes the lock again on the new file, so nothing is left behind.
 
 Writing over an existing folder requires that it is empty or a siamese folder (a ``config.json``,
-``index.json`` or dedupe ``run.json`` whose ``format`` starts with ``siamese-``), or ``overwrite=True`` (``--overwrite``).
+``index.json`` or dedupe ``run.json`` whose ``format`` starts with ``siamese-``), or ``overwrite=True``
+(``--overwrite``). A killed write's leftovers are also deleted by the next command that reads the
+target (:func:`clear_leftovers`), when no live writer holds its lock.
 """
 
 from __future__ import annotations
@@ -212,11 +214,36 @@ def target_lock(target: Path, timeout: float | None = None) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def recover(target: Path) -> None:
-    """With the lock held: put back an old folder a crash left hidden, delete stale temporary folders."""
+def _leftover_patterns(target: Path) -> tuple[re.Pattern, re.Pattern]:
+    """The names a killed write of ``target`` leaves: a temporary folder (atomic_dir) or file
+    (atomic_file, ``.NAME.XXXXXXXX.tmp`` as mkstemp names it), and a hidden old folder."""
     name = re.escape(target.name)
-    stale_tmp = re.compile(rf"\.{name}\.siamese-[a-z0-9_]+\.tmp")
-    stale_old = re.compile(rf"\.{name}\.old-\d+")
+    return re.compile(rf"\.{name}\.(siamese-[a-z0-9_]+|[a-z0-9_]{{8}})\.tmp"), re.compile(rf"\.{name}\.old-\d+")
+
+
+def clear_leftovers(target: str | os.PathLike) -> None:
+    """What a killed write of ``target`` left beside it (temporary folder or file, lock file, old
+    folder) is deleted, if no live writer holds its lock; called by every command that reads or
+    writes ``target``. A live writer, a read-only folder: nothing is touched."""
+    target = Path(os.path.abspath(target))
+    stale_tmp, stale_old = _leftover_patterns(target)
+    lock = f".{target.name}.lock"
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return
+    if not any(n == lock or stale_tmp.fullmatch(n) or stale_old.fullmatch(n) for n in names):
+        return
+    try:
+        with target_lock(target, timeout=0):  # not waiting: a held lock means a live writer
+            recover(target)
+    except (OutputError, OSError):
+        pass
+
+
+def recover(target: Path) -> None:
+    """With the lock held: put back an old folder a crash left hidden, delete stale temporary folders and files."""
+    stale_tmp, stale_old = _leftover_patterns(target)
     olds = sorted((p for p in target.parent.iterdir() if stale_old.fullmatch(p.name)), key=lambda p: p.stat().st_mtime)
     if olds and not target.exists() and not target.is_symlink():
         os.replace(olds.pop(), target)  # the fallback crashed between its two renames
@@ -336,9 +363,20 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
     target = Path(os.path.abspath(target))
     if target.is_dir():
         raise OutputError(f"{target}: a folder is there, not a file")
-    tmp = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise output_error(target.parent, e) from None
+    with target_lock(target):
+        recover(target)  # a killed write's temporary file
+        with _write_file(target) as tmp:
+            yield tmp
+
+
+@contextlib.contextmanager
+def _write_file(target: Path) -> Iterator[Path]:
+    tmp = None
+    try:
         fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         os.close(fd)
         tmp = Path(name)

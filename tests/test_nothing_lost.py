@@ -252,3 +252,73 @@ def test_train_resume_with_a_damaged_meta_is_a_one_line_error(checkpoint, tmp_pa
     bad = Path(shutil.copytree(checkpoint, tmp_path / "ck"))
     _tamper(bad, f"meta={meta}")
     assert_user_error(run("train", "--resume", bad, check_ok=False), str(bad))
+
+
+# -- 4. the temporary folder and lock of a killed write are cleared by the next command on the target ---------
+
+
+def _leave_leftovers(target: Path) -> list[Path]:
+    """What a write killed with SIGKILL leaves beside ``target``: its temporary folder and its lock file."""
+    tmp = target.with_name(f".{target.name}.siamese-k1ll3d_x.tmp")
+    tmp.mkdir()
+    (tmp / "texts.jsonl").write_text("a full copy of the data\n")
+    lock = target.with_name(f".{target.name}.lock")
+    lock.write_text("")
+    return [tmp, lock]
+
+
+def _hold_lock(target: Path) -> subprocess.Popen:
+    code = (
+        "import fcntl, os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(target.with_name(f".{target.name}.lock"))], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_loading_a_model_clears_a_killed_writes_leftovers_but_not_a_live_ones(tmp_path, tiny_model):
+    model = tiny_model.save(tmp_path / "M")
+    left = _leave_leftovers(model)
+    holder = _hold_lock(model)  # a live writer: its folder and lock stay
+    try:
+        SiameseModel.load(model)
+        assert all(p.exists() for p in left)
+    finally:
+        holder.kill()
+        holder.wait()
+    SiameseModel.load(model)  # the writer is dead: its leftovers go
+    assert not any(p.exists() for p in left), sorted(p.name for p in tmp_path.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["M"]
+
+
+def test_index_load_and_dedupe_rethreshold_clear_leftovers(tmp_path, tiny_model):
+    from siamese.search import DuplicateIndex
+    from siamese.search.run import DedupeRun, dedupe
+
+    model = SiameseModel.load(tiny_model.save(tmp_path / "M"))
+    index = DuplicateIndex(model)
+    index.add(TEXTS)
+    index.save(tmp_path / "IDX")
+    left = _leave_leftovers(tmp_path / "IDX")
+    DuplicateIndex.load(tmp_path / "IDX", model)
+    assert not any(p.exists() for p in left)
+    dedupe(model, TEXTS * 2, tmp_path / "RUN")
+    left = _leave_leftovers(tmp_path / "RUN")
+    DedupeRun.load(tmp_path / "RUN").rethreshold(0.9)
+    assert not any(p.exists() for p in left)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["IDX", "M", "RUN"]
+
+
+def test_a_file_output_clears_the_temporary_file_of_a_killed_write(tmp_path, tiny_model):
+    data, out = tmp_path / "p.csv", tmp_path / "s.csv"
+    data.write_bytes(b"".join(pair_lines(10)))
+    stale = tmp_path / ".s.csv.k1ll3d_x.tmp"
+    stale.write_text("half a score file")
+    score_file(tiny_model, data, out, text1="question1", text2="question2")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.csv", "s.csv"]

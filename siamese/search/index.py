@@ -18,7 +18,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from ..atomic import atomic_dir
+from ..atomic import atomic_dir, clear_leftovers
 from ..errors import ConfigError, ModelError, SiameseError
 from ..input_files import open_text
 from ..manifest import Field, check_fields, read_manifest
@@ -266,6 +266,7 @@ class DuplicateIndex:
     def load(cls, path: str | os.PathLike, model: SiameseModel | None = None) -> DuplicateIndex:
         """Open an index; with no ``model``, the model folder recorded at build time is loaded."""
         path = Path(path)
+        clear_leftovers(path)  # what a killed build or add of this index left beside it
         meta = read_manifest(path, "index.json", FORMAT, SearchIndexError, "index")
         check_fields(meta, MANIFEST_FIELDS, path / "index.json", SearchIndexError)
         if meta.get("kind") not in KINDS:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import as_umask_allows, atomic_dir, atomic_file
+from ..atomic import as_umask_allows, atomic_dir, atomic_file, clear_leftovers, recover, target_lock
 from ..errors import ConfigError
 from ..manifest import read_manifest
 from ..model import SiameseModel
@@ -239,7 +239,9 @@ class DedupeRun:
                 "run the dedupe again with a lower --floor"
             )
         self._set(threshold, clustering or self.clustering or "components", min_size or self.min_size or 2)
-        return self._write_results(self.path)
+        with target_lock(self.path):  # a dedupe writing this folder meanwhile would replace it
+            recover(self.path)
+            return self._write_results(self.path)
 
     def _set(self, threshold: float, clustering: str, min_size: int) -> None:
         if min_size < 2:
@@ -296,6 +298,7 @@ class DedupeRun:
     def load(cls, path: str | os.PathLike) -> DedupeRun:
         """Open a finished run's folder (no model needed)."""
         path = Path(path)
+        clear_leftovers(path)  # what a killed dedupe of this folder left beside it
         meta = read_manifest(path, "run.json", FORMAT, SearchIndexError, "dedupe run")
         try:
             records = [
