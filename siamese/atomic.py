@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -177,11 +178,31 @@ def check_target(target: Path, *, overwrite: bool = False, kind: str | None = No
         raise OutputError(f"{target}: cannot replace the root folder")
 
 
+_held: set[tuple[str, int]] = set()  # (lock file, thread) held by this process: target_lock is re-entrant
+
+
 @contextlib.contextmanager
 def target_lock(target: Path, timeout: float | None = None) -> Iterator[None]:
-    """Hold the exclusive lock of ``target`` (``.NAME.lock`` beside it), waiting up to ``timeout`` seconds."""
+    """Hold the exclusive lock of ``target`` (``.NAME.lock`` beside it), waiting up to ``timeout`` seconds.
+
+    Re-entrant in one thread: a read-modify-write (``index add``) holds it while it reads the
+    folder, and the atomic write inside it goes on under the same lock."""
     timeout = lock_timeout() if timeout is None else timeout
-    lock = target.with_name(f".{target.name}.lock")
+    lock = Path(os.path.abspath(target)).with_name(f".{Path(target).name}.lock")
+    key = (str(lock), threading.get_ident())
+    if key in _held:
+        yield
+        return
+    with _flock(lock, target, timeout):
+        _held.add(key)
+        try:
+            yield
+        finally:
+            _held.discard(key)
+
+
+@contextlib.contextmanager
+def _flock(lock: Path, target: Path, timeout: float) -> Iterator[None]:
     deadline = time.monotonic() + timeout
     while True:
         try:

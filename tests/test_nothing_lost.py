@@ -322,3 +322,51 @@ def test_a_file_output_clears_the_temporary_file_of_a_killed_write(tmp_path, tin
     stale.write_text("half a score file")
     score_file(tiny_model, data, out, text1="question1", text2="question2")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.csv", "s.csv"]
+
+
+# -- 5. two `index add` on one index serialise on its lock and keep every text of both -----------------------
+
+
+@pytest.mark.slow  # two real processes
+def test_two_concurrent_index_adds_keep_every_text(tmp_path, tiny_model):
+    from siamese.search import DuplicateIndex
+
+    model = tiny_model.save(tmp_path / "M")
+    texts = [f"{a} {b} {c} {d}" for a in WORDS for b in WORDS for c in WORDS for d in WORDS[:4]]
+    (tmp_path / "base.txt").write_text("\n".join(texts[:300]) + "\n")
+    (tmp_path / "a.txt").write_text("\n".join(texts[300:700]) + "\n")
+    (tmp_path / "b.txt").write_text("\n".join(texts[700:1100]) + "\n")
+    assert cli("index", "build", model, "--data", tmp_path / "base.txt", "--out", tmp_path / "IDX").returncode == 0
+    for trial in range(2):
+        if trial:  # again from 300, the two started the other way round
+            shutil.rmtree(tmp_path / "IDX")
+            assert (
+                cli("index", "build", model, "--data", tmp_path / "base.txt", "--out", tmp_path / "IDX").returncode == 0
+            )
+        names = ["a.txt", "b.txt"] if trial == 0 else ["b.txt", "a.txt"]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "siamese",
+                    "index",
+                    "add",
+                    str(tmp_path / "IDX"),
+                    "--data",
+                    str(tmp_path / n),
+                    "--json",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for n in names
+        ]
+        outs = [p.communicate(timeout=300) for p in procs]
+        assert all(p.returncode == 0 for p in procs), [o[1][-500:] for o in outs]
+        sizes = sorted(json.loads(o[0])["size"] for o in outs)
+        assert sizes == [700, 1100], outs
+        index = DuplicateIndex.load(tmp_path / "IDX", SiameseModel.load(model))
+        assert len(index) == 1100 and sorted(index.texts) == sorted(texts[:1100])
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["IDX", "M", "a.txt", "b.txt", "base.txt"]

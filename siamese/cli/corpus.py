@@ -100,7 +100,8 @@ def index_build(
     kind: Annotated[
         str,
         typer.Option(
-            help="flat (exact), hnsw or ivf (approximate, for large corpora), or ondisk (ivf with its lists on disk, memory-mapped: a corpus larger than memory)."
+            help="flat (exact), hnsw or ivf (approximate, for large corpora), or ondisk "
+            "(ivf with its lists on disk, memory-mapped: a corpus larger than memory)."
         ),
     ] = "flat",
     shard_size: Annotated[
@@ -160,11 +161,12 @@ def index_add(
 ):
     """Append texts to an index, encoding only the new ones; texts already indexed are skipped."""
     from ..data import read_texts
+    from ..model import SiameseModel
+    from ..search.index import add_to_index
 
-    index = _open_index(index_dir, model_dir)
     texts = read_texts(data, column)
-    added = index.add(texts, allow_duplicates=allow_duplicates, progress=not quiet)
-    index.save(index_dir)
+    model = SiameseModel.load(model_dir) if model_dir else None
+    index, added = add_to_index(index_dir, texts, model, allow_duplicates=allow_duplicates, progress=not quiet)
     _emit(
         {"out": str(index_dir), "added": added, "skipped": len(texts) - added, "size": len(index)},
         as_json,

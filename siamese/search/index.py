@@ -18,7 +18,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from ..atomic import atomic_dir, clear_leftovers
+from ..atomic import atomic_dir, clear_leftovers, target_lock
 from ..errors import ConfigError, ModelError, SiameseError
 from ..input_files import open_text
 from ..manifest import Field, check_fields, read_manifest
@@ -334,6 +334,27 @@ class DuplicateIndex:
                 f"texts.jsonl has {len(self.texts)} texts"
             )
         return self
+
+
+def add_to_index(
+    path: str | os.PathLike,
+    texts: Sequence[str],
+    model: SiameseModel | None = None,
+    *,
+    allow_duplicates: bool = False,
+    progress: bool = False,
+) -> tuple[DuplicateIndex, int]:
+    """Append ``texts`` to the index folder ``path`` and save it: (the index, how many were added).
+
+    The whole read-modify-write holds the index's lock, and the folder is read after the lock is
+    taken: two processes adding to one index run one after the other, and the second adds to what
+    the first saved (else each would save its own texts over the other's)."""
+    path = Path(path)
+    with target_lock(path):
+        index = DuplicateIndex.load(path, model)
+        added = index.add(texts, allow_duplicates=allow_duplicates, progress=progress)
+        index.save(path)
+    return index, added
 
 
 def read_texts_jsonl(file: Path) -> tuple[list[str], list[str]]:
