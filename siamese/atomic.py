@@ -120,15 +120,35 @@ def same_path(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     return a.exists() and b.exists() and a.resolve() == b.resolve()
 
 
+def check_not_input(out: str | os.PathLike, inputs) -> None:
+    """The one rule for every output (file or folder), with or without --overwrite: it must not be,
+    hold, or lie inside any of the command's ``inputs`` (the files and folders it reads; None and
+    paths that do not exist are skipped), symbolic links followed."""
+    out = Path(out)
+    mine = out.resolve()
+    for given in inputs:
+        if given is None or not Path(given).exists():
+            continue
+        theirs = Path(given).resolve()
+        if mine == theirs or (out.exists() and os.path.samefile(out, given)):
+            if theirs.is_dir():
+                raise OutputError(f"{out}: is the folder this command reads; write to another folder")
+            raise OutputError(f"{out}: is this command's input (this command reads it); write the output elsewhere")
+        if theirs.is_relative_to(mine):
+            raise OutputError(f"{out}: holds {given}, which this command reads; write the output elsewhere")
+        if mine.is_relative_to(theirs):
+            raise OutputError(f"{out}: lies inside {given}, which this command reads; write the output elsewhere")
+
+
 def check_file_target(path: str | os.PathLike, *, overwrite: bool = False, inputs=()) -> Path:
     """Refuse an output file that would replace something of the user's: an existing file (unless
-    ``overwrite``), a folder, or one of the command's ``inputs`` (even with ``overwrite``)."""
+    ``overwrite``), a folder, or one of the command's ``inputs`` (even with ``overwrite``; see
+    :func:`check_not_input`)."""
     path = Path(path)
     _check_parent(path)
     if path.is_dir():
         raise OutputError(f"{path}: a folder is there, not a file")
-    if any(given is not None and same_path(path, given) for given in inputs):
-        raise OutputError(f"{path}: is this command's input; write the output under another name")
+    check_not_input(path, inputs)
     if (path.exists() or path.is_symlink()) and not overwrite:
         raise OutputError(f"{path}: a file is already there; choose another name, or pass --overwrite to replace it")
     return path

@@ -370,3 +370,82 @@ def test_two_concurrent_index_adds_keep_every_text(tmp_path, tiny_model):
         index = DuplicateIndex.load(tmp_path / "IDX", SiameseModel.load(model))
         assert len(index) == 1100 and sorted(index.texts) == sorted(texts[:1100])
         assert sorted(p.name for p in tmp_path.iterdir()) == ["IDX", "M", "a.txt", "b.txt", "base.txt"]
+
+
+# -- 6. an input is never an output: not equal, not holding it, not inside it; with or without --overwrite -------
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _quora(path: Path, n: int = 64) -> Path:
+    rows = ["id,qid1,qid2,question1,question2,is_duplicate"]
+    pairs = synthetic_pairs(n)
+    rows += [
+        f"{i},{2 * i},{2 * i + 1},{a},{b},{y}"
+        for i, (a, b, y) in enumerate(zip(pairs.text1, pairs.text2, pairs.labels))
+    ]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.fixture
+def folders(tmp_path, tiny_model):
+    from siamese.search import DuplicateIndex
+
+    for name in ("M", "M6", "T", "M20", "M27", "M28"):
+        tiny_model.save(tmp_path / name)
+    index = DuplicateIndex(SiameseModel.load(tmp_path / "M"))
+    index.add(TEXTS)
+    index.save(tmp_path / "IDX")
+    (tmp_path / "texts.txt").write_text("\n".join(TEXTS) + "\n")
+    _quora(tmp_path / "pairs.csv")
+    _quora(tmp_path / "M6" / "texts.jsonl")  # a CSV of pairs the user keeps in a model folder
+    return tmp_path
+
+
+CASES = [
+    ("index", "build", "{M}", "--data", "{IDX}/texts.jsonl", "--out", "{IDX}"),
+    ("train", "--data", "{M6}/texts.jsonl", "--format", "quora", "--out", "{M6}", "--epochs", "1", "--dim", "8"),
+    ("train", "--data", "{pairs}", "--loss", "distill", "--teacher", "{T}", "--out", "{T}", "--epochs", "1"),
+    ("index", "build", "{M20}", "--data", "{texts}", "--out", "{M20}", "--overwrite"),
+    ("encode", "{M27}", "--data", "{texts}", "--out", "{M27}/model.safetensors", "--overwrite", "--quiet"),
+    ("evaluate", "{M28}", "--data", "{pairs}", "--errors", "{M28}/tokenizer.json", "--overwrite"),
+    ("score", "{M}", "--data", "{pairs}", "--out", "{M}/scores.csv"),
+    ("dedupe", "{M}", "--data", "{texts}", "--out", "{M}/run"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[" ".join(c[:2]) + f" {i}" for i, c in enumerate(CASES)])
+def test_an_output_never_replaces_or_lands_in_an_input(folders, case):
+    from test_cli import assert_user_error, run
+
+    paths = {p.name.split(".")[0]: p for p in folders.iterdir()}
+    before = {name: _snapshot(p) for name, p in paths.items() if p.is_dir()}
+    args = [a.format(**{k: str(v) for k, v in paths.items()}) for a in case]
+    assert_user_error(run(*args, check_ok=False), "this command reads")
+    after = {name: _snapshot(p) for name, p in paths.items() if p.is_dir()}
+    assert after == before
+    assert sorted(p.name for p in folders.iterdir()) == sorted(p.name for p in paths.values())
+
+
+def test_check_not_input_rule(tmp_path):
+    from siamese.atomic import check_not_input
+    from siamese.errors import OutputError
+
+    folder, file = tmp_path / "in", tmp_path / "in" / "data.csv"
+    folder.mkdir()
+    file.write_text("x\n")
+    (tmp_path / "link").symlink_to(folder)
+    for out, inputs in [
+        (file, [file]),
+        (folder, [file]),  # holds it
+        (folder / "new.npy", [folder]),  # inside it
+        (tmp_path / "link" / "data.csv", [file]),  # the same file through a link
+        (tmp_path, [folder, None]),
+    ]:
+        with pytest.raises(OutputError, match="this command reads"):
+            check_not_input(out, inputs)
+    check_not_input(tmp_path / "out", [file, folder, None, tmp_path / "absent"])
+    check_not_input(tmp_path / "in2", [folder])  # a sibling whose name starts the same

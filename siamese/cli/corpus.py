@@ -71,7 +71,7 @@ def encode(
     from ..vectors import check_target, encode_to_file
 
     check_target(out)
-    _check_out_file(out, overwrite, inputs=[data, model_dir / "config.json"])
+    _check_out_file(out, overwrite, inputs=[data, model_dir])
     model = SiameseModel.load(model_dir, device=device)
     texts = read_texts(data, column, skip_empty=False)  # row i of the output is text i: no silent skips
     runner = _corpus_engine(engine, address, device, quiet or as_json)
@@ -116,7 +116,7 @@ def index_build(
     as_json: JsonOpt = False,
 ):
     """Encode a corpus into a FAISS index saved with its texts (each distinct text once)."""
-    _check_out(out, overwrite, kind="index")
+    _check_out(out, overwrite, kind="index", inputs=[data, model_dir])
     from ..data import read_texts
     from ..model import SiameseModel
     from ..search import DuplicateIndex
@@ -316,7 +316,8 @@ def dedupe(
     else:
         if data is None or out is None:
             raise ConfigError("dedupe needs --data and --out (or --rethreshold T RUN_FOLDER)")
-        _check_out(out, False, kind="dedupe run")  # never over the model it reads, or an index
+        # never over the model it reads, or an index
+        _check_out(out, False, kind="dedupe run", inputs=[path, data, against, verify])
         extra = {}
         if verify is not None:
             if against is not None:

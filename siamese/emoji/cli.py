@@ -47,7 +47,7 @@ def train_vae(
     as_json: JsonOpt = False,
 ):
     """Train the convolutional VAE on emoji images (80/20 split); report both losses per epoch."""
-    _check_out(out, overwrite)
+    _check_out(out, overwrite, inputs=[images])
     import numpy as np
 
     from .images import load_emojis
@@ -263,7 +263,7 @@ def train(
 ):
     """Train the text→emoji Siamese model on sentiment-labelled tweets (🎉 / 😈 / 😡) and report
     its held-out accuracy beside the majority class and TF-IDF + logistic regression."""
-    _check_out(out, overwrite)
+    _check_out(out, overwrite, inputs=[vae_dir, data])
     from ..datasets import data_root
     from .images import load_emojis
     from .sqam import SQAMConfig
