@@ -449,3 +449,36 @@ def test_check_not_input_rule(tmp_path):
             check_not_input(out, inputs)
     check_not_input(tmp_path / "out", [file, folder, None, tmp_path / "absent"])
     check_not_input(tmp_path / "in2", [folder])  # a sibling whose name starts the same
+
+
+# -- found by the probe: a damaged dedupe run folder --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, damage",
+    [
+        ("records.jsonl", b""),
+        ("pairs.npz", b""),
+        ("vectors.npy", b""),
+        ("run.json", {"floor": "x"}),
+        ("run.json", {"mode": "other"}),
+        ("run.json", {"k": -1}),
+        ("result.json", {"threshold": "x"}),
+        ("result.json", {"min_size": 0}),
+        ("result.json", {"clustering": 5}),
+    ],
+)
+def test_a_damaged_dedupe_run_is_a_one_line_error(tmp_path, tiny_model, name, damage):
+    from siamese.search.index import SearchIndexError
+    from siamese.search.run import DedupeRun, dedupe
+
+    model = SiameseModel.load(tiny_model.save(tmp_path / "M"))
+    dedupe(model, TEXTS * 2 + [t + " again" for t in TEXTS], tmp_path / "RUN", threshold=0.5)
+    file = tmp_path / "RUN" / name
+    if isinstance(damage, bytes):
+        file.write_bytes(damage)
+    else:
+        file.write_text(json.dumps({**json.loads(file.read_text()), **damage}))
+    with pytest.raises(SearchIndexError, match=name.replace(".", r"\.")) as e:
+        DedupeRun.load(tmp_path / "RUN").rethreshold(0.9)
+    assert "\n" not in str(e.value)
