@@ -482,3 +482,18 @@ def test_a_damaged_dedupe_run_is_a_one_line_error(tmp_path, tiny_model, name, da
     with pytest.raises(SearchIndexError, match=name.replace(".", r"\.")) as e:
         DedupeRun.load(tmp_path / "RUN").rethreshold(0.9)
     assert "\n" not in str(e.value)
+
+
+def test_emoji_outputs_never_land_in_their_inputs(tmp_path):
+    from test_cli import assert_user_error, run
+
+    vae = tmp_path / "vae"
+    vae.mkdir()
+    (vae / "config.json").write_text("{}")
+    before = _snapshot(vae)
+    assert_user_error(run("emoji", "encode", vae, "--out", vae / "codes.csv", check_ok=False), "this command reads")
+    assert_user_error(run("emoji", "generate", vae, "--out", vae, check_ok=False), "this command reads")
+    assert_user_error(
+        run("emoji", "suggest", vae, "hello", "--png", vae / "x.png", check_ok=False), "this command reads"
+    )
+    assert _snapshot(vae) == before
