@@ -311,6 +311,8 @@ class Probe:
                         )
                     )
                 for args in commands:
+                    if n >= limit or time.monotonic() > end:
+                        return
                     self._bad_input_trial(args, f"pairs {name}")
                     n += 1
             for kind, name, blob in self.text_mutants():
@@ -322,6 +324,8 @@ class Probe:
                     ("dedupe", w / "M", "--data", path, "--out", w / "bad" / "run"),
                 ]
                 for args in commands:
+                    if n >= limit or time.monotonic() > end:
+                        return
                     self._bad_input_trial(args, f"{kind} {name}")
                     n += 1
 
@@ -390,7 +394,7 @@ class Probe:
             self.record("outputs replacing inputs", ok and not changed, self.describe(args, r) + f" changed {changed}")
 
     # -- 3. damaged folders
-    def damaged(self, seconds: float) -> None:
+    def damaged(self, limit: int, seconds: float) -> None:
         w, end = self.work, time.monotonic() + seconds
         pristine = w / "pristine"
         for name in ("M", "IDX", "OD", "RUN", "CK"):
@@ -402,7 +406,8 @@ class Probe:
             "RUN": ("dedupe", w / "RUN", "--rethreshold", "0.9"),
             "CK": ("train", "--resume", w / "CK"),
         }
-        for folder, name, damage in damages(self.rng, w):
+        trials = [d for _ in range(2) for d in damages(self.rng, w)][:limit]  # twice: other cuts, other junk
+        for folder, name, damage in trials:
             if time.monotonic() > end:
                 break
             target = w / folder / name
@@ -486,6 +491,9 @@ class Probe:
             late = "" if with_signal else " (too late)"
             what = f"kill{late} of {command[0]} {command[1] if command[0] == 'index' else ''}"
             self.record("kills", ok, f"[{what}] next: " + self.describe(after, r) + f" left {left}")
+            self.results["kills"]["signalled mid-command"] = (
+                self.results["kills"].get("signalled mid-command", 0) + with_signal
+            )
             n += 1
 
     # -- 5. concurrent writers
@@ -672,8 +680,8 @@ def main() -> None:
     try:
         probe.setup()
         probe.outputs()
-        probe.concurrency(12, 0.15 * budget)
-        probe.damaged(0.2 * budget)
+        probe.concurrency(12, 0.2 * budget)
+        probe.damaged(211, 0.2 * budget)
         probe.bad_inputs(410, 0.25 * budget)
         probe.kills(148, max(60.0, budget - (time.monotonic() - started)))
     finally:
