@@ -114,12 +114,6 @@ def is_siamese_folder(folder: Path) -> bool:
     return siamese_kind(folder) is not None
 
 
-def same_path(a: str | os.PathLike, b: str | os.PathLike) -> bool:
-    """Whether two existing paths name the same file or folder (an output that would replace an input)."""
-    a, b = Path(a), Path(b)
-    return a.exists() and b.exists() and a.resolve() == b.resolve()
-
-
 def check_not_input(out: str | os.PathLike, inputs) -> None:
     """The one rule for every output (file or folder), with or without --overwrite: it must not be,
     hold, or lie inside any of the command's ``inputs`` (the files and folders it reads; None and
