@@ -680,7 +680,7 @@ def main() -> None:
     try:
         probe.setup()
         probe.outputs()
-        probe.concurrency(12, 0.2 * budget)
+        probe.concurrency(12, 0.3 * budget)
         probe.damaged(211, 0.2 * budget)
         probe.bad_inputs(410, 0.25 * budget)
         probe.kills(148, max(60.0, budget - (time.monotonic() - started)))
