@@ -114,5 +114,9 @@ bench-emoji: install mpnet runs/emoji/vae runs/student
 
 bench: bench-speed bench-quality
 
+# Issue 36's hostile probe (bad inputs, kills, damaged folders, concurrency, outputs): ~10 minutes.
+bench-robustness: install
+	$(PY) bench/probe.py
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -18,7 +18,9 @@ it; a writer that was waiting on the deleted file sees that its inode is no long
 and takes the lock again on the new file, so nothing is left behind.
 
 Writing over an existing folder requires that it is empty or a siamese folder (a ``config.json``,
-``index.json`` or dedupe ``run.json`` whose ``format`` starts with ``siamese-``), or ``overwrite=True`` (``--overwrite``).
+``index.json`` or dedupe ``run.json`` whose ``format`` starts with ``siamese-``), or ``overwrite=True``
+(``--overwrite``). A killed write's leftovers are also deleted by the next command that reads the
+target (:func:`clear_leftovers`), when no live writer holds its lock.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,21 +114,35 @@ def is_siamese_folder(folder: Path) -> bool:
     return siamese_kind(folder) is not None
 
 
-def same_path(a: str | os.PathLike, b: str | os.PathLike) -> bool:
-    """Whether two existing paths name the same file or folder (an output that would replace an input)."""
-    a, b = Path(a), Path(b)
-    return a.exists() and b.exists() and a.resolve() == b.resolve()
+def check_not_input(out: str | os.PathLike, inputs) -> None:
+    """The one rule for every output (file or folder), with or without --overwrite: it must not be,
+    hold, or lie inside any of the command's ``inputs`` (the files and folders it reads; None and
+    paths that do not exist are skipped), symbolic links followed."""
+    out = Path(out)
+    mine = out.resolve()
+    for given in inputs:
+        if given is None or not Path(given).exists():
+            continue
+        theirs = Path(given).resolve()
+        if mine == theirs or (out.exists() and os.path.samefile(out, given)):
+            if theirs.is_dir():
+                raise OutputError(f"{out}: is the folder this command reads; write to another folder")
+            raise OutputError(f"{out}: is this command's input (this command reads it); write the output elsewhere")
+        if theirs.is_relative_to(mine):
+            raise OutputError(f"{out}: holds {given}, which this command reads; write the output elsewhere")
+        if mine.is_relative_to(theirs):
+            raise OutputError(f"{out}: lies inside {given}, which this command reads; write the output elsewhere")
 
 
 def check_file_target(path: str | os.PathLike, *, overwrite: bool = False, inputs=()) -> Path:
     """Refuse an output file that would replace something of the user's: an existing file (unless
-    ``overwrite``), a folder, or one of the command's ``inputs`` (even with ``overwrite``)."""
+    ``overwrite``), a folder, or one of the command's ``inputs`` (even with ``overwrite``; see
+    :func:`check_not_input`)."""
     path = Path(path)
     _check_parent(path)
     if path.is_dir():
         raise OutputError(f"{path}: a folder is there, not a file")
-    if any(given is not None and same_path(path, given) for given in inputs):
-        raise OutputError(f"{path}: is this command's input; write the output under another name")
+    check_not_input(path, inputs)
     if (path.exists() or path.is_symlink()) and not overwrite:
         raise OutputError(f"{path}: a file is already there; choose another name, or pass --overwrite to replace it")
     return path
@@ -175,11 +192,31 @@ def check_target(target: Path, *, overwrite: bool = False, kind: str | None = No
         raise OutputError(f"{target}: cannot replace the root folder")
 
 
+_held: set[tuple[str, int]] = set()  # (lock file, thread) held by this process: target_lock is re-entrant
+
+
 @contextlib.contextmanager
 def target_lock(target: Path, timeout: float | None = None) -> Iterator[None]:
-    """Hold the exclusive lock of ``target`` (``.NAME.lock`` beside it), waiting up to ``timeout`` seconds."""
+    """Hold the exclusive lock of ``target`` (``.NAME.lock`` beside it), waiting up to ``timeout`` seconds.
+
+    Re-entrant in one thread: a read-modify-write (``index add``) holds it while it reads the
+    folder, and the atomic write inside it goes on under the same lock."""
     timeout = lock_timeout() if timeout is None else timeout
-    lock = target.with_name(f".{target.name}.lock")
+    lock = Path(os.path.abspath(target)).with_name(f".{Path(target).name}.lock")
+    key = (str(lock), threading.get_ident())
+    if key in _held:
+        yield
+        return
+    with _flock(lock, target, timeout):
+        _held.add(key)
+        try:
+            yield
+        finally:
+            _held.discard(key)
+
+
+@contextlib.contextmanager
+def _flock(lock: Path, target: Path, timeout: float) -> Iterator[None]:
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -212,11 +249,36 @@ def target_lock(target: Path, timeout: float | None = None) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def recover(target: Path) -> None:
-    """With the lock held: put back an old folder a crash left hidden, delete stale temporary folders."""
+def _leftover_patterns(target: Path) -> tuple[re.Pattern, re.Pattern]:
+    """The names a killed write of ``target`` leaves: a temporary folder (atomic_dir) or file
+    (atomic_file, ``.NAME.XXXXXXXX.tmp`` as mkstemp names it), and a hidden old folder."""
     name = re.escape(target.name)
-    stale_tmp = re.compile(rf"\.{name}\.siamese-[a-z0-9_]+\.tmp")
-    stale_old = re.compile(rf"\.{name}\.old-\d+")
+    return re.compile(rf"\.{name}\.(siamese-[a-z0-9_]+|[a-z0-9_]{{8}})\.tmp"), re.compile(rf"\.{name}\.old-\d+")
+
+
+def clear_leftovers(target: str | os.PathLike) -> None:
+    """What a killed write of ``target`` left beside it (temporary folder or file, lock file, old
+    folder) is deleted, if no live writer holds its lock; called by every command that reads or
+    writes ``target``. A live writer, a read-only folder: nothing is touched."""
+    target = Path(os.path.abspath(target))
+    stale_tmp, stale_old = _leftover_patterns(target)
+    lock = f".{target.name}.lock"
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return
+    if not any(n == lock or stale_tmp.fullmatch(n) or stale_old.fullmatch(n) for n in names):
+        return
+    try:
+        with target_lock(target, timeout=0):  # not waiting: a held lock means a live writer
+            recover(target)
+    except (OutputError, OSError):
+        pass
+
+
+def recover(target: Path) -> None:
+    """With the lock held: put back an old folder a crash left hidden, delete stale temporary folders and files."""
+    stale_tmp, stale_old = _leftover_patterns(target)
     olds = sorted((p for p in target.parent.iterdir() if stale_old.fullmatch(p.name)), key=lambda p: p.stat().st_mtime)
     if olds and not target.exists() and not target.is_symlink():
         os.replace(olds.pop(), target)  # the fallback crashed between its two renames
@@ -336,9 +398,20 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
     target = Path(os.path.abspath(target))
     if target.is_dir():
         raise OutputError(f"{target}: a folder is there, not a file")
-    tmp = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise output_error(target.parent, e) from None
+    with target_lock(target):
+        recover(target)  # a killed write's temporary file
+        with _write_file(target) as tmp:
+            yield tmp
+
+
+@contextlib.contextmanager
+def _write_file(target: Path) -> Iterator[Path]:
+    tmp = None
+    try:
         fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         os.close(fd)
         tmp = Path(name)

@@ -5,9 +5,10 @@ to the next quote into one field, a short or long row is just a short or long li
 header name shadows the other column, and TSV content read as CSV is one field per line. Every
 reader of user files goes through here, so each of those stops with ``file:line: what``.
 
-Encodings: UTF-8 (with or without a BOM; invalid bytes are kept as surrogates so the reader can
-name the line), and UTF-16/UTF-32 when the file starts with their byte-order mark. A file with NUL
-bytes and no mark (UTF-16 saved without one, or a binary file) is refused by name.
+Encodings: UTF-8 (with or without a BOM), and UTF-16/UTF-32 when the file starts with their
+byte-order mark. The whole file is checked before it is read (streamed, a chunk at a time): a NUL
+byte (UTF-16 saved without a mark, a binary file) or an invalid UTF-8 sequence anywhere, in any
+column, is refused as ``file:line``, so no bad byte reaches a JSON, CSV or terminal output.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 from .errors import DataError
 
@@ -62,14 +63,42 @@ def open_text(path: str | os.PathLike) -> Iterator[TextIO]:
                     raise DataError(f"{path}: not valid {encoding.upper()} (byte {e.start})") from None
                 yield io.StringIO(text.removeprefix("\ufeff"), newline="")
                 return
-            if b"\0" in head:
-                raise DataError(
-                    f"{path}: holds NUL bytes: not a text file, or UTF-16 without a byte-order mark (save it as UTF-8)"
-                )
+            raw.seek(0)
+            check_utf8_stream(raw, path)
         with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
             yield f
     except OSError as e:
         raise input_error(path, e) from None
+
+
+_CHUNK = 1 << 20
+
+
+def check_utf8_stream(raw: BinaryIO, path: Path) -> None:
+    """Read a binary file to its end, a chunk at a time, and refuse it at the first NUL byte or
+    invalid UTF-8 sequence, naming the line (the whole file, not its start: a bad byte anywhere
+    would otherwise reach the JSON, CSV or terminal output)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    lines = 1  # the line the current chunk starts on
+    while True:
+        chunk = raw.read(_CHUNK)
+        nul = chunk.find(b"\0")
+        if nul >= 0:
+            line = lines + chunk.count(b"\n", 0, nul)
+            raise DataError(
+                f"{path}:{line}: holds NUL bytes: not a text file, or UTF-16 without a byte-order mark "
+                "(save it as UTF-8)"
+            )
+        try:
+            decoder.decode(chunk, final=not chunk)
+        except UnicodeDecodeError as e:
+            # e.start counts from the bytes the decoder held back from the previous chunk
+            at = max(0, e.start - len(e.object) + len(chunk))
+            line = lines + chunk.count(b"\n", 0, at)
+            raise DataError(f"{path}:{line}: not valid UTF-8 (byte 0x{e.object[e.start]:02x})") from None
+        if not chunk:
+            return
+        lines += chunk.count(b"\n")
 
 
 def check_utf8(text: str, path: Path, line: int, column: str) -> None:

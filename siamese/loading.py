@@ -22,6 +22,9 @@ def folder_format(path: str | os.PathLike) -> str | None:
 
 def load_model(path: str | os.PathLike, *, precision: str | None = None, device: str | None = None):
     """A :class:`siamese.SiameseModel` or a :class:`siamese.cross.CrossEncoder`, by the folder's format."""
+    from .atomic import clear_leftovers
+
+    clear_leftovers(path)  # what a killed save of this folder left beside it
     if folder_format(path) == CROSS_FORMAT:
         from .cross import CrossEncoder
 

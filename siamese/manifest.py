@@ -61,9 +61,9 @@ def _type_ok(value, kind: type) -> bool:
     return isinstance(value, kind)
 
 
-def check_fields(raw: dict, spec: dict[str, Field], file: Path, error: type[Exception]) -> None:
+def check_fields(raw: dict, spec: dict[str, Field], file: Path, error: type[Exception], *, prefix: str = "") -> None:
     """Check each field of ``spec`` present in ``raw`` (type, null, range); else raise ``error``
-    with a one-line message naming the file and field."""
+    with a one-line message naming the file and field (``prefix``: where ``raw`` sits in the file)."""
     for name, f in spec.items():
         if name not in raw or (raw[name] is None and f.optional):
             continue
@@ -85,4 +85,6 @@ def check_fields(raw: dict, spec: dict[str, Field], file: Path, error: type[Exce
             )
             shown = repr(value)
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
-            raise error(f"{file}: field {name!r} must be {'null or ' if f.optional else ''}{what}{bounds}, got {shown}")
+            raise error(
+                f"{file}: field {prefix + name!r} must be {'null or ' if f.optional else ''}{what}{bounds}, got {shown}"
+            )

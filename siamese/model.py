@@ -139,7 +139,8 @@ class ModelConfig:
         check_oov_buckets(self.oov_buckets)
         if self.max_vocab is not None and (not isinstance(self.max_vocab, int) or self.max_vocab < MIN_VOCAB):
             raise ConfigError(
-                f"max_vocab must be at least {MIN_VOCAB} (the special tokens and some words; None: no cap), got {self.max_vocab!r}"
+                f"max_vocab must be at least {MIN_VOCAB} (the special tokens and some words; None: no cap), "
+                f"got {self.max_vocab!r}"
             )
         if self.tokenizer not in ("words", "subwords"):
             raise ConfigError(f"tokenizer must be 'words' or 'subwords', got {self.tokenizer!r}")
@@ -490,9 +491,11 @@ class SiameseModel:
         """Open a model folder (PyTorch or exported). ``precision``: what :meth:`encode` computes
         in (auto, bf16, fp32; default $SIAMESE_PRECISION, else auto). ``device``: auto (a GPU
         when there is one; an exported model stays on the CPU), cpu, cuda, cuda:N or mps."""
+        from .atomic import clear_leftovers
         from .loading import refuse_cross
 
         path = Path(path)
+        clear_leftovers(path)  # what a killed save of this folder left beside it
         auto = device is None or str(device).strip().lower() == "auto"
         device = resolve_device(device)  # an unavailable device is refused before the weights are read
         config_file = path / "config.json"

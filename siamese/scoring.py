@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .atomic import as_umask_allows, atomic_file, same_path
+from .atomic import as_umask_allows, atomic_file, check_not_input
 from .data import open_pairs, resolve_format
 from .errors import ConfigError, DataError
 
@@ -41,8 +41,7 @@ def score_file(
     data, out = Path(data), Path(out)
     if chunk_size < 1:
         raise ConfigError(f"chunk size must be at least 1, got {chunk_size}")
-    if same_path(out, data):
-        raise ConfigError(f"{out}: the output would replace the input file; choose another --out")
+    check_not_input(out, [data, model.path])
     t = model.threshold if threshold is None else threshold
     calibrated = model.calibrator is not None
     fmt = resolve_format(data, format, text1, text2, labelled=False)

@@ -25,6 +25,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from .errors import ConfigError, ModelError
+from .manifest import Field, check_fields, read_json_object
 from .progress import tqdm
 
 STATE_TENSORS = "trainer_state.safetensors"
@@ -186,13 +187,17 @@ class Trainer:
             raise ModelError(
                 "the checkpoint was written by a different training set-up (optimizers or schedulers differ)"
             )
-        self.module.load_state_dict(_unflatten(skeleton["weights"], tensors))
-        for opt, saved in zip(self.optimizers, skeleton["optimizers"]):
-            opt.load_state_dict(_unflatten(saved, tensors))
-        for scheduler, saved in zip(self.schedulers, skeleton["schedulers"]):
-            scheduler.load_state_dict(_unflatten(saved, tensors))
-        self.rng.bit_generator.state = skeleton["numpy_rng"]
-        torch.set_rng_state(_unflatten(skeleton["torch_rng"], tensors))
+        try:  # read_checkpoint checked the structure; the shapes and values are checked here, by torch
+            self.module.load_state_dict(_unflatten(skeleton["weights"], tensors))
+            for opt, saved in zip(self.optimizers, skeleton["optimizers"]):
+                opt.load_state_dict(_unflatten(saved, tensors))
+            for scheduler, saved in zip(self.schedulers, skeleton["schedulers"]):
+                scheduler.load_state_dict(_unflatten(saved, tensors))
+            self.rng.bit_generator.state = skeleton["numpy_rng"]
+            torch.set_rng_state(_unflatten(skeleton["torch_rng"], tensors))
+        except (RuntimeError, ValueError, TypeError, KeyError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ModelError(f"the checkpoint does not fit this model and training set-up ({first[:200]})") from None
         f = skeleton["fitted"]
         self.fitted = Fitted(
             history=f["history"],
@@ -227,17 +232,101 @@ class Checkpoint:
 
 
 def read_checkpoint(folder: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict, dict]:
-    """(tensors, trainer JSON, meta) of a checkpoint folder; a one-line error if it is not one."""
+    """(tensors, trainer JSON, meta) of a checkpoint folder, every field checked as a model
+    folder's are; a one-line error naming the file and field if it is not a sound checkpoint."""
     folder = Path(folder)
     if not (folder / STATE_JSON).is_file() or not (folder / STATE_TENSORS).is_file():
         raise ModelError(
             f"{folder}: not a training checkpoint (no {STATE_JSON}; train with --checkpoint DIR to write one)"
         )
+    file = folder / STATE_JSON
+    saved = read_json_object(file, ModelError)
+    _check_required(saved, CHECKPOINT_FIELDS, file, "")
+    _check_required(saved["trainer"], TRAINER_FIELDS, file, "trainer.")
+    _check_required(saved["trainer"]["fitted"], FITTED_FIELDS, file, "trainer.fitted.")
+    check_fields(saved, {"meta": Field(dict)}, file, ModelError)
+    meta = saved.get("meta", {})
+    check_fields(meta, META_FIELDS, file, ModelError, prefix="meta.")
+    check_fields(meta.get("run") or {}, RUN_FIELDS, file, ModelError, prefix="meta.run.")
+    check_fields((meta.get("run") or {}).get("cli") or {}, CLI_FIELDS, file, ModelError, prefix="meta.run.cli.")
     try:
-        saved = json.loads((folder / STATE_JSON).read_text())
-        return load_file(str(folder / STATE_TENSORS)), saved["trainer"], saved.get("meta", {})
-    except (OSError, ValueError, KeyError) as e:
-        raise ModelError(f"{folder}: unreadable training checkpoint ({e})") from None
+        tensors = load_file(str(folder / STATE_TENSORS))
+    except Exception as e:  # safetensors raises its own SafetensorError (and OSError) for a damaged file
+        raise ModelError(
+            f"{folder / STATE_TENSORS}: unreadable ({str(e).splitlines()[0] if str(e) else e!r})"
+        ) from None
+    trainer = saved["trainer"]
+    for name in ("weights", "torch_rng", "optimizers", "schedulers"):
+        node = {"list": trainer[name]} if name in ("optimizers", "schedulers") else trainer[name]
+        _check_node(node, tensors, file, f"trainer.{name}")
+    _check_node(trainer["fitted"]["best_weights"], tensors, file, "trainer.fitted.best_weights")
+    try:
+        np.random.Generator(np.random.PCG64()).bit_generator.state = trainer["numpy_rng"]
+    except (ValueError, TypeError, KeyError):
+        raise ModelError(f"{file}: field 'trainer.numpy_rng' is not a random generator's state") from None
+    return tensors, trainer, meta
+
+
+def _best_score(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+
+
+# What trainer_state.json holds (see Checkpoint and Trainer.state); each field required.
+CHECKPOINT_FIELDS = {"trainer": Field(dict)}
+TRAINER_FIELDS = {
+    "epoch": Field(int, lo=0),
+    "epochs": Field(int, lo=1),
+    "weights": Field(dict),
+    "optimizers": Field(list, item=dict),
+    "schedulers": Field(list, item=dict),
+    "numpy_rng": Field(dict),
+    "torch_rng": Field(dict),
+    "fitted": Field(dict),
+}
+FITTED_FIELDS = {
+    "history": Field(list, item=dict),
+    "best_score": _best_score,  # +inf before the first validation
+    "best_epoch": Field(int, lo=-1),
+    "seconds": Field(float, lo=0),
+    "items": Field(int, lo=0),
+    "best_weights": Field(dict),
+}
+META_FIELDS = {"train_config": Field(dict), "run": Field(dict)}
+RUN_FIELDS = {"cli": Field(dict, optional=True)}
+CLI_FIELDS = {"data": Field(list, item=str)}
+_NODE_KINDS = ("tensor", "dict", "list", "tuple", "value")
+
+
+def _check_required(raw: dict, spec: dict, file: Path, prefix: str) -> None:
+    """Every field of ``spec`` present in ``raw`` and of its kind (a Field, or a predicate)."""
+    for name, kind in spec.items():
+        if name not in raw:
+            raise ModelError(f"{file}: field {prefix + name!r} is missing")
+        if callable(kind) and not isinstance(kind, Field) and not kind(raw[name]):
+            raise ModelError(f"{file}: field {prefix + name!r} has the wrong type ({type(raw[name]).__name__})")
+    check_fields(raw, {k: v for k, v in spec.items() if isinstance(v, Field)}, file, ModelError, prefix=prefix)
+
+
+def _check_node(root, tensors: dict, file: Path, where: str) -> None:
+    """A flattened structure (see :func:`_flatten`): each node one of _NODE_KINDS, each tensor present."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict) or len(node) != 1 or next(iter(node)) not in _NODE_KINDS:
+            raise ModelError(f"{file}: field {where!r} is not a saved training state")
+        kind, value = next(iter(node.items()))
+        if kind == "tensor" and (not isinstance(value, str) or value not in tensors):
+            raise ModelError(f"{file}: field {where!r} names tensor {str(value)[:40]!r}, absent from {STATE_TENSORS}")
+        if kind == "value" and not (value is None or isinstance(value, (bool, int, float, str))):
+            raise ModelError(f"{file}: field {where!r} is not a saved training state")
+        if kind in ("list", "tuple"):
+            if not isinstance(value, list):
+                raise ModelError(f"{file}: field {where!r} is not a saved training state")
+            stack.extend(value)
+        if kind == "dict":
+            if not isinstance(value, list) or not all(isinstance(p, list) and len(p) == 2 for p in value):
+                raise ModelError(f"{file}: field {where!r} is not a saved training state")
+            stack.extend(p[1] for p in value)
 
 
 def _flatten(obj, prefix: str, tensors: dict[str, torch.Tensor]):

@@ -250,7 +250,7 @@ def test_train_bad_validation_data_fails_before_training(tmp_path, data_dir):
         "--quiet",
         check_ok=False,
     )
-    assert_user_error(proc, f"{val}:4", "column 'text1'", "UTF-8")
+    assert_user_error(proc, f"{val}:4", "not valid UTF-8 (byte 0xff)")
     assert not out.exists()
 
 

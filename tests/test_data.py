@@ -244,7 +244,7 @@ def test_read_texts(tmp_path):
     with pytest.raises(DataError, match="no such file"):
         read_texts(tmp_path / "absent.txt")
     bad = write(tmp_path / "bad.txt", b"fine\nbad \xff byte\n")
-    with pytest.raises(DataError, match=r"bad\.txt:2: column 'text' is not valid UTF-8"):
+    with pytest.raises(DataError, match=r"bad\.txt:2: not valid UTF-8 \(byte 0xff\)"):
         read_texts(bad)
 
 
@@ -322,7 +322,7 @@ def test_non_utf8_bytes_on_a_line(tmp_path):
     path = write(tmp_path / "pairs.csv", GOOD_HEADER.encode() + b"a,b,1\nc,d,0\ncaf\xe9 latin-1,x,1\ne,f,0\n")
     with pytest.raises(DataError) as e:
         read_pairs(path)
-    assert str(e.value) == f"{path}:4: column 'text1' is not valid UTF-8"
+    assert str(e.value) == f"{path}:4: not valid UTF-8 (byte 0xe9)"
 
 
 def test_short_row(tmp_path):

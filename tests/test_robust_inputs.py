@@ -132,7 +132,7 @@ def test_utf16_with_a_bom_is_read_and_without_one_refused(tmp_path, quora):
         pairs = read_pairs(path)
         assert pairs.text1 == expected.text1 and list(pairs.labels) == list(expected.labels)
     (tmp_path / "nobom.csv").write_bytes("".join(quora).encode("utf-16-le"))
-    with pytest.raises(DataError, match="nobom.csv: holds NUL bytes.*UTF-16 without a byte-order mark"):
+    with pytest.raises(DataError, match="nobom.csv:1: holds NUL bytes.*UTF-16 without a byte-order mark"):
         read_pairs(tmp_path / "nobom.csv", format="quora")
     (tmp_path / "lines.txt").write_bytes("first question\nsecond question\n".encode("utf-16"))
     assert read_texts(tmp_path / "lines.txt") == ["first question", "second question"]
@@ -215,13 +215,13 @@ def test_output_files_never_replace_an_input_or_an_existing_file(tmp_path, model
     before = {p: p.read_bytes() for p in (texts, pairs, config)}
     for args, fragment in [
         (("encode", model_path, "--data", texts, "--out", texts, "--quiet"), "is this command's input"),
-        (("encode", model_path, "--data", texts, "--out", config, "--quiet", "--overwrite"), "is this command's input"),
+        (("encode", model_path, "--data", texts, "--out", config, "--quiet", "--overwrite"), "which this command reads"),
         (("evaluate", model_path, "--data", pairs, "--errors", pairs, "--overwrite"), "is this command's input"),
         (
             ("evaluate", model_path, "--data", pairs, "--report", tmp_path / "x.html", "--errors", tmp_path / "x.html"),
             "give each its own file",
         ),
-        (("summary", model_path, "--png", config), "is this command's input"),
+        (("summary", model_path, "--png", config), "which this command reads"),
         (("score", model_path, "--data", pairs, "--out", texts), "a file is already there"),
         (("score", model_path, "--data", pairs, "--out", texts / "scored.csv"), "is a file, not a folder"),
     ]:
@@ -252,8 +252,8 @@ def test_output_folders_never_replace_another_kind_or_the_users_files(tmp_path, 
     run("index", "build", model, "--data", texts, "--out", index, "--quiet")
     saved = {p.name: p.read_bytes() for p in model.iterdir()}
     for args, fragment in [
-        (("dedupe", model, "--data", texts, "--out", model), "holds a siamese model, which writing a dedupe run"),
-        (("index", "build", model, "--data", texts, "--out", model), "holds a siamese model, which writing an index"),
+        (("dedupe", model, "--data", texts, "--out", model), "is the folder this command reads"),
+        (("index", "build", model, "--data", texts, "--out", model), "is the folder this command reads"),
         (("export", model, "--out", model), "is the folder this command reads"),
     ]:
         assert_user_error(run(*args, check_ok=False), fragment)

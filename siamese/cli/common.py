@@ -111,12 +111,11 @@ def user_errors(fn):
 def _check_out(out: Path, overwrite: bool, kind: str = "model", inputs=()) -> None:
     """Refuse a bad --out folder before any work is done (saving checks it again); ``kind``: what
     the command writes ("model", "index", "dedupe run"), so it never replaces another kind; never
-    one of the folders the command reads (``inputs``), even with --overwrite."""
-    from ..atomic import check_target, same_path
-    from ..errors import OutputError
+    equal to, holding or inside a file or folder the command reads (``inputs``: pass them all,
+    the model folder included), even with --overwrite."""
+    from ..atomic import check_not_input, check_target
 
-    if any(given is not None and Path(given).is_dir() and same_path(out, given) for given in inputs):
-        raise OutputError(f"{out}: is the folder this command reads; write to another folder")
+    check_not_input(out, inputs)
     check_target(out, overwrite=overwrite, kind=kind)
 
 

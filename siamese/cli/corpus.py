@@ -71,7 +71,7 @@ def encode(
     from ..vectors import check_target, encode_to_file
 
     check_target(out)
-    _check_out_file(out, overwrite, inputs=[data, model_dir / "config.json"])
+    _check_out_file(out, overwrite, inputs=[data, model_dir])
     model = SiameseModel.load(model_dir, device=device)
     texts = read_texts(data, column, skip_empty=False)  # row i of the output is text i: no silent skips
     runner = _corpus_engine(engine, address, device, quiet or as_json)
@@ -100,7 +100,8 @@ def index_build(
     kind: Annotated[
         str,
         typer.Option(
-            help="flat (exact), hnsw or ivf (approximate, for large corpora), or ondisk (ivf with its lists on disk, memory-mapped: a corpus larger than memory)."
+            help="flat (exact), hnsw or ivf (approximate, for large corpora), or ondisk "
+            "(ivf with its lists on disk, memory-mapped: a corpus larger than memory)."
         ),
     ] = "flat",
     shard_size: Annotated[
@@ -115,7 +116,7 @@ def index_build(
     as_json: JsonOpt = False,
 ):
     """Encode a corpus into a FAISS index saved with its texts (each distinct text once)."""
-    _check_out(out, overwrite, kind="index")
+    _check_out(out, overwrite, kind="index", inputs=[data, model_dir])
     from ..data import read_texts
     from ..model import SiameseModel
     from ..search import DuplicateIndex
@@ -160,11 +161,12 @@ def index_add(
 ):
     """Append texts to an index, encoding only the new ones; texts already indexed are skipped."""
     from ..data import read_texts
+    from ..model import SiameseModel
+    from ..search.index import add_to_index
 
-    index = _open_index(index_dir, model_dir)
     texts = read_texts(data, column)
-    added = index.add(texts, allow_duplicates=allow_duplicates, progress=not quiet)
-    index.save(index_dir)
+    model = SiameseModel.load(model_dir) if model_dir else None
+    index, added = add_to_index(index_dir, texts, model, allow_duplicates=allow_duplicates, progress=not quiet)
     _emit(
         {"out": str(index_dir), "added": added, "skipped": len(texts) - added, "size": len(index)},
         as_json,
@@ -314,7 +316,8 @@ def dedupe(
     else:
         if data is None or out is None:
             raise ConfigError("dedupe needs --data and --out (or --rethreshold T RUN_FOLDER)")
-        _check_out(out, False, kind="dedupe run")  # never over the model it reads, or an index
+        # never over the model it reads, or an index
+        _check_out(out, False, kind="dedupe run", inputs=[path, data, against, verify])
         extra = {}
         if verify is not None:
             if against is not None:

@@ -62,7 +62,7 @@ def evaluate(
     if report is not None and errors is not None and report.absolute() == errors.absolute():
         raise ConfigError(f"--report and --errors are both {report}: give each its own file")
     for out in (report, errors):  # before the evaluation, not after it
-        _check_out_file(out, overwrite, inputs=[data, model_dir / "config.json"])
+        _check_out_file(out, overwrite, inputs=[data, model_dir])
 
     model = load_model(model_dir, device=device)
     ev = evaluate_pairs(model, _read(data, format, text1, text2, label), threshold=threshold)
@@ -228,7 +228,7 @@ def score(
     from ..progress import tqdm
     from ..scoring import score_file
 
-    _check_out_file(out, overwrite, inputs=[data, model_dir / "config.json"])
+    _check_out_file(out, overwrite, inputs=[data, model_dir])
 
     model = load_model(model_dir)
     bar = None
@@ -279,7 +279,7 @@ def summary(
     from ..model import SiameseModel
     from ..summary import draw, summary_rows
 
-    _check_out_file(png, overwrite, inputs=[model_dir / "config.json"])
+    _check_out_file(png, overwrite, inputs=[model_dir])
 
     model = SiameseModel.load(model_dir)
     if png is not None:

@@ -440,7 +440,7 @@ def train(
         return train(**_saved_train_options(resume), resume=resume, quiet=quiet, as_json=as_json)
     if not data or out is None:
         raise ConfigError("give --data FILE and --out DIR (or --resume CHECKPOINT to continue a run)")
-    _check_out(out, overwrite)
+    _check_out(out, overwrite, inputs=[*data, val_data, glove, teacher, prior, transformer])
     from ..calibration import check_targets
     from ..data import Pairs, split_pairs
     from ..losses import LossConfig, build_loss
@@ -674,7 +674,7 @@ def distill_command(
     from ..datasets import validation_sets
     from ..distill import distill, read_corpus
 
-    _check_out(out, overwrite, inputs=[Path(teacher)])
+    _check_out(out, overwrite, inputs=[teacher, *(data or []), *(fine_tune or []), *(val_data or [])])
     config = StaticConfig(
         dim=dim, vocabulary=vocabulary, extra_words=extra_words, epochs=epochs, lr=lr, relational=relational, seed=seed
     )

@@ -47,7 +47,7 @@ def train_vae(
     as_json: JsonOpt = False,
 ):
     """Train the convolutional VAE on emoji images (80/20 split); report both losses per epoch."""
-    _check_out(out, overwrite)
+    _check_out(out, overwrite, inputs=[images])
     import numpy as np
 
     from .images import load_emojis
@@ -115,9 +115,11 @@ def encode(
     """Encode every emoji image into its VAE code (the Gaussian's mean) and count inf/NaN codes."""
     import numpy as np
 
+    from ..atomic import check_not_input
     from .images import load_emojis
     from .vae import EmojiVAE
 
+    check_not_input(out, [vae_dir, images])
     vae = EmojiVAE.load(vae_dir)
     emojis = load_emojis(images)
     codes = vae.encode(emojis.images)
@@ -157,9 +159,11 @@ def generate(
     as_json: JsonOpt = False,
 ):
     """Decode Gaussian samples, the seed's 2-D grids, reconstructions and an interpolation to PNGs."""
+    from ..atomic import check_not_input
     from .generate import write_sheets
     from .vae import EmojiVAE
 
+    check_not_input(out, [vae_dir, images])
     ends = None
     if between is not None:
         ends = tuple(part.strip() for part in between.split(",") if part.strip())
@@ -263,7 +267,7 @@ def train(
 ):
     """Train the text→emoji Siamese model on sentiment-labelled tweets (🎉 / 😈 / 😡) and report
     its held-out accuracy beside the majority class and TF-IDF + logistic regression."""
-    _check_out(out, overwrite)
+    _check_out(out, overwrite, inputs=[vae_dir, data])
     from ..datasets import data_root
     from .images import load_emojis
     from .sqam import SQAMConfig
@@ -404,7 +408,11 @@ def suggest(
     as_json: JsonOpt = False,
 ):
     """Rank all known emojis (and optionally generated ones) for a text."""
+    from ..atomic import check_not_input
     from .suggest import suggest_emojis
+
+    if png is not None:
+        check_not_input(png, [model_dir, vae_dir, images])
 
     suggestions, sentiment = suggest_emojis(
         model_dir, text, k=k, generated=generated, vae_dir=vae_dir, images=images, png=png, seed=seed

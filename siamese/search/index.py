@@ -18,7 +18,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from ..atomic import atomic_dir
+from ..atomic import atomic_dir, clear_leftovers, target_lock
 from ..errors import ConfigError, ModelError, SiameseError
 from ..input_files import open_text
 from ..manifest import Field, check_fields, read_manifest
@@ -38,6 +38,8 @@ MANIFEST_FIELDS = {
     "model_fingerprint": Field(str, optional=True),
     "model_path": Field(str, optional=True),
     "threshold": Field(float),
+    "lists_bytes": Field(int, lo=0),  # ondisk: lists.ivfdata's size and checksum, checked before it is mapped
+    "lists_sha256": Field(str),
 }
 # The FAISS class each kind is saved as.
 _FAISS_KINDS = {"flat": "IndexFlat", "hnsw": "IndexHNSW", "ivf": "IndexIVF", "ondisk": "IndexIVF"}
@@ -213,6 +215,8 @@ class DuplicateIndex:
             return [[] for _ in queries]
         t = self.model.threshold if threshold is None else threshold
         scores, rows = self.index.search(self.model.encode(list(queries)), min(k, len(self)))
+        if rows.size and rows.max() >= len(self.ids):  # ids read from a damaged on-disk lists file
+            raise SearchIndexError(f"the index holds {len(self.ids)} texts but found row {rows.max()}: it is damaged")
         return [
             [Hit(self.ids[r], self.texts[r], float(s), bool(s > t)) for s, r in zip(srow, rrow) if r >= 0]
             for srow, rrow in zip(scores, rows)
@@ -223,13 +227,15 @@ class DuplicateIndex:
     def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
         """Write the index folder atomically; see :meth:`SiameseModel.save` for ``overwrite``."""
         path = Path(path)
+        lists = {}
         with atomic_dir(path, overwrite=overwrite, kind="index") as tmp:
             if self.kind == "ondisk":
-                from .ondisk import build_ondisk
+                from .ondisk import LISTS_FILE, build_ondisk, lists_digest
 
                 if self.pending is None:
                     raise ConfigError("an on-disk index is built whole, once: rebuild it with siamese index build")
                 build_ondisk(self.pending, tmp, shard_size=self.shard_size, nprobe=self.nprobe)
+                lists = dict(zip(("lists_bytes", "lists_sha256"), lists_digest(tmp / LISTS_FILE)))
             else:
                 faiss.write_index(self.index, str(tmp / "index.faiss"))
             with open(tmp / "texts.jsonl", "w", encoding="utf-8") as f:
@@ -246,12 +252,13 @@ class DuplicateIndex:
                 "model_fingerprint": self.model.fingerprint(),
                 "model_path": str(self.model.path) if self.model.path else None,
                 "threshold": self.model.threshold,
+                **lists,
             }
             (tmp / "index.json").write_text(json.dumps(meta, indent=2) + "\n")
         if self.pending is not None:  # built: search the saved index, its lists memory-mapped
             from .ondisk import read_ondisk
 
-            self.index, self.pending = read_ondisk(path / "index.faiss", self.nprobe), None
+            self.index, self.pending = read_ondisk(path / "index.faiss", self.nprobe, lists), None
             self._scratch.cleanup()
         return path
 
@@ -259,6 +266,7 @@ class DuplicateIndex:
     def load(cls, path: str | os.PathLike, model: SiameseModel | None = None) -> DuplicateIndex:
         """Open an index; with no ``model``, the model folder recorded at build time is loaded."""
         path = Path(path)
+        clear_leftovers(path)  # what a killed build or add of this index left beside it
         meta = read_manifest(path, "index.json", FORMAT, SearchIndexError, "index")
         check_fields(meta, MANIFEST_FIELDS, path / "index.json", SearchIndexError)
         if meta.get("kind") not in KINDS:
@@ -285,6 +293,11 @@ class DuplicateIndex:
                 f"{path}: built by a different model (fingerprint {str(meta.get('model_fingerprint'))[:12]}…, "
                 f"this model is {model.fingerprint()[:12]}…); rebuild the index with this model"
             )
+        if meta.get("dim", model.dim) != model.dim:
+            raise SearchIndexError(
+                f"{path / 'index.json'}: dim {meta['dim']}, but the model's vectors are {model.dim} wide "
+                "(built by another model? rebuild the index)"
+            )
         self = cls(
             model,
             kind=meta["kind"],
@@ -296,7 +309,7 @@ class DuplicateIndex:
             if self.kind == "ondisk":
                 from .ondisk import read_ondisk
 
-                self.index = read_ondisk(path / "index.faiss", self.nprobe)
+                self.index = read_ondisk(path / "index.faiss", self.nprobe, meta)
             else:
                 self.index = faiss.read_index(str(path / "index.faiss"))
         except RuntimeError as e:
@@ -304,7 +317,7 @@ class DuplicateIndex:
         found = type(self.index).__name__
         if not found.startswith(_FAISS_KINDS[self.kind]):
             raise SearchIndexError(f"{path / 'index.faiss'}: a {found}, but index.json says kind {self.kind!r}")
-        if self.index.d != model.dim or meta.get("dim", model.dim) != model.dim:
+        if self.index.d != model.dim:
             raise SearchIndexError(
                 f"{path / 'index.faiss'}: vectors of width {self.index.d}, the model's are {model.dim}"
             )
@@ -321,6 +334,27 @@ class DuplicateIndex:
                 f"texts.jsonl has {len(self.texts)} texts"
             )
         return self
+
+
+def add_to_index(
+    path: str | os.PathLike,
+    texts: Sequence[str],
+    model: SiameseModel | None = None,
+    *,
+    allow_duplicates: bool = False,
+    progress: bool = False,
+) -> tuple[DuplicateIndex, int]:
+    """Append ``texts`` to the index folder ``path`` and save it: (the index, how many were added).
+
+    The whole read-modify-write holds the index's lock, and the folder is read after the lock is
+    taken: two processes adding to one index run one after the other, and the second adds to what
+    the first saved (else each would save its own texts over the other's)."""
+    path = Path(path)
+    with target_lock(path):
+        index = DuplicateIndex.load(path, model)
+        added = index.add(texts, allow_duplicates=allow_duplicates, progress=progress)
+        index.save(path)
+    return index, added
 
 
 def read_texts_jsonl(file: Path) -> tuple[list[str], list[str]]:

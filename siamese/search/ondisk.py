@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import os
 import shutil
 import sys
@@ -24,9 +25,12 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from .index import faiss_index
+from .index import SearchIndexError, faiss_index
 
 LISTS_FILE = "lists.ivfdata"
+# The lists file's checksum is verified on every load up to this size; above it (a corpus larger
+# than memory) its size and every list's bounds are still checked, but not each byte.
+CHECKSUM_LIMIT = 1 << 30
 
 
 def trained_ivf(vectors: np.ndarray, *, nprobe: int = 16, seed: int = 0):
@@ -67,12 +71,68 @@ def build_ondisk(
     return "index.faiss"
 
 
-def read_ondisk(path: str | Path, nprobe: int = 16):
-    """Open an on-disk index: its inverted lists are memory-mapped from the ``lists.ivfdata`` beside it."""
+def read_ondisk(path: str | Path, nprobe: int = 16, meta: dict | None = None):
+    """Open an on-disk index: its inverted lists are memory-mapped from the ``lists.ivfdata`` beside it,
+    checked first (see :func:`check_lists`) against index.json's ``meta`` when given."""
+    path = Path(path)
+    size = check_lists(path.parent, meta or {})
     with _stdout_to_stderr():
         index = faiss.read_index(str(path), faiss.IO_FLAG_ONDISK_SAME_DIR)
+    check_bounds(index, path.parent / LISTS_FILE, size)
     index.nprobe = nprobe
     return index
+
+
+def lists_digest(file: Path) -> tuple[int, str]:
+    """The size and SHA-256 of a lists file (recorded in index.json when the index is built)."""
+    digest = hashlib.sha256()
+    with open(file, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return file.stat().st_size, digest.hexdigest()
+
+
+def check_lists(folder: Path, meta: dict) -> int:
+    """Before FAISS memory-maps ``lists.ivfdata`` (a read past its end is a SIGBUS, not an error):
+    it must be a file of the size, and checksum, index.json recorded. Returns its size."""
+    lists = folder / LISTS_FILE
+    try:
+        size = os.stat(lists).st_size
+    except FileNotFoundError:
+        raise SearchIndexError(f"{lists}: missing (an on-disk index keeps its vectors there; rebuild it)") from None
+    except OSError as e:
+        raise SearchIndexError(f"{lists}: cannot read ({e.strerror or e})") from None
+    if not lists.is_file():
+        raise SearchIndexError(f"{lists}: not a file")
+    expected = meta.get("lists_bytes")
+    if expected is not None and size != expected:
+        raise SearchIndexError(
+            f"{lists}: {size:,} bytes, index.json records {expected:,} (truncated or replaced; rebuild the index)"
+        )
+    if meta.get("lists_sha256") and size <= CHECKSUM_LIMIT:
+        try:
+            digest = lists_digest(lists)[1]
+        except OSError as e:
+            raise SearchIndexError(f"{lists}: cannot read ({e.strerror or e})") from None
+        if digest != meta["lists_sha256"]:
+            raise SearchIndexError(
+                f"{lists}: its checksum is not the one index.json records (damaged; rebuild the index)"
+            )
+    return size
+
+
+def check_bounds(index, lists: Path, size: int) -> None:
+    """Every inverted list read from index.faiss must lie inside the lists file (``size`` bytes)."""
+    invlists = faiss.downcast_InvertedLists(faiss.extract_index_ivf(index).invlists)
+    if not isinstance(invlists, faiss.OnDiskInvertedLists):
+        raise SearchIndexError(f"{lists.parent / 'index.faiss'}: not an on-disk index (its lists are not on disk)")
+    entry = invlists.code_size + 8  # a vector's code and its 64-bit id
+    for i in range(invlists.nlist):
+        one = invlists.lists.at(i)
+        if one.size > one.capacity or one.offset + one.capacity * entry > size:
+            raise SearchIndexError(
+                f"{lists}: list {i} runs past the end of the file ({size:,} bytes; truncated? rebuild the index)"
+            )
 
 
 @contextlib.contextmanager

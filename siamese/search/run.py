@@ -24,6 +24,7 @@ so keeping those above a higher threshold gives the pairs a fresh run at that th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import zipfile
@@ -33,15 +34,32 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import as_umask_allows, atomic_dir, atomic_file
+from ..atomic import as_umask_allows, atomic_dir, atomic_file, clear_leftovers, recover, target_lock
 from ..errors import ConfigError
-from ..manifest import read_manifest
+from ..manifest import Field, check_fields, read_json_object, read_manifest
 from ..model import SiameseModel
 from .dedupe import DuplicatePairs, check_clustering, check_kind, clusters, cross_pairs, duplicate_pairs, vector_index
 from .index import DuplicateIndex, SearchIndexError, require_cosine
 from .records import Record, as_records, exact_groups, normalise
 
 FORMAT = "siamese-dedupe/1"
+# What run.json and result.json hold, checked before a run is used.
+RUN_FIELDS = {
+    "mode": Field(str),
+    "floor": Field(float, lo=-1, hi=1),
+    "k": Field(int, lo=1),
+    "kind": Field(str),
+    "model_fingerprint": Field(str, optional=True),
+    "model_path": Field(str, optional=True),
+    "sources": Field(dict),
+}
+RESULT_FIELDS = {
+    "threshold": Field(float, lo=-1, hi=1),
+    "clustering": Field(str, optional=True),
+    "min_size": Field(int, optional=True, lo=2),
+    "summary": Field(dict),
+}
+MODES = ("self", "against")
 FLOOR_MARGIN = 0.05  # default floor: this far under the threshold, so a run can be re-thresholded a little lower
 
 
@@ -239,7 +257,9 @@ class DedupeRun:
                 "run the dedupe again with a lower --floor"
             )
         self._set(threshold, clustering or self.clustering or "components", min_size or self.min_size or 2)
-        return self._write_results(self.path)
+        with target_lock(self.path):  # a dedupe writing this folder meanwhile would replace it
+            recover(self.path)
+            return self._write_results(self.path)
 
     def _set(self, threshold: float, clustering: str, min_size: int) -> None:
         if min_size < 2:
@@ -296,30 +316,63 @@ class DedupeRun:
     def load(cls, path: str | os.PathLike) -> DedupeRun:
         """Open a finished run's folder (no model needed)."""
         path = Path(path)
+        clear_leftovers(path)  # what a killed dedupe of this folder left beside it
         meta = read_manifest(path, "run.json", FORMAT, SearchIndexError, "dedupe run")
-        try:
-            records = [
-                Record(row["row"], row["id"], row["text"], row.get("columns", {}))
-                for row in _read_jsonl(path / "records.jsonl")
-            ]
-            with np.load(path / "pairs.npz", allow_pickle=False) as z:
-                pairs = DuplicatePairs(z["first"], z["second"], z["similarity"])
-                text_of = z["text_of"]
-            vectors = (
-                np.load(path / "vectors.npy", mmap_mode="r", allow_pickle=False) if meta["mode"] == "self" else None
+        check_fields(meta, RUN_FIELDS, path / "run.json", SearchIndexError)
+        if meta.get("mode") not in MODES or "floor" not in meta:
+            raise SearchIndexError(
+                f"{path / 'run.json'}: field 'mode' must be one of {', '.join(MODES)} (and 'floor' given)"
             )
-            reference = None
-            if meta["mode"] == "against":
+        result = read_json_object(path / "result.json", SearchIndexError)
+        check_fields(result, RESULT_FIELDS, path / "result.json", SearchIndexError)
+        if "threshold" not in result:
+            raise SearchIndexError(f"{path / 'result.json'}: field 'threshold' is missing")
+        with _reading(path / "records.jsonl"):
+            rows = _read_jsonl(path / "records.jsonl")
+            records = [Record(row["row"], row["id"], row["text"], row.get("columns", {})) for row in rows]
+        with _reading(path / "pairs.npz"), np.load(path / "pairs.npz", allow_pickle=False) as z:
+            pairs = DuplicatePairs(z["first"], z["second"], z["similarity"])
+            text_of = z["text_of"]
+        vectors = reference = None
+        if meta["mode"] == "self":
+            with _reading(path / "vectors.npy"):
+                vectors = np.load(path / "vectors.npy", mmap_mode="r", allow_pickle=False)
+        else:
+            with _reading(path / "reference.jsonl"):
                 reference = {
                     row["ref"]: Record(row["row"], row["id"], row["text"], row.get("columns", {}))
                     for row in _read_jsonl(path / "reference.jsonl")
                 }
-            result = json.loads((path / "result.json").read_text())
-        except (OSError, KeyError, ValueError, IndexError, zipfile.BadZipFile) as e:
-            raise SearchIndexError(f"{path}: damaged dedupe run ({type(e).__name__}: {e})") from None
+        _check_shapes(path, records, text_of, pairs, vectors)
         self = cls(path, meta, records, text_of, pairs, vectors=vectors, reference=reference)
         self._set(result["threshold"], result.get("clustering") or "components", result.get("min_size") or 2)
         return self
+
+
+def _check_shapes(path: Path, records: list, text_of: np.ndarray, pairs, vectors) -> None:
+    """The run's files agree: one text_of entry per record; text_of and the pairs point at rows of vectors."""
+    where = None
+    if len(records) != len(text_of):
+        where = f"records.jsonl has {len(records)} records, pairs.npz maps {len(text_of)}"
+    elif any(len(a) and a.min() < 0 for a in (text_of, pairs.first, pairs.second)):
+        where = "pairs.npz: a negative row"
+    elif vectors is not None:
+        rows = len(vectors) if vectors.ndim == 2 else -1
+        top = max([int(a.max()) for a in (text_of, pairs.first, pairs.second) if len(a)], default=-1)
+        if rows < 0 or top >= rows:
+            where = f"vectors.npy holds {max(rows, 0)} rows, pairs.npz points at row {top}"
+    if where:
+        raise SearchIndexError(f"{path}: damaged dedupe run ({where})")
+
+
+@contextlib.contextmanager
+def _reading(file: Path):
+    """A damaged file of a run (truncated, emptied, another file's bytes) as a one-line error naming it."""
+    try:
+        yield
+    except (OSError, KeyError, ValueError, IndexError, TypeError, EOFError, zipfile.BadZipFile) as e:
+        # np.load raises EOFError on an empty file
+        raise SearchIndexError(f"{file}: damaged dedupe run file ({type(e).__name__}: {e})") from None
 
 
 def _write_jsonl(path: Path, rows) -> None:
