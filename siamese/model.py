@@ -24,7 +24,7 @@ from safetensors.torch import save_file
 
 from .atomic import atomic_dir, atomic_file
 from .calibration import Calibrator
-from .devices import is_cpu, resolve_device
+from .devices import host_bytes, is_cpu, resolve_device
 from .encoders import ENCODERS, Encoder, TransformerEncoder, build_encoder, encoder_class
 from .errors import ConfigError, ModelError, SiameseError
 from .glove import embedding_matrix, load_glove
@@ -404,7 +404,7 @@ class SiameseModel:
         h.update(self.vectorizer.tokenizer.to_str().encode())
         for name, tensor in sorted(self.state_dict().items()):
             h.update(name.encode())
-            h.update(tensor.detach().contiguous().numpy().tobytes())
+            h.update(host_bytes(tensor))
         return h.hexdigest()
 
     # -- persistence -------------------------------------------------------------------------

@@ -133,12 +133,14 @@ def index_build(
     )
 
 
-def _open_index(index_dir: Path, model_dir: Path | None):
+def _open_index(index_dir: Path, model_dir: Path | None, device: str):
     """The index, with the given model folder or else the one recorded when it was built."""
     from ..model import SiameseModel
     from ..search import DuplicateIndex
 
-    return DuplicateIndex.load(index_dir, SiameseModel.load(model_dir) if model_dir else None)
+    return DuplicateIndex.load(
+        index_dir, SiameseModel.load(model_dir, device=device) if model_dir else None, device=device
+    )
 
 
 @user_errors
@@ -155,13 +157,14 @@ def index_add(
             "--allow-duplicates", help="Also add texts already indexed (by exact text, whitespace collapsed)."
         ),
     ] = False,
+    device: DeviceOpt = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     as_json: JsonOpt = False,
 ):
     """Append texts to an index, encoding only the new ones; texts already indexed are skipped."""
     from ..data import read_texts
 
-    index = _open_index(index_dir, model_dir)
+    index = _open_index(index_dir, model_dir, device)
     texts = read_texts(data, column)
     added = index.add(texts, allow_duplicates=allow_duplicates, progress=not quiet)
     index.save(index_dir)
@@ -190,14 +193,15 @@ def search(
             help="A cross-encoder folder (train --cross) that re-scores the k candidates and gives the verdict.",
         ),
     ] = None,
+    device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
     """Nearest indexed texts to a query, with similarity and a duplicate verdict."""
     from dataclasses import asdict
 
     query = text_argument(query, "query")
-    cross = _open_cross(rerank) if rerank else None  # a wrong folder fails before the index is read
-    index = _open_index(index_dir, model_dir)
+    cross = _open_cross(rerank, device) if rerank else None  # a wrong folder fails before the index is read
+    index = _open_index(index_dir, model_dir, device)
     hits = index.search([query], k, threshold=None if cross else threshold)[0]
     if cross is not None:
         from ..search.cascade import rerank as rerank_hits
@@ -210,11 +214,11 @@ def search(
     )
 
 
-def _open_cross(path: Path):
+def _open_cross(path: Path, device: str):
     """A cross-encoder folder, or one line saying what it is instead."""
     from ..loading import load_model
 
-    model = load_model(path)
+    model = load_model(path, device=device)
     if getattr(model, "kind", None) != "cross":
         raise ConfigError(f"{path}: --rerank/--verify take a cross-encoder (siamese train --cross), not a bi-encoder")
     return model
@@ -319,7 +323,7 @@ def dedupe(
         if verify is not None:
             if against is not None:
                 raise ConfigError("--verify works on a dedupe within one corpus, not with --against")
-            extra = {"verify": _open_cross(verify), "verify_band": None if verify_all else verify_band}
+            extra = {"verify": _open_cross(verify, device), "verify_band": None if verify_all else verify_band}
         run = _new_dedupe_run(
             path,
             data,

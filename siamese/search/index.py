@@ -256,7 +256,9 @@ class DuplicateIndex:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike, model: SiameseModel | None = None) -> DuplicateIndex:
+    def load(
+        cls, path: str | os.PathLike, model: SiameseModel | None = None, *, device: str = "auto"
+    ) -> DuplicateIndex:
         """Open an index; with no ``model``, the model folder recorded at build time is loaded."""
         path = Path(path)
         meta = read_manifest(path, "index.json", FORMAT, SearchIndexError, "index")
@@ -271,7 +273,7 @@ class DuplicateIndex:
         if model is None:
             if not meta.get("model_path"):
                 raise SearchIndexError(f"{path}: the index does not record its model folder; pass the model explicitly")
-            model = SiameseModel.load(meta["model_path"])
+            model = SiameseModel.load(meta["model_path"], device=device)
         source = (model.config.encoder_options.get("source") or {}) if getattr(model.encoder, "exported", False) else {}
         if source.get("fingerprint") and meta.get("model_fingerprint") == source["fingerprint"]:
             # Deliberate: an exported model's vectors differ slightly (int8 more), so mixing them
