@@ -146,6 +146,9 @@ def summary(model, width: int = 98) -> str:
 def draw(model, path: str | os.PathLike) -> Path:
     """Draw the architecture: two inputs → the shared encoder's layers → head → score (PNG)."""
     # A bare Figure on the Agg canvas: no pyplot, so the caller's backend and figures are untouched.
+    from .extras import require
+
+    require("report", "matplotlib")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle

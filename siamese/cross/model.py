@@ -37,6 +37,7 @@ from ..atomic import atomic_dir, atomic_file
 from ..calibration import Calibrator
 from ..devices import host_bytes, resolve_device, to_device
 from ..errors import ConfigError, ModelError
+from ..extras import require
 from ..manifest import read_manifest
 from ..model import FORMAT as SIAMESE_FORMAT
 from ..model import SiameseModel
@@ -70,6 +71,7 @@ class CrossNetwork(nn.Module):
 
     def __init__(self, config: CrossConfig):
         super().__init__()
+        require("transformer", "transformers")
         from transformers import CONFIG_MAPPING, AutoModel
 
         if config.hf_config is None:  # first build: pretrained weights
