@@ -53,7 +53,7 @@ check-install:
 # On a CUDA machine: every family trained for a short epoch and encoding, beside sentence-transformers
 # on the same GPU; writes bench/results/gpu.json (docs/gpu.md: how a session with a GPU runs it).
 gpu-check:
-	$(PYTHON) bench/gpu.py --device cuda
+	$(PYTHON) bench/gpu.py --device cuda $(GPU_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -151,7 +151,7 @@ def st_available() -> bool:
 def has_datasets() -> bool:
     try:
         import datasets as hf_datasets  # noqa: F401
-    except ImportError:
+    except Exception:  # absent, or carried beside a pyarrow/fsspec it does not take: the plain loop then
         return False
     return True
 

@@ -1,6 +1,6 @@
 """Which device a model runs on: ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
 
-``auto`` takes a CUDA GPU when there is one (under torchrun, the worker's own ``cuda:LOCAL_RANK``),
+``auto`` and ``cuda`` take a CUDA GPU (under torchrun or ``--nproc``, the worker's own ``cuda:LOCAL_RANK``),
 else Apple's MPS, else the CPU. Asking for a device this machine does not have is a one-line
 error, not a crash deep inside PyTorch. The CPU-only fast paths (bf16 autocast where the CPU has
 it natively, the fused LSTM kernel, length groups on pinned threads) are chosen from the device:
@@ -53,7 +53,8 @@ def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
             f"device {spec!r} is not available: no CUDA GPU here (PyTorch {torch.__version__}); "
             "use --device cpu or auto"
         )
-    index = int(match.group(1) or 0)
+    # "cuda" without an index: the worker's own GPU in a run of several (one per GPU), else the first
+    index = int(match.group(1)) if match.group(1) else int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count()
     if index >= torch.cuda.device_count():
         raise ConfigError(
             f"device {spec!r} is not available: this machine has {torch.cuda.device_count()} CUDA GPU(s) "

@@ -40,4 +40,6 @@ def require(extra: str, module: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as e:
         missing = (e.name or module).split(".")[0]
-        raise MissingExtra(f"{missing!r} is not installed ({EXTRAS[extra]} need it): {install_hint(extra)}") from None
+        raise MissingExtra(
+            f"the package {missing!r} is not installed (for {EXTRAS[extra]}): {install_hint(extra)}"
+        ) from None

@@ -268,3 +268,18 @@ def test_every_model_running_command_declares_device():
         if name not in NO_MODEL and not any("--device" in p.opts for p in command.params)
     )
     assert missing == []
+
+
+def test_a_worker_of_several_takes_its_own_gpu(monkeypatch):
+    """--nproc N / torchrun on N GPUs: "cuda" and "auto" are the worker's cuda:LOCAL_RANK, and more
+    workers than GPUs is refused before NCCL would fail on a shared GPU."""
+    from siamese.distributed import World, process_group
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert resolve_device("cuda") == torch.device("cuda", 1) == resolve_device("auto")
+    assert resolve_device("cuda:0") == torch.device("cuda", 0)  # named: as asked
+    with pytest.raises(Exception, match="4 workers on this machine but 2 CUDA GPU"):
+        with process_group(World(rank=1, size=4, local_rank=1, local_size=4), torch.device("cuda", 1)):
+            pass
