@@ -283,3 +283,14 @@ def test_a_worker_of_several_takes_its_own_gpu(monkeypatch):
     with pytest.raises(Exception, match="4 workers on this machine but 2 CUDA GPU"):
         with process_group(World(rank=1, size=4, local_rank=1, local_size=4), torch.device("cuda", 1)):
             pass
+
+
+def test_explain_and_summary_make_no_host_tensor(pairs):
+    """predict --explain (the bag of words' exact shares) and summary run where the model is."""
+    from siamese.summary import summary_rows
+
+    model = small_model(pairs, "bow")
+    with HostFactories():
+        explanation = model.explain("how do I learn python", "how can I learn python fast")
+        rows = summary_rows(model)
+    assert explanation.method == "exact" and rows

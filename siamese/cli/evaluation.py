@@ -284,7 +284,7 @@ def summary(
 
     _check_out_file(png, overwrite, inputs=[model_dir / "config.json"])
 
-    model = SiameseModel.load(model_dir)
+    model = SiameseModel.load(model_dir, device="cpu")  # a table of shapes: no GPU needed
     if png is not None:
         draw(model, png)
     rows = [asdict(r) for r in summary_rows(model)]

@@ -755,7 +755,10 @@ def export(
 
     check_export_options(format, quantize)  # before the model is loaded
     _check_out(out, overwrite, inputs=[model_dir])
-    result = export_model(SiameseModel.load(model_dir), out, format=format, quantize=quantize, overwrite=overwrite)
+    # ONNX is traced on the CPU, where ONNX Runtime then runs it
+    result = export_model(
+        SiameseModel.load(model_dir, device="cpu"), out, format=format, quantize=quantize, overwrite=overwrite
+    )
     _emit(
         result,
         as_json,
