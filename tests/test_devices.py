@@ -294,3 +294,33 @@ def test_explain_and_summary_make_no_host_tensor(pairs):
         explanation = model.explain("how do I learn python", "how can I learn python fast")
         rows = summary_rows(model)
     assert explanation.method == "exact" and rows
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(pairs, tmp_path_factory):
+    model = train(pairs[0], None, model_config=ModelConfig(dim=16), config=TrainConfig(epochs=1), progress=False)
+    return model.save(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def test_every_kind_of_command_refuses_a_missing_gpu_in_one_line(tiny_folder, data_dir, tmp_path):
+    """--device reaches the model in each family of commands (here, with no GPU: the one-line refusal)."""
+    from conftest import invoke
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    pairs_file = data_dir / "quora" / "quora_question_pairs_sample300.csv"
+    texts = tmp_path / "texts.txt"
+    texts.write_text("".join(f"how do I learn python in {n} days\n" for n in range(12)))  # distill needs 10
+    commands = [
+        ["predict", tiny_folder, "a cat", "a dog"],
+        ["evaluate", tiny_folder, "--data", pairs_file],
+        ["encode", tiny_folder, "--data", texts, "--out", tmp_path / "v.npy"],
+        ["rank", tiny_folder, "learn python", "--candidates", texts],
+        ["train", "--data", pairs_file, "--epochs", "1", "--out", tmp_path / "m"],
+        ["train", "--cross", "--data", pairs_file, "--epochs", "1", "--out", tmp_path / "c"],
+        ["distill", "--data", texts, "--out", tmp_path / "d"],
+    ]
+    for command in commands:
+        ran = invoke(*command, "--device", "cuda")
+        assert ran.returncode == 2, (command, ran.stdout, ran.stderr)
+        assert ran.stderr.strip().splitlines() == [ran.stderr.strip()] and "no CUDA GPU here" in ran.stderr, command
