@@ -4,12 +4,15 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SIAMESE_DATA ?= $(abspath ../shared/data)
 
-.PHONY: install mpnet browser demo test docs bench clean
+.PHONY: install mpnet browser demo test docs bench check-install gpu-check clean
 
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
+	# torch first, the CPU build here: the package takes torch as a range and keeps the one installed
+	$(PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0
+	# [test] = [all] (every extra) + the test tools
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	$(PY) -c "from siamese import kernels; kernels.load()"  # build the C++ kernels now, not in a first training
 	touch $@
@@ -117,6 +120,16 @@ bench: bench-speed bench-quality
 # Issue 36's hostile probe (bad inputs, kills, damaged folders, concurrency, outputs): ~10 minutes.
 bench-robustness: install
 	$(PY) bench/probe.py
+=======
+# A user's install into a fresh environment with a torch in range: torch kept, the core pulls no
+# extra, an LSTM trains, serve names its pip command (~2 min; tools/check_install.sh).
+check-install:
+	bash tools/check_install.sh
+
+# On a CUDA machine: every family trained for a short epoch and encoding, beside sentence-transformers
+# on the same GPU; writes bench/results/gpu.json (docs/gpu.md: how a session with a GPU runs it).
+gpu-check:
+	$(PYTHON) bench/gpu.py --device cuda $(GPU_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

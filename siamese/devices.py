@@ -1,6 +1,6 @@
 """Which device a model runs on: ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
 
-``auto`` takes a CUDA GPU when there is one (under torchrun, the worker's own ``cuda:LOCAL_RANK``),
+``auto`` and ``cuda`` take a CUDA GPU (under torchrun or ``--nproc``, the worker's own ``cuda:LOCAL_RANK``),
 else Apple's MPS, else the CPU. Asking for a device this machine does not have is a one-line
 error, not a crash deep inside PyTorch. The CPU-only fast paths (bf16 autocast where the CPU has
 it natively, the fused LSTM kernel, length groups on pinned threads) are chosen from the device:
@@ -25,8 +25,11 @@ def _mps_available() -> bool:
 
 
 def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
-    """The torch device ``spec`` names, checked to exist here."""
+    """The torch device ``spec`` names, checked to exist here. A ``torch.device("meta")`` object
+    passes as it is: the tests run models there to catch tensors made on the wrong device."""
     if isinstance(spec, torch.device):
+        if spec.type == "meta":
+            return spec
         spec = str(spec)
     spec = (spec or "auto").strip().lower()
     if spec == "auto":
@@ -50,7 +53,8 @@ def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
             f"device {spec!r} is not available: no CUDA GPU here (PyTorch {torch.__version__}); "
             "use --device cpu or auto"
         )
-    index = int(match.group(1) or 0)
+    # "cuda" without an index: the worker's own GPU in a run of several (one per GPU), else the first
+    index = int(match.group(1)) if match.group(1) else int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count()
     if index >= torch.cuda.device_count():
         raise ConfigError(
             f"device {spec!r} is not available: this machine has {torch.cuda.device_count()} CUDA GPU(s) "
@@ -63,3 +67,26 @@ def is_cpu(device: torch.device | None) -> bool:
     """The CPU fast paths (bf16 autocast on native-bf16 CPUs, the fused kernels, threaded length
     groups) apply only here."""
     return device is None or device.type == "cpu"
+
+
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``tensor`` on ``device``; to a CUDA GPU through pinned host memory, copied without waiting
+    (the next kernel on the stream waits for it, not the host)."""
+    if device.type != "cuda" or tensor.device.type != "cpu":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
+
+
+def host_bytes(tensor: torch.Tensor) -> bytes:
+    """A tensor's bytes wherever it lives (a GPU's tensor is copied to the host first): what the
+    weight fingerprints hash."""
+    return tensor.detach().cpu().contiguous().numpy().tobytes()
+
+
+def synchronize(device: torch.device | None = None) -> None:
+    """Wait for the GPU's queued work (timings); nothing on the CPU."""
+    if device is None:
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+    elif device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -79,6 +79,13 @@ def process_group(world: World, device: torch.device):
     if not world.distributed or dist.is_initialized():
         yield
         return
+    if device.type == "cuda":  # NCCL: one GPU per worker on each machine
+        if world.local_size > torch.cuda.device_count():
+            raise ConfigError(
+                f"{world.local_size} workers on this machine but {torch.cuda.device_count()} CUDA GPU(s): "
+                "NCCL runs one worker per GPU (--nproc at most the GPUs, or --device cpu)"
+            )
+        torch.cuda.set_device(device)  # NCCL's own buffers and streams on this worker's GPU
     before = torch.get_num_threads()
     torch.set_num_threads(threads_per_worker(world))  # N workers x all cores each would oversubscribe the CPU
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo")

@@ -76,10 +76,11 @@ def _exact(model, text1: str, text2: str) -> Explanation:
     model.encoder.eval()
     ids = model.vectorizer.encode([text1, text2])
     # The same float32 vectors similarity() compares (exact pooling is fp32 on every CPU).
-    unit = torch.from_numpy(model.encode([text1, text2], precision="fp32")).double()
+    unit = torch.from_numpy(model.encode([text1, text2], precision="fp32")).double().to(model.device)
     sides = []
     for text, row, other in ((text1, ids[0], unit[1]), (text2, ids[1], unit[0])):
-        per_token = model.encoder.contributions(torch.from_numpy(row.astype(np.int64)), other).numpy()
+        row = torch.from_numpy(row.astype(np.int64)).to(model.device)
+        per_token = model.encoder.contributions(row, other).cpu().numpy()
         sides.append(_words_with_weights(text, _token_words(model.vectorizer, text, len(row)), per_token))
     return Explanation(float(unit[0] @ unit[1]), "exact", *sides)
 

@@ -110,11 +110,10 @@ def export_model(
     siamese folder, or with ``overwrite``) and return what was done."""
     check_export_options(format, quantize)
     check_exportable(model)
-    try:
-        import onnx  # noqa: F401
-        import onnxruntime
-    except ImportError:
-        raise ModelError("export needs the packages onnx and onnxruntime (pip install onnx onnxruntime)") from None
+    from .extras import require
+
+    require("onnx", "onnx")
+    onnxruntime = require("onnx", "onnxruntime")
     out = Path(out)
     with atomic_dir(out, overwrite=overwrite, kind="model") as tmp:
         raw = tmp / "export.onnx"

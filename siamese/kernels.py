@@ -97,6 +97,7 @@ def _build():
 
     from .atomic import target_lock
     from .errors import OutputError
+    from .extras import install_hint
 
     isa = instruction_set()
     if shutil.which("ninja") is None:  # the ninja package's binary, when the venv is not activated
@@ -104,7 +105,7 @@ def _build():
             import ninja
 
             os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
-        except ImportError:
+        except ImportError:  # the extra `kernels`; the build below then fails and PyTorch ops are used
             pass
     # a cached build loads in well under a second; say why the first one takes ~30 s
     notice = threading.Timer(
@@ -137,7 +138,9 @@ def _build():
             (line for line in lines if "error" in line.lower() and "building extension" not in line), lines[-1]
         )
         warnings.warn(
-            f"siamese's C++ kernels are unavailable, training with PyTorch ops instead: {reason.strip()}", stacklevel=3
+            f"siamese's C++ kernels are unavailable, training with PyTorch ops instead: {reason.strip()}"
+            + ("" if shutil.which("ninja") else f" (no ninja: {install_hint('kernels')})"),
+            stacklevel=3,
         )
         return None
     finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import ConfigError, ModelError
+from .errors import ModelError
 from .manifest import read_json_object
 
 CROSS_FORMAT = "siamese-cross/1"
@@ -28,9 +28,7 @@ def load_model(path: str | os.PathLike, *, precision: str | None = None, device:
     if folder_format(path) == CROSS_FORMAT:
         from .cross import CrossEncoder
 
-        if device not in (None, "auto", "cpu"):
-            raise ConfigError(f"{path}: cross-encoders run on the CPU here (--device {device} is for bi-encoders)")
-        return CrossEncoder.load(path, precision=precision)
+        return CrossEncoder.load(path, precision=precision, device=device or "auto")
     from .model import SiameseModel
 
     return SiameseModel.load(path, precision=precision, device=device or "auto")

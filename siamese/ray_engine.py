@@ -87,10 +87,9 @@ class RayEngine:
         self.actors = actors or max(1, cpus - 1)
 
     def _connect(self):
-        try:
-            import ray
-        except ImportError:
-            raise ConfigError("--engine ray needs Ray: pip install 'siamese[ray]' (ray[data])") from None
+        from .extras import require
+
+        ray = require("ray", "ray")
         if not ray.is_initialized():
             try:
                 ray.init(

@@ -25,7 +25,7 @@ TOP_ERRORS = 20
 
 def _png(fig) -> str:
     """The figure as an <img> with a base64 data URI."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # (the figure came from _figure)
 
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
@@ -34,6 +34,9 @@ def _png(fig) -> str:
 
 
 def _figure(width: float = 5.0, height: float = 3.6):
+    from .extras import require
+
+    require("report", "matplotlib")
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width, height))

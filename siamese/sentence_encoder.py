@@ -75,13 +75,16 @@ def from_pretrained(
     *,
     max_length: int | None = None,
     metric: str = "accuracy",
+    device: str = "auto",
 ) -> SiameseModel:
     """A cosine Siamese model on a pretrained encoder, untrained, with its threshold chosen on
     ``val_pairs`` (one set or several; both labels needed) to maximise ``metric``. Without
     validation pairs the threshold stays at the default. ``info["pretrained"]`` records what it
-    was built from and what the threshold was chosen on."""
+    was built from and what the threshold was chosen on. ``device``: where the validation pairs
+    are encoded (auto: a GPU when there is one)."""
     parts = validation_parts(val_pairs)
     model, info = sentence_encoder(name_or_folder, max_length=max_length)
+    model.to(device)
     model.info["pretrained"] = {**info, "threshold_choice": set_threshold(model, parts, metric)}
     return model
 

@@ -68,8 +68,9 @@ def _output_shapes(model, modules: list[tuple[str, nn.Module]]) -> dict[str, str
             model.encoder.eval()
             model.head.eval()
             for length in SAMPLE_LENGTHS:
-                ids = torch.full((2, length), 5 % max(model.vectorizer.vocab_size, 6), dtype=torch.long)
-                lengths = torch.tensor([length, length - 1])
+                token = 5 % max(model.vectorizer.vocab_size, 6)
+                ids = torch.full((2, length), token, dtype=torch.long, device=model.device)
+                lengths = torch.tensor([length, length - 1], device=model.device)
                 vectors = model.encoder(ids, lengths).float()
                 model.head(vectors[:1], vectors[1:])
     finally:
@@ -146,6 +147,9 @@ def summary(model, width: int = 98) -> str:
 def draw(model, path: str | os.PathLike) -> Path:
     """Draw the architecture: two inputs → the shared encoder's layers → head → score (PNG)."""
     # A bare Figure on the Agg canvas: no pyplot, so the caller's backend and figures are untouched.
+    from .extras import require
+
+    require("report", "matplotlib")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle

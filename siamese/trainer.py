@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from .devices import synchronize
 from .errors import ConfigError, ModelError
 from .manifest import Field, check_fields, read_json_object
 from .progress import tqdm
@@ -40,12 +41,20 @@ class Fitted:
     best_score: float = float("inf")
     best_epoch: int = -1
     best_weights: dict[str, torch.Tensor] | None = None
-    seconds: float = 0.0  # time spent in training steps (not validation)
+    seconds: float = 0.0  # time spent in training steps (not validation), the warm-up included
     items: int = 0  # what the steps consumed (pairs, tweets, images)
+    # The first step of this process, timed apart: CUDA context, cuDNN autotuning, kernel builds
+    # and the memory pool's first allocations (~20 s on a GPU) are no measure of throughput.
+    warmup_seconds: float | None = None
+    warmup_items: int = 0
 
     @property
     def per_second(self) -> float | None:
-        return round(self.items / self.seconds, 1) if self.seconds else None
+        """Items per second after the warm-up step (with it, when nothing came after it)."""
+        seconds, items = self.seconds - (self.warmup_seconds or 0.0), self.items - self.warmup_items
+        if seconds <= 0 or items <= 0:
+            seconds, items = self.seconds, self.items
+        return round(items / seconds, 1) if seconds else None
 
 
 class Trainer:
@@ -54,7 +63,10 @@ class Trainer:
 
     ``on_epoch_end`` callbacks get the trainer after each epoch's record is in ``fitted.history``
     (e.g. :class:`Checkpoint`). ``after_backward`` runs between ``loss.backward()`` and the
-    optimizer steps (the parallel encoder's share of the gradient)."""
+    optimizer steps (the parallel encoder's share of the gradient). ``scaler``: fp16 autocast's
+    ``torch.amp.GradScaler`` (see :func:`siamese.precision.grad_scaler`). The loss stays on the
+    device, summed there and read once per epoch (and every ``log_every`` steps for the progress
+    bar): reading it every step would stall the GPU's queue."""
 
     def __init__(
         self,
@@ -69,6 +81,8 @@ class Trainer:
         item: str = "item",
         on_epoch_end: Iterable[Callable[[Trainer], None]] = (),
         after_backward: Callable[[], None] | None = None,
+        scaler: Any = None,
+        log_every: int = 50,
     ):
         self.module = module
         self.optimizers = list(optimizers)
@@ -79,6 +93,8 @@ class Trainer:
         self.desc, self.item = desc, item  # item: what a batch holds ("pair", "tweet"): names the record's counts
         self.on_epoch_end = list(on_epoch_end)
         self.after_backward = after_backward
+        self.scaler = scaler
+        self.log_every = log_every
         self.epoch = 0  # epochs completed
         self.fitted = Fitted()
 
@@ -107,22 +123,21 @@ class Trainer:
             bar = tqdm(
                 batches, desc=f"{self.desc} {epoch}/{self.epochs}", unit="batch", disable=not self.progress, leave=False
             )
-            t0, total, items = time.perf_counter(), 0.0, 0
-            for batch in bar:
+            t0, summed, items = time.perf_counter(), None, 0
+            for i, batch in enumerate(bar):
                 loss = step(batch)
-                for opt in self.optimizers:
-                    opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if self.after_backward is not None:
-                    self.after_backward()
-                for opt in self.optimizers:
-                    opt.step()
-                for scheduler in self.schedulers:
-                    scheduler.step()
-                value, n = loss.item(), size(batch)
-                total += value * n  # the epoch's loss is the mean per item, whatever the batch sizes
+                self.update(loss)
+                n = size(batch)
+                # the epoch's loss is the mean per item, whatever the batch sizes
+                weighted = loss.detach().float() * n
+                summed = weighted if summed is None else summed + weighted
                 items += n
-                bar.set_postfix(loss=f"{value:.3f}")
+                if fitted.warmup_seconds is None:
+                    synchronize()
+                    fitted.warmup_seconds, fitted.warmup_items = time.perf_counter() - t0, n
+                if self.progress and i % self.log_every == 0:
+                    bar.set_postfix(loss=f"{loss.item():.3f}")
+            total = float(summed) if summed is not None else 0.0  # waits for the epoch's last step
             seconds = time.perf_counter() - t0
             fitted.seconds += seconds
             fitted.items += items
@@ -154,6 +169,23 @@ class Trainer:
             for callback in self.on_epoch_end:
                 callback(self)
         return fitted
+
+    def update(self, loss: torch.Tensor) -> None:
+        """Backward pass and one step of every optimizer and scheduler (scaled under fp16)."""
+        for opt in self.optimizers:
+            opt.zero_grad(set_to_none=True)
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+        if self.after_backward is not None:
+            self.after_backward()
+        for opt in self.optimizers:
+            if self.scaler is None:
+                opt.step()
+            else:
+                self.scaler.step(opt)  # skipped when the scaled gradients overflowed
+        if self.scaler is not None:
+            self.scaler.update()
+        for scheduler in self.schedulers:
+            scheduler.step()
 
     # --- what a resume restores -------------------------------------------------------------
 

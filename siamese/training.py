@@ -18,7 +18,7 @@ import torch
 from . import kernels
 from .calibration import check_targets, data_record, fit_calibrator
 from .data import Pairs
-from .devices import is_cpu, resolve_device
+from .devices import is_cpu, resolve_device, to_device
 from .distributed import World, gather, mean_over_workers, process_group
 from .distributed import world as current_world
 from .encoders import default_lr, encoder_class
@@ -28,7 +28,7 @@ from .losses import LossConfig, PairLoss, build_loss
 from .model import ModelConfig, SiameseModel, check_trainable
 from .optim import LazyAdam
 from .parallel import ParallelEncoder, single_threaded_ops
-from .precision import PRECISIONS, resolve_precision  # noqa: F401 (re-exported)
+from .precision import PRECISIONS, grad_scaler, resolve_precision  # noqa: F401 (re-exported)
 from .precision import autocast as precision_autocast
 from .progress import tqdm
 from .teachers import TeacherVectors, load_teacher
@@ -49,7 +49,9 @@ class TrainConfig:
     seed: int = 0  # the one seed: weights (ModelConfig.seed is set from it), batches, calibration
     bucket: bool = True  # group texts of similar length into batches: far less padding
     bucket_span: int = 50  # batches per sorted pool; larger = tighter lengths, less randomness
-    precision: str = "auto"  # "bf16": LSTM matmuls in bfloat16 (fp32 weights); "fp32"; "auto": bf16 if the CPU has it
+    # "bf16": matmuls in bfloat16 (fp32 weights); "fp16" (CUDA, with a gradient scaler); "fp32"; "auto": bf16 if
+    # the CPU has it natively, and on a CUDA GPU bf16 (else fp16) for transformers, fp32 for the word encoders
+    precision: str = "auto"
     threshold_metric: str = "accuracy"  # what the validation threshold maximises: accuracy | f1
     workers: int | None = None  # threads encoding length groups of a batch in parallel; None = one per core
     warmup_steps: int = 0  # raise the learning rate linearly over the first steps (fine-tuning a pretrained encoder)
@@ -295,7 +297,8 @@ def _train(
     model_config.check()
     check_trainable(model_config)  # before a teacher encodes anything
     device = resolve_device(config.device)
-    precision = resolve_precision(config.precision, device)
+    # mixed precision on a GPU where it pays: a transformer's large matmuls (cuDNN's LSTM is fast in fp32)
+    precision = resolve_precision(config.precision, device, mixed_on_gpu=encoder_class(model_config.encoder).pretrained)
     progress = progress and world.main
     if world.distributed and config.batch_size < 2 * world.size:
         raise ConfigError(
@@ -331,7 +334,7 @@ def _train(
     val_set = training_data(val_pairs, loss_fn) if val_pairs is not None and len(val_pairs) else None
     teacher = teacher_info = None
     if loss_fn.uses_teacher:  # every distinct training and validation text, encoded once, before the student is built
-        teacher_model, teacher_info = load_teacher(config.teacher, max_length=model_config.max_length)
+        teacher_model, teacher_info = load_teacher(config.teacher, max_length=model_config.max_length, device=device)
         texts = [t for d in (data, val_set) if d is not None for side in d.sides() for t in side]
         teacher = TeacherVectors.encode(teacher_model, texts, progress=progress)
         del teacher_model  # hundreds of MB for a large teacher; only its vectors are needed now
@@ -395,9 +398,11 @@ def _train(
             sizes = world.shard_sizes(len(rows)) if config.gather else None
             rows = world.shard(rows)
         ids, lengths = data.batch(rows)
-        labels = data.labels[rows].to(device) if data.labels is not None else None
-        teacher = tuple(t.to(device) for t in data.teacher_batch(rows)) if data.teacher is not None else None
-        return (net if sharded else step_loss)(ids.to(device), lengths.to(device), len(rows), labels, teacher, sizes)
+        labels = to_device(data.labels[rows], device) if data.labels is not None else None
+        teacher = tuple(to_device(t, device) for t in data.teacher_batch(rows)) if data.teacher is not None else None
+        return (net if sharded else step_loss)(
+            to_device(ids, device), to_device(lengths, device), len(rows), labels, teacher, sizes
+        )
 
     modules = torch.nn.ModuleList([encoder, head])
     # Linear warm-up: early steps of a pretrained encoder otherwise take full-size Adam steps on noisy moments.
@@ -424,6 +429,7 @@ def _train(
         item="pair",
         on_epoch_end=callbacks,
         after_backward=runner.backward,
+        scaler=grad_scaler(precision, device),
     )
     if resume_state is not None:
         try:
@@ -521,7 +527,8 @@ def _train(
         "history": fitted.history,
         "seconds": round(time.perf_counter() - started, 3),
         "train_seconds": round(fitted.seconds, 3),
-        "pairs_per_second": fitted.per_second,
+        "warmup_seconds": None if fitted.warmup_seconds is None else round(fitted.warmup_seconds, 3),
+        "pairs_per_second": fitted.per_second,  # after the warm-up step
         "threshold": model.threshold,
         "threshold_choice": threshold_info,
         "calibration": calibration,
@@ -584,9 +591,10 @@ def validation_loss(
     order = np.argsort(data.lengths, kind="stable")
     rows = [order[i : i + config.batch_size] for i in range(0, len(order), config.batch_size)]
     rows = [r for r in rows if len(r) >= 2][world.rank :: world.size]
-    losses = [batch_loss(data, r).item() for r in rows]
+    losses = [batch_loss(data, r).detach().float() for r in rows]  # read once, not a GPU stall per batch
     modules.train()
-    return mean_over_workers(float(np.sum(losses)), len(losses), device or torch.device("cpu"))
+    total = float(torch.stack(losses).sum()) if losses else 0.0
+    return mean_over_workers(total, len(losses), device or torch.device("cpu"))
 
 
 @torch.no_grad()

@@ -134,12 +134,14 @@ def index_build(
     )
 
 
-def _open_index(index_dir: Path, model_dir: Path | None):
+def _open_index(index_dir: Path, model_dir: Path | None, device: str):
     """The index, with the given model folder or else the one recorded when it was built."""
     from ..model import SiameseModel
     from ..search import DuplicateIndex
 
-    return DuplicateIndex.load(index_dir, SiameseModel.load(model_dir) if model_dir else None)
+    return DuplicateIndex.load(
+        index_dir, SiameseModel.load(model_dir, device=device) if model_dir else None, device=device
+    )
 
 
 @user_errors
@@ -156,6 +158,7 @@ def index_add(
             "--allow-duplicates", help="Also add texts already indexed (by exact text, whitespace collapsed)."
         ),
     ] = False,
+    device: DeviceOpt = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     as_json: JsonOpt = False,
 ):
@@ -165,8 +168,10 @@ def index_add(
     from ..search.index import add_to_index
 
     texts = read_texts(data, column)
-    model = SiameseModel.load(model_dir) if model_dir else None
-    index, added = add_to_index(index_dir, texts, model, allow_duplicates=allow_duplicates, progress=not quiet)
+    model = SiameseModel.load(model_dir, device=device) if model_dir else None
+    index, added = add_to_index(
+        index_dir, texts, model, allow_duplicates=allow_duplicates, progress=not quiet, device=device
+    )
     _emit(
         {"out": str(index_dir), "added": added, "skipped": len(texts) - added, "size": len(index)},
         as_json,
@@ -192,14 +197,15 @@ def search(
             help="A cross-encoder folder (train --cross) that re-scores the k candidates and gives the verdict.",
         ),
     ] = None,
+    device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
     """Nearest indexed texts to a query, with similarity and a duplicate verdict."""
     from dataclasses import asdict
 
     query = text_argument(query, "query")
-    cross = _open_cross(rerank) if rerank else None  # a wrong folder fails before the index is read
-    index = _open_index(index_dir, model_dir)
+    cross = _open_cross(rerank, device) if rerank else None  # a wrong folder fails before the index is read
+    index = _open_index(index_dir, model_dir, device)
     hits = index.search([query], k, threshold=None if cross else threshold)[0]
     if cross is not None:
         from ..search.cascade import rerank as rerank_hits
@@ -212,11 +218,11 @@ def search(
     )
 
 
-def _open_cross(path: Path):
+def _open_cross(path: Path, device: str):
     """A cross-encoder folder, or one line saying what it is instead."""
     from ..loading import load_model
 
-    model = load_model(path)
+    model = load_model(path, device=device)
     if getattr(model, "kind", None) != "cross":
         raise ConfigError(f"{path}: --rerank/--verify take a cross-encoder (siamese train --cross), not a bi-encoder")
     return model
@@ -322,7 +328,7 @@ def dedupe(
         if verify is not None:
             if against is not None:
                 raise ConfigError("--verify works on a dedupe within one corpus, not with --against")
-            extra = {"verify": _open_cross(verify), "verify_band": None if verify_all else verify_band}
+            extra = {"verify": _open_cross(verify, device), "verify_band": None if verify_all else verify_band}
         run = _new_dedupe_run(
             path,
             data,

@@ -117,6 +117,7 @@ def predict(
     explain: Annotated[
         bool, typer.Option("--explain", help="Also weigh each word: how much it drove the similarity.")
     ] = False,
+    device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
     """Similarity of two texts and whether they are duplicates."""
@@ -124,7 +125,7 @@ def predict(
 
     text1 = text_argument(_one_of(text1, first, "text1"), "text1")
     text2 = text_argument(_one_of(text2, second, "text2"), "text2")
-    model = load_model(model_dir)
+    model = load_model(model_dir, device=device)
     t = model.threshold if threshold is None else threshold
     similarity = float(model.similarity([text1], [text2])[0])
     # probability: null when the model is not calibrated (the key is always there)
@@ -169,6 +170,7 @@ def calibrate(
     text1: Text1Opt = None,
     text2: Text2Opt = None,
     label: LabelOpt = None,
+    device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
     """Fit similarity -> duplicate probability (Platt, isotonic or their blend) on labelled pairs; optionally set the threshold for a target precision or recall."""
@@ -177,7 +179,7 @@ def calibrate(
     from ..loading import load_model
 
     check_targets(target_precision, target_recall)
-    model = load_model(model_dir)
+    model = load_model(model_dir, device=device)
     summary = run_calibration(
         model,
         _read(data, format, text1, text2, label),
@@ -221,6 +223,7 @@ def score(
     text2: Text2Opt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
     overwrite: OverwriteFileOpt = False,
+    device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
     """Add similarity, probability (calibrated models) and duplicate columns to a file of pairs, streamed."""
@@ -230,7 +233,7 @@ def score(
 
     _check_out_file(out, overwrite, inputs=[data, model_dir])
 
-    model = load_model(model_dir)
+    model = load_model(model_dir, device=device)
     bar = None
     if not quiet and sys.stderr.isatty():
         bar = tqdm(desc="score", unit="pair")
@@ -281,7 +284,7 @@ def summary(
 
     _check_out_file(png, overwrite, inputs=[model_dir])
 
-    model = SiameseModel.load(model_dir)
+    model = SiameseModel.load(model_dir, device="cpu")  # a table of shapes: no GPU needed
     if png is not None:
         draw(model, png)
     rows = [asdict(r) for r in summary_rows(model)]
@@ -308,6 +311,7 @@ def rank(
         Optional[str], typer.Option("--column", help="CSV/TSV column holding the answers (default: the first).")
     ] = None,
     k: Annotated[Optional[int], typer.Option("-k", min=1, help="Show only the best k (default: all).")] = None,
+    device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
     """Rank candidate answers for a question, best first."""
@@ -316,7 +320,7 @@ def rank(
     from ..model import SiameseModel
 
     question = text_argument(question, "question")
-    model = SiameseModel.load(model_dir)
+    model = SiameseModel.load(model_dir, device=device)
     texts = read_texts(candidates, column)
     ranked = run_rank(model, question, texts)[:k]
     hits = [
@@ -335,13 +339,14 @@ def evaluate_answers(
     data: Annotated[
         Path, typer.Option("--data", help="Answer-selection set: TrecQA CSV (qtext,label,atext) or a WikiQA folder.")
     ],
+    device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
     """MAP and MRR of ranking each question's candidate answers."""
     from ..answers import ranking_report, read_answers
     from ..model import SiameseModel
 
-    report = ranking_report(SiameseModel.load(model_dir).similarity, read_answers(data))
+    report = ranking_report(SiameseModel.load(model_dir, device=device).similarity, read_answers(data))
     _emit(
         report,
         as_json,

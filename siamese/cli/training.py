@@ -72,6 +72,7 @@ def _train_cross(
     lr,
     seed,
     precision,
+    device,
     threshold_metric,
     calibrate,
     checkpoint,
@@ -91,6 +92,7 @@ def _train_cross(
         lr=lr or defaults.lr,
         seed=seed,
         precision=precision,
+        device=device,
         threshold_metric=threshold_metric,
         calibrate=calibrate,
     )
@@ -117,6 +119,7 @@ def _train_cross(
         "val_loss": info["history"][-1].get("val_loss"),
         "threshold": model.threshold,
         "pairs_per_second": info["pairs_per_second"],
+        "warmup_seconds": info["warmup_seconds"],
         "seconds": info["seconds"],
         "calibration": info["calibration"],
     }
@@ -379,7 +382,10 @@ def train(
     lowercase: Annotated[bool, typer.Option("--lowercase/--keep-case")] = True,
     precision: Annotated[
         str,
-        typer.Option(help="auto (bf16 where the CPU has it natively, else fp32), bf16 (fast, fp32 weights) or fp32."),
+        typer.Option(
+            help="auto (bf16 where the CPU has it natively, else fp32; on a CUDA GPU bf16, else fp16, "
+            "for transformers), bf16 (fast, fp32 weights), fp16 (CUDA) or fp32."
+        ),
     ] = "auto",
     threshold_metric: Annotated[
         str, typer.Option(help="What the validation threshold maximises: accuracy or f1.")
@@ -494,6 +500,7 @@ def train(
             lr=lr,
             seed=seed,
             precision=precision,
+            device=device,
             threshold_metric=threshold_metric,
             calibrate=calibrate,
             checkpoint=resume or checkpoint,
@@ -562,6 +569,7 @@ def train(
         "val_loss": last.get("val_loss"),
         "threshold": info["threshold"],
         "pairs_per_second": info["pairs_per_second"],
+        "warmup_seconds": info["warmup_seconds"],
         "seconds": info["seconds"],
         "recipe": {"encoder": encoder, "head": head, "loss": loss},
         "threshold_choice": info["threshold_choice"],
@@ -666,6 +674,7 @@ def distill_command(
         ),
     ] = None,
     seed: Annotated[int, typer.Option(min=0, max=2**32 - 1)] = StaticConfig.seed,
+    device: DeviceOpt = "auto",
     overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,
 ):
@@ -692,6 +701,7 @@ def distill_command(
         fine_tune_epochs=fine_tune_epochs,
         fine_tune_lr=fine_tune_lr,
         progress=not as_json,
+        device=device,
     )
     student.save(out, overwrite=overwrite)
     info = student.info["distillation"]
@@ -745,7 +755,10 @@ def export(
 
     check_export_options(format, quantize)  # before the model is loaded
     _check_out(out, overwrite, inputs=[model_dir])
-    result = export_model(SiameseModel.load(model_dir), out, format=format, quantize=quantize, overwrite=overwrite)
+    # ONNX is traced on the CPU, where ONNX Runtime then runs it
+    result = export_model(
+        SiameseModel.load(model_dir, device="cpu"), out, format=format, quantize=quantize, overwrite=overwrite
+    )
     _emit(
         result,
         as_json,
@@ -783,6 +796,7 @@ def pretrained_model(
     text1: Text1Opt = None,
     text2: Text2Opt = None,
     label: LabelOpt = None,
+    device: DeviceOpt = "auto",
     overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,
 ):
@@ -792,7 +806,7 @@ def pretrained_model(
     from ..sentence_encoder import from_pretrained
 
     parts = [_read(p, format, text1, text2, label) for p in val_data] if val_data else validation_sets()
-    model = from_pretrained(source, parts, max_length=max_length, metric=threshold_metric)
+    model = from_pretrained(source, parts, max_length=max_length, metric=threshold_metric, device=device)
     model.save(out, overwrite=overwrite)
     info = model.info["pretrained"]
     choice = info["threshold_choice"]

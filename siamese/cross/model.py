@@ -35,7 +35,9 @@ from torch import nn
 
 from ..atomic import atomic_dir, atomic_file
 from ..calibration import Calibrator
+from ..devices import host_bytes, resolve_device, to_device
 from ..errors import ConfigError, ModelError
+from ..extras import require
 from ..manifest import read_manifest
 from ..model import FORMAT as SIAMESE_FORMAT
 from ..model import SiameseModel
@@ -69,6 +71,7 @@ class CrossNetwork(nn.Module):
 
     def __init__(self, config: CrossConfig):
         super().__init__()
+        require("transformer", "transformers")
         from transformers import CONFIG_MAPPING, AutoModel
 
         if config.hf_config is None:  # first build: pretrained weights
@@ -170,6 +173,20 @@ class CrossEncoder:
         self.calibrator: Calibrator | None = None
         self.path: Path | None = None
         self.precision: str | None = None  # None: $SIAMESE_PRECISION, else auto (bf16 on native-bf16 CPUs)
+        self.device = torch.device("cpu")  # where the network (and the prior's weights) are: see to()
+
+    def to(self, device: str | torch.device | None = "auto") -> CrossEncoder:
+        """Move the network, and the prior bi-encoder, to ``device`` (auto, cpu, cuda, cuda:N, mps)."""
+        device = resolve_device(device)
+        self.network.to(device)
+        if self.prior is not None:
+            self.prior.to(device)
+        self.device = device
+        return self
+
+    def device_batch(self, encodings: Sequence) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(ids, token types, attention mask) of ``encodings``, padded, on the network's device."""
+        return tuple(to_device(t, self.device) for t in self.tokenizer.batch(encodings))
 
     @classmethod
     def build(cls, config: CrossConfig | None = None) -> CrossEncoder:
@@ -201,17 +218,22 @@ class CrossEncoder:
             raise ValueError(f"{len(texts_a)} first texts but {len(texts_b)} second texts")
         if prior is None:
             prior = self.prior_cosines(texts_a, texts_b)
-        cosines = None if prior is None else torch.from_numpy(np.asarray(prior, dtype=np.float32))
+        cosines = (
+            None if prior is None else to_device(torch.from_numpy(np.asarray(prior, dtype=np.float32)), self.device)
+        )
         encodings = self.tokenizer.encode(texts_a, texts_b)
         order = np.argsort([len(e.ids) for e in encodings], kind="stable")  # length-sorted batches: little padding
         out = np.empty(len(encodings), dtype=np.float32)
-        precision = resolve_precision(self.precision or default_precision())
+        precision = resolve_precision(self.precision or default_precision(), self.device)
         self.network.eval()
-        with torch.inference_mode(), autocast(precision)():
+        parts = []  # kept on the device until the end: no wait for the GPU after every batch
+        with torch.inference_mode(), autocast(precision, self.device.type)():
             for start in range(0, len(order), batch_size):
                 rows = order[start : start + batch_size]
-                batch = self.tokenizer.batch([encodings[i] for i in rows])
-                out[rows] = self.network(*batch, None if cosines is None else cosines[rows]).float().numpy()
+                batch = self.device_batch([encodings[i] for i in rows])
+                parts.append(self.network(*batch, None if cosines is None else cosines[rows]).float())
+        if parts:
+            out[order] = torch.cat(parts).cpu().numpy()
         return out
 
     def similarity(
@@ -250,7 +272,7 @@ class CrossEncoder:
         h = hashlib.sha256(json.dumps(asdict(self.config), sort_keys=True).encode())
         for name, tensor in sorted(self.network.state_dict().items()):
             h.update(name.encode())
-            h.update(tensor.detach().contiguous().numpy().tobytes())
+            h.update(host_bytes(tensor))
         if self.prior is not None:
             h.update(self.prior.fingerprint().encode())
         return h.hexdigest()
@@ -299,8 +321,12 @@ class CrossEncoder:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, precision: str | None = None) -> CrossEncoder:
+    def load(
+        cls, path: str | os.PathLike, *, precision: str | None = None, device: str | torch.device | None = "auto"
+    ) -> CrossEncoder:
+        """Open a cross-encoder folder on ``device`` (auto: a GPU when there is one)."""
         path = Path(path)
+        device = resolve_device(device)  # an unavailable device is refused before the weights are read
         raw = read_manifest(path, "config.json", FORMAT, ModelError, "cross-encoder")
         known = {f.name for f in fields(CrossConfig)}
         try:
@@ -316,7 +342,7 @@ class CrossEncoder:
         ):
             if not (path / name).is_file():
                 raise ModelError(f"{path}: cross-encoder folder is missing {name}")
-        prior = SiameseModel.load(path / PRIOR_FOLDER, precision=precision) if config.prior else None
+        prior = SiameseModel.load(path / PRIOR_FOLDER, precision=precision, device="cpu") if config.prior else None
         try:
             state = load_file(str(path / "model.safetensors"))
             if not all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point()):
@@ -340,7 +366,7 @@ class CrossEncoder:
             except (ValueError, TypeError) as e:
                 raise ModelError(f"{path / 'config.json'}: invalid calibration ({e})") from None
         model.path, model.precision = path.resolve(), precision
-        return model
+        return model.to(device)
 
 
 def load_prior(source: str) -> SiameseModel:

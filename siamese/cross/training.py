@@ -18,9 +18,10 @@ from torch.nn import functional as F
 
 from ..calibration import data_record, fit_calibrator
 from ..data import Pairs
+from ..devices import resolve_device, to_device
 from ..errors import ConfigError, DataError
 from ..evaluation import choose_threshold
-from ..precision import autocast, resolve_precision
+from ..precision import autocast, grad_scaler, resolve_precision
 from ..trainer import Checkpoint, Trainer, read_checkpoint
 from .model import CrossConfig, CrossEncoder
 
@@ -35,7 +36,8 @@ class CrossTrainConfig:
     weight_decay: float = 0.01
     warmup_fraction: float = 0.1  # of all steps, then a linear decay to 0
     both_orders: bool = True  # train on (a, b) and (b, a): the score averages both orders
-    precision: str = "auto"  # bf16 autocast where the CPU has it natively
+    precision: str = "auto"  # bf16 autocast where the CPU has it natively; on a CUDA GPU bf16 (else fp16)
+    device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, cuda:N, mps
     threshold_metric: str = "accuracy"
     calibrate: bool = True
     seed: int = 0
@@ -83,10 +85,11 @@ def train_cross(
         raise DataError(
             f"{train_pairs.source}: a cross-encoder trains on labelled pairs and needs both labels (0 and 1)"
         )
-    precision = resolve_precision(config.precision)
+    device = resolve_device(config.device)
+    precision = resolve_precision(config.precision, device)
     rng = np.random.default_rng(config.seed)
     torch.manual_seed(config.seed)
-    model = CrossEncoder.build(model_config)
+    model = CrossEncoder.build(model_config).to(device)
 
     a, b = list(train_pairs.text1), list(train_pairs.text2)
     prior = model.prior_cosines(a, b)  # None without a prior bi-encoder
@@ -105,16 +108,16 @@ def train_cross(
     if config.both_orders:
         a, b, targets = a + list(train_pairs.text2), b + list(train_pairs.text1), np.concatenate([targets, targets])
         prior = None if prior is None else np.concatenate([prior, prior])
-    cosines = None if prior is None else torch.from_numpy(prior)
+    cosines = None if prior is None else to_device(torch.from_numpy(prior), device)
     encodings = model.tokenizer.encode(a, b)
     lengths = np.array([len(e.ids) for e in encodings])
-    y = torch.from_numpy(targets.astype(np.float32))
+    y = to_device(torch.from_numpy(targets.astype(np.float32)), device)
     val = None
     if val_pairs is not None and len(val_pairs) >= 2:
         val = (
             model.tokenizer.encode(val_pairs.text1, val_pairs.text2),
-            torch.from_numpy(targets_of(val_pairs)),
-            None if val_prior is None else torch.from_numpy(val_prior),
+            to_device(torch.from_numpy(targets_of(val_pairs)), device),
+            None if val_prior is None else to_device(torch.from_numpy(val_prior), device),
         )
 
     from ..training import batches  # the Siamese trainer's length-bucketed batches
@@ -125,18 +128,19 @@ def train_cross(
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=config.lr,
+        fused=device.type == "cuda",  # one kernel for every weight's update
     )
     steps = config.epochs * -(-len(encodings) // config.batch_size)
     warmup = max(1, int(config.warmup_fraction * steps))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup)))
     )
-    cast = autocast(precision)
+    cast = autocast(precision, device.type)
 
     def step(rows: np.ndarray) -> torch.Tensor:
         with cast():
             logits = network(
-                *model.tokenizer.batch([encodings[i] for i in rows]), None if cosines is None else cosines[rows]
+                *model.device_batch([encodings[i] for i in rows]), None if cosines is None else cosines[rows]
             )
         return F.binary_cross_entropy_with_logits(logits.float(), y[rows])
 
@@ -144,19 +148,19 @@ def train_cross(
     def validate() -> float:
         network.eval()
         enc, target, val_cosines = val
-        total = 0.0
+        total = torch.zeros((), device=device)  # summed on the device, read once
         for start in range(0, len(enc), 64):
             with cast():
                 logits = network(
-                    *model.tokenizer.batch(enc[start : start + 64]),
+                    *model.device_batch(enc[start : start + 64]),
                     None if val_cosines is None else val_cosines[start : start + 64],
                 )
-            total += F.binary_cross_entropy_with_logits(
-                logits.float(), target[start : start + 64], reduction="sum"
-            ).item()
-        return total / len(enc)
+            total += F.binary_cross_entropy_with_logits(logits.float(), target[start : start + 64], reduction="sum")
+        return float(total) / len(enc)
 
-    meta = {"train_config": json.loads(json.dumps(asdict(config))), "run": run or {}}
+    # the device may change between runs (trained on a GPU, resumed on the CPU)
+    settings = {k: v for k, v in asdict(config).items() if k != "device"}
+    meta = {"train_config": json.loads(json.dumps(settings)), "run": run or {}}
     callbacks = [Checkpoint(checkpoint, model.write, meta)] if checkpoint else []
     trainer = Trainer(
         network,
@@ -168,6 +172,7 @@ def train_cross(
         desc="cross epoch",
         item="pair",
         on_epoch_end=callbacks,
+        scaler=grad_scaler(precision, device),
     )
     if resume:
         if checkpoint is None:
@@ -205,13 +210,15 @@ def train_cross(
     model.info["training"] = {
         "config": asdict(config),
         "precision": precision,
+        "device": str(device),
         "loss": "bce",
         "train_pairs": len(train_pairs),
         "val_pairs": 0 if val_pairs is None else len(val_pairs),
         "best_epoch": fitted.best_epoch,
         "history": fitted.history,
         "seconds": round(time.perf_counter() - started, 3),
-        "pairs_per_second": fitted.per_second,
+        "warmup_seconds": None if fitted.warmup_seconds is None else round(fitted.warmup_seconds, 3),
+        "pairs_per_second": fitted.per_second,  # after the warm-up step
         "threshold": model.threshold,
         "threshold_choice": choice,
         "calibration": calibration,
@@ -254,6 +261,7 @@ def train_from_configs(train_pairs: Pairs, val_pairs: Pairs | None, model_config
         lr=config.lr or defaults.lr,
         seed=config.seed,
         precision=config.precision,
+        device=config.device,
         threshold_metric=config.threshold_metric,
         calibrate=config.calibrate,
         warmup_fraction=defaults.warmup_fraction

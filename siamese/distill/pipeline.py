@@ -24,11 +24,13 @@ def distill(
     fine_tune_epochs: int = 1,
     fine_tune_lr: float = 1e-3,
     progress: bool = True,
+    device: str = "auto",
 ) -> SiameseModel:
     """A static student of ``teacher`` (``minilm``, ``mpnet``, a Siamese, sentence-transformers or
     Hugging Face folder, or a model in memory) learned on ``texts`` (default:
     :func:`default_corpus`), optionally fine-tuned on labelled pairs, with its decision threshold
-    chosen on ``val_pairs`` (one set or several, both labels)."""
+    chosen on ``val_pairs`` (one set or several, both labels). ``device``: where the teacher and
+    the student run (auto: a GPU when there is one)."""
     from ..model import ModelConfig
     from ..sentence_encoder import set_threshold, validation_parts
     from ..teachers import load_teacher
@@ -42,7 +44,7 @@ def distill(
     distinct = len(set(t for t in corpus if t.strip()))
     if distinct < 10:  # before the teacher is loaded: a mistake should not cost its start-up
         raise DataError(f"the distillation corpus has {distinct} distinct texts; at least 10 are needed")
-    teacher_model, info = load_teacher(teacher, max_length=config.max_length)
+    teacher_model, info = load_teacher(teacher, max_length=config.max_length, device=device)
     student = distill_static(teacher_model, corpus, config, teacher_info=info, progress=progress)
     del teacher_model  # hundreds of MB for a large teacher
     if fine_tune is not None:
@@ -50,7 +52,7 @@ def distill(
             fine_tune,
             val,
             model_config=ModelConfig(loss=fine_tune_loss),
-            config=TrainConfig(epochs=fine_tune_epochs, lr=fine_tune_lr, seed=config.seed),
+            config=TrainConfig(epochs=fine_tune_epochs, lr=fine_tune_lr, seed=config.seed, device=device),
             initial=student,
             progress=progress,
         )

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 
+from ..devices import host_bytes, to_device
 from ..encoders import BagOfWordsEncoder
 from ..errors import ConfigError, DataError
 from ..model import ModelConfig, SiameseModel
@@ -109,8 +110,10 @@ def distill_static(
         encoder.embedding.weight[PAD_ID] = 0
         if config.vocabulary == "words":
             encoder.embedding.weight[UNK_ID] = 0  # an unknown word is no evidence either way
-    model = SiameseModel(vectorizer, encoder, model_config)
-    goal = torch.nn.functional.normalize(torch.from_numpy(targets @ projection), dim=-1)
+    model = SiameseModel(vectorizer, encoder, model_config).to(
+        teacher.device
+    )  # the student learns where the teacher ran
+    goal = torch.nn.functional.normalize(to_device(torch.from_numpy(targets @ projection), model.device), dim=-1)
     history = fit_to_teacher(model, ids, goal, config, progress)
     model.info = {
         "distillation": {
@@ -151,7 +154,9 @@ def fit_to_teacher(
 
     def student(rows: np.ndarray) -> torch.Tensor:
         batch, lengths = pad([ids[i] for i in rows], model.vectorizer.pad_id)
-        return encoder(torch.from_numpy(batch), torch.from_numpy(lengths))
+        return encoder(
+            to_device(torch.from_numpy(batch), model.device), to_device(torch.from_numpy(lengths), model.device)
+        )
 
     def losses(rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """(the batch's loss, its texts' cosines to the teacher)"""
@@ -181,7 +186,7 @@ def fit_to_teacher(
         # Batches of texts of similar length (little padding), visited in random order.
         shuffled = train_rows[np.argsort(lengths + rng.random(len(lengths)) * 4, kind="stable")]
         batches = [shuffled[b : b + config.batch_size] for b in range(0, len(shuffled), config.batch_size)]
-        total = 0.0
+        total = torch.zeros((), device=model.device)  # summed on the device, read once per epoch
         encoder.train()
         for k in tqdm(rng.permutation(len(batches)), desc=f"distill epoch {epoch}", disable=not progress, leave=False):
             rows = batches[k]
@@ -189,10 +194,10 @@ def fit_to_teacher(
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            total += float(loss.detach()) * len(rows)
+            total += loss.detach() * len(rows)
         row = {
             "epoch": epoch,
-            "loss": round(total / max(len(train_rows), 1), 5),
+            "loss": round(float(total) / max(len(train_rows), 1), 5),
             **held_out(),
             "seconds": round(time.perf_counter() - started, 2),
         }
@@ -267,18 +272,19 @@ def _own_token_vectors(teacher: SiameseModel, teacher_tokens: int, progress: boo
     h = hashlib.sha256(repr((special, teacher_tokens, precision)).encode())
     for name, tensor in sorted(teacher.encoder.state_dict().items()):
         h.update(name.encode())
-        h.update(tensor.detach().contiguous().numpy().tobytes())
+        h.update(host_bytes(tensor))
     key = h.hexdigest()
     if key in _LAST_TEACHER:
         return _LAST_TEACHER[key]
     ids = np.array([[*special[:1], i, *special[1:]] for i in range(teacher_tokens)], dtype=np.int64)
-    lengths = torch.full((256,), ids.shape[1], dtype=torch.long)
+    device = teacher.device
+    lengths = torch.full((256,), ids.shape[1], dtype=torch.long, device=device)
     vectors = np.zeros((teacher_tokens, teacher.dim), dtype=np.float32)
     teacher.encoder.eval()
-    with autocast(precision)():
+    with autocast(precision, device.type)():
         for start in tqdm(range(0, teacher_tokens, 256), desc="token vectors", disable=not progress, leave=False):
-            batch = torch.from_numpy(ids[start : start + 256])
-            vectors[start : start + len(batch)] = teacher.encoder(batch, lengths[: len(batch)]).float().numpy()
+            batch = to_device(torch.from_numpy(ids[start : start + 256]), device)
+            vectors[start : start + len(batch)] = teacher.encoder(batch, lengths[: len(batch)]).float().cpu().numpy()
     vectors.setflags(write=False)
     _LAST_TEACHER.clear()
     _LAST_TEACHER[key] = vectors

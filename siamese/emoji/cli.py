@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli.common import JsonOpt, OverwriteOpt, _check_out, _emit, user_errors
+from ..cli.common import DeviceOpt, JsonOpt, OverwriteOpt, _check_out, _emit, user_errors
 from ..errors import ConfigError
 
 # mounted as `siamese emoji` by siamese/cli/root.py (this module does not import the app: no cycle)
@@ -42,6 +42,7 @@ def train_vae(
     ] = 0.8,
     val_fraction: Annotated[float, typer.Option(min=0.01, max=0.9)] = 0.2,
     seed: int = 0,
+    device: DeviceOpt = "auto",
     quiet: QuietOpt = False,
     overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,
@@ -59,7 +60,9 @@ def train_vae(
     vae = run_training(
         emojis,
         model_config=VAEConfig(latent_dim=latent_dim, filters=filters, dropout=dropout),
-        config=VAETrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, val_fraction=val_fraction, seed=seed),
+        config=VAETrainConfig(
+            epochs=epochs, batch_size=batch_size, lr=lr, val_fraction=val_fraction, seed=seed, device=device
+        ),
         progress=not quiet,
     )
     codes = vae.encode(emojis.images)
@@ -110,6 +113,7 @@ def encode(
     vae_dir: Annotated[Path, typer.Argument(help="VAE folder (from train-vae).")],
     out: Annotated[Path, typer.Option("--out", help="CSV to write: codepoints, char, z0 … z15.")],
     images: ImagesOpt = None,
+    device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
     """Encode every emoji image into its VAE code (the Gaussian's mean) and count inf/NaN codes."""
@@ -120,7 +124,7 @@ def encode(
     from .vae import EmojiVAE
 
     check_not_input(out, [vae_dir, images])
-    vae = EmojiVAE.load(vae_dir)
+    vae = EmojiVAE.load(vae_dir, device=device)
     emojis = load_emojis(images)
     codes = vae.encode(emojis.images)
     non_finite = int((~np.isfinite(codes)).any(axis=1).sum())
@@ -156,6 +160,7 @@ def generate(
     scale: Annotated[int, typer.Option(min=1, max=8, help="Pixel scale of each emoji in the sheets.")] = 1,
     images: ImagesOpt = None,
     seed: int = 0,
+    device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
     """Decode Gaussian samples, the seed's 2-D grids, reconstructions and an interpolation to PNGs."""
@@ -170,7 +175,7 @@ def generate(
         if len(ends) != 2:
             raise ConfigError(f"--between takes two emojis separated by a comma, got {between!r}")
     written = write_sheets(
-        EmojiVAE.load(vae_dir),
+        EmojiVAE.load(vae_dir, device=device),
         out,
         samples=samples,
         patterns=tuple(p.strip().upper() for p in patterns.split(",") if p.strip()),
@@ -261,6 +266,7 @@ def train(
         ),
     ] = 6,
     seed: int = 0,
+    device: DeviceOpt = "auto",
     quiet: QuietOpt = False,
     overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,
@@ -279,7 +285,7 @@ def train(
     tweets = read_tweets(data)
     if limit:
         tweets = tweets.subset(range(min(limit, len(tweets))))
-    vae = EmojiVAE.load(vae_dir)
+    vae = EmojiVAE.load(vae_dir, device=device)
     emojis = load_emojis(images)
     glove_path = None if no_glove else (glove or data_root() / "glove" / "glove-50d-5k.json")
     model, result = train_and_evaluate(
@@ -302,6 +308,7 @@ def train(
             average_from=average_from or None,
             encoder_lr=encoder_lr,
             seed=seed,
+            device=device,
         ),
         glove_path=glove_path,
         test_fraction=test_fraction,
@@ -371,13 +378,14 @@ def evaluate(
             help="Labelled tweets CSV ('text', 'airline_sentiment'); default: the model's own file, whose held-out test split is scored.",
         ),
     ] = None,
+    device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
     """3-way accuracy, per-class recall, confusion matrix and top-5 sentiment agreement of a model
     on labelled tweets, beside the majority class and TF-IDF + LR trained on the model's training tweets."""
     from .sqam_evaluation import evaluate_file
 
-    result = evaluate_file(model_dir, data)
+    result = evaluate_file(model_dir, data, device=device)
     _emit(
         result,
         as_json,
@@ -405,6 +413,7 @@ def suggest(
     ] = None,
     images: ImagesOpt = None,
     seed: int = 0,
+    device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
     """Rank all known emojis (and optionally generated ones) for a text."""
@@ -415,7 +424,7 @@ def suggest(
         check_not_input(png, [model_dir, vae_dir, images])
 
     suggestions, sentiment = suggest_emojis(
-        model_dir, text, k=k, generated=generated, vae_dir=vae_dir, images=images, png=png, seed=seed
+        model_dir, text, k=k, generated=generated, vae_dir=vae_dir, images=images, png=png, seed=seed, device=device
     )
     result = {"text": text, "sentiment": sentiment, "suggestions": suggestions} | ({"png": str(png)} if png else {})
     header = ["sentiment: " + ", ".join(f"{label} {p:.0%}" for label, p in sentiment.items())] if sentiment else []

@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 
 from ..datasets import data_root
 from ..errors import DataError
+from ..extras import require
+
+Image = require("emoji", "PIL.Image")  # the extra `emoji`: one line if it is missing
+UnidentifiedImageError = Image.UnidentifiedImageError
 
 IMAGE_SHAPE = (36, 36, 4)
 VARIATION_SELECTOR = "\ufe0f"

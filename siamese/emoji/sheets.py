@@ -12,10 +12,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from ..atomic import atomic_file
 from ..errors import ConfigError
+from ..extras import require
+
+Image = require("emoji", "PIL.Image")
 
 PATTERNS = ("A", "B", "C")
 
@@ -92,8 +94,7 @@ def side_by_side(originals: np.ndarray, reconstructions: np.ndarray) -> np.ndarr
 
 def save_strip(images: np.ndarray, captions: Sequence[str], path: str | os.PathLike, *, title: str = "") -> Path:
     """Suggested emojis in a row with a caption (name, score) under each, via matplotlib."""
-    import matplotlib
-
+    matplotlib = require("emoji", "matplotlib")
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 

@@ -132,6 +132,17 @@ class EmojiSQAM:
         self.config = config
         self.names = list(names)
         self.info = dict(info or {})
+        self.device = torch.device("cpu")  # the network's (and the sentence encoder's): see to()
+
+    def to(self, device: str | torch.device | None = "auto") -> EmojiSQAM:
+        """Run the network and the sentence encoder on ``device`` (auto: a GPU when there is one)."""
+        from ..devices import resolve_device
+
+        self.device = resolve_device(device)
+        self.network.to(self.device)
+        if self.encoder is not None:
+            self.encoder.to(self.device)
+        return self
 
     @property
     def temperature(self) -> float | None:
@@ -151,19 +162,23 @@ class EmojiSQAM:
 
     @property
     def answer_names(self) -> list[str]:
-        return [self.names[i] for i in self.network.answers.tolist()]
+        return [self.names[i] for i in self.answer_rows()]
+
+    def answer_rows(self) -> np.ndarray:
+        """The rows of the emojis answering SENTIMENTS (on the host)."""
+        return self.network.answers.cpu().numpy()
 
     def text_batch(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Token ids and lengths: the BiLSTM's vocabulary, or the sentence encoder's tokenizer."""
         vectorizer = self.vectorizer or self.encoder.vectorizer
         ids, lengths = pad(vectorizer.encode(texts), vectorizer.pad_id)
-        return torch.from_numpy(ids), torch.from_numpy(lengths)
+        return torch.from_numpy(ids).to(self.device), torch.from_numpy(lengths).to(self.device)
 
     def text_inputs(self, texts: list[str]) -> tuple[torch.Tensor, ...]:
         """What the network's text side takes for these texts."""
         if self.encoder is None:
             return self.text_batch(texts)
-        return (torch.from_numpy(self.encoder.encode(texts)),)
+        return (torch.from_numpy(self.encoder.encode(texts)).to(self.device),)
 
     @torch.inference_mode()
     def embed_texts(self, texts: list[str], *, batch_size: int = 512) -> torch.Tensor:
@@ -184,11 +199,11 @@ class EmojiSQAM:
 
     def scores(self, texts: list[str], features: torch.Tensor | None = None) -> np.ndarray:
         """Cosine of each text with each known emoji (or feature row): (texts, emojis)."""
-        return (self.embed_texts(texts) @ self.embed_emojis(features).T).numpy()
+        return (self.embed_texts(texts) @ self.embed_emojis(features).T).cpu().numpy()
 
     def predict(self, texts: list[str]) -> np.ndarray:
         """Index into SENTIMENTS of the answer emoji with the highest cosine, per text."""
-        return self.scores(texts)[:, self.network.answers.numpy()].argmax(axis=1)
+        return self.scores(texts)[:, self.answer_rows()].argmax(axis=1)
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
         """Cosines (texts, answers) → softmax probabilities at the answer temperature (3-way sentiment)."""
@@ -198,9 +213,9 @@ class EmojiSQAM:
 
     def code_features(self, codes: np.ndarray) -> torch.Tensor:
         """Features of new emojis from raw VAE codes (generated ones): no sentiment is known."""
-        codes = torch.as_tensor(np.asarray(codes, dtype=np.float32))
+        codes = torch.as_tensor(np.asarray(codes, dtype=np.float32), device=self.device)
         standardised = (codes - self.network.code_mean) / self.network.code_std
-        unknown = torch.zeros(len(codes), self.config.feature_dim - self.config.code_dim)
+        unknown = codes.new_zeros(len(codes), self.config.feature_dim - self.config.code_dim)
         return torch.cat([standardised, unknown], dim=1)
 
     def suggest(self, text: str, k: int = 5) -> list[tuple[str, float]]:
@@ -229,7 +244,7 @@ class EmojiSQAM:
         )
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> EmojiSQAM:
+    def load(cls, path: str | os.PathLike, *, device: str | torch.device | None = "auto") -> EmojiSQAM:
         path = Path(path)
         config, raw = read_config(path, fmt=FORMAT, config_class=SQAMConfig, what="emoji SQAM model")
         names = raw.get("emojis")
@@ -248,4 +263,4 @@ class EmojiSQAM:
                     f"the model expects {config.text_dim}-d"
                 )
         network = load_weights(path, SQAMNetwork(config, raw["vocab_size"], len(names)))
-        return cls(vectorizer, network, config, names, raw.get("info"), encoder=encoder)
+        return cls(vectorizer, network, config, names, raw.get("info"), encoder=encoder).to(device)

@@ -69,7 +69,7 @@ def evaluate_sqam(model: EmojiSQAM, test: Tweets, *, k: int = 5) -> dict:
     """Accuracy, recall, confusion matrix, top-``k`` sentiment agreement over all emojis and, with
     a fitted temperature, the log-loss and ECE of the 3-way probabilities."""
     scores = model.scores(test.texts)
-    answers = scores[:, model.network.answers.numpy()]
+    answers = scores[:, model.answer_rows()]
     report = classification_report(test.labels, answers.argmax(axis=1))
     report[f"sentiment_agreement_at_{k}"] = sentiment_agreement(model, test, k=k, scores=scores)
     if model.temperature is not None:
@@ -88,7 +88,7 @@ def suggestion_summary(model: EmojiSQAM, scores: np.ndarray, labels: np.ndarray,
     probs = model.suggestion_probabilities(scores)
     ranked = -np.sort(-probs, axis=1)
     classes = sentiment_classes(sentiment_priors(model.names))
-    classes[model.network.answers.numpy()] = np.arange(len(SENTIMENTS))
+    classes[model.answer_rows()] = np.arange(len(SENTIMENTS))
     return {
         "top1": float(ranked[:, 0].mean()),
         f"top{k}_total": float(ranked[:, :k].sum(axis=1).mean()),
@@ -190,7 +190,7 @@ def training_tweets(record: dict | None, *, folder: str | os.PathLike = "the mod
     return test, train
 
 
-def evaluate_file(model_dir: str | os.PathLike, data: str | os.PathLike | None = None) -> dict:
+def evaluate_file(model_dir: str | os.PathLike, data: str | os.PathLike | None = None, *, device: str = "auto") -> dict:
     """Evaluate a saved model on a labelled tweet file (default: its own file, whose held-out test
     part is then the one scored) beside the baselines trained on the model's training tweets.
     The tweet files are checked before the model (and its sentence encoder) is loaded."""
@@ -203,7 +203,7 @@ def evaluate_file(model_dir: str | os.PathLike, data: str | os.PathLike | None =
     path = Path(data) if data is not None else Path(record["path"])
     own = path.is_file() and file_sha256(path) == record["sha256"]
     test = own_test if own else read_tweets(path)
-    model = EmojiSQAM.load(model_dir)
+    model = EmojiSQAM.load(model_dir, device=device)
     return {
         "model": str(model_dir),
         "data": str(path),

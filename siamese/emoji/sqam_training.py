@@ -58,6 +58,7 @@ class SQAMTrainConfig:
     encoder_lr: float = 2e-5  # the sentence encoder's learning rate when fine-tuned
     precision: str = "auto"  # a fine-tuned encoder's forward pass: bf16 autocast where the CPU has it natively
     seed: int = 0
+    device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, cuda:N, mps
 
 
 def emoji_features(codes: np.ndarray, names: list[str], *, sentiment_aware: bool) -> dict[str, np.ndarray]:
@@ -166,12 +167,14 @@ def train_sqam(
     network.code_mean.copy_(torch.from_numpy(emojis["mean"]))
     network.code_std.copy_(torch.from_numpy(emojis["std"]))
     network.answers.copy_(torch.from_numpy(emojis["answers"]))
-    model = EmojiSQAM(vectorizer, network, model_config, names, encoder=encoder)
+    model = EmojiSQAM(vectorizer, network, model_config, names, encoder=encoder).to(config.device)
+    device = model.device
     frozen = encoder is not None and not model_config.fine_tune
 
     # A frozen encoder's vectors do not change: every tweet is encoded once.
     def encoded(texts: list[str]) -> torch.Tensor:
-        return torch.from_numpy(np.stack([text_vectors[t] for t in texts]) if text_vectors else encoder.encode(texts))
+        vectors = np.stack([text_vectors[t] for t in texts]) if text_vectors else encoder.encode(texts)
+        return torch.from_numpy(vectors).to(device)
 
     train_vectors = encoded(train.texts) if frozen else None
     val_inputs = (encoded(val.texts),) if frozen else None
@@ -186,7 +189,8 @@ def train_sqam(
         groups.append({"params": list(encoder.encoder.parameters()), "lr": config.encoder_lr})
     optimizer = torch.optim.Adam(groups)
     trained = [p for group in groups for p in group["params"]]
-    fine_tune_autocast = autocast(resolve_precision(config.precision)) if model_config.fine_tune else None
+    precision = resolve_precision(config.precision, device)
+    fine_tune_autocast = autocast(precision, device.type) if model_config.fine_tune else None
 
     def text_side(rows: np.ndarray) -> tuple[torch.Tensor, ...]:
         if frozen:
@@ -196,7 +200,7 @@ def train_sqam(
             with fine_tune_autocast():
                 return (encoder.encoder(ids, lengths).float(),)
         if config.word_dropout > 0:
-            dropped = (torch.rand(ids.shape) < config.word_dropout) & (ids != PAD_ID)
+            dropped = (torch.rand(ids.shape, device=ids.device) < config.word_dropout) & (ids != PAD_ID)
             ids = ids.masked_fill(dropped, UNK_ID)
         return ids, lengths
 
@@ -270,8 +274,8 @@ def train_sqam(
     )
     network.eval()
     questions, answer_vectors = question_and_answer_vectors(model, val, val_inputs)
-    everything = (questions @ model.embed_emojis().T).numpy()
-    model.info["calibration"] = fit_temperature((questions @ answer_vectors.T).numpy(), val.labels) | {
+    everything = (questions @ model.embed_emojis().T).cpu().numpy()
+    model.info["calibration"] = fit_temperature((questions @ answer_vectors.T).cpu().numpy(), val.labels) | {
         "fitted_on": "validation tweets",
         "over": "the answer emojis",
         "suggestions": fit_set_temperature(everything, emojis["classes"][None, :] == val.labels[:, None])
@@ -323,7 +327,7 @@ def answer_cosines(model: EmojiSQAM, tweets: Tweets, inputs: tuple[torch.Tensor,
 def validation(model: EmojiSQAM, val: Tweets, margin: float, inputs: tuple[torch.Tensor, ...] | None = None) -> dict:
     """Hinge loss over every wrong answer, and 3-way accuracy, on held-out tweets."""
     questions, answers = question_and_answer_vectors(model, val, inputs)
-    predictions = (questions @ answers.T).argmax(1).numpy()
+    predictions = (questions @ answers.T).argmax(1).cpu().numpy()
     return {
         "val_loss": answer_hinge(questions, answers, val.labels, margin).item(),
         "val_accuracy": float(np.mean(predictions == val.labels)),

@@ -25,6 +25,7 @@ def suggest_emojis(
     images: Path | None = None,
     png: Path | None = None,
     seed: int = 0,
+    device: str = "auto",
 ) -> tuple[list[dict], dict | None]:
     """The top-``k`` emojis for ``text``: dicts with name (code points), char, label (the emoji's
     name), score (cosine), probability (softmax over every ranked emoji at the model's suggestion
@@ -32,16 +33,16 @@ def suggest_emojis(
     calibrated 3-way sentiment probabilities (None for a model without a temperature)."""
     if generated and vae_dir is None:
         raise ConfigError("--generated needs --vae: the VAE decodes the new emojis")
-    model = EmojiSQAM.load(model_dir)
+    model = EmojiSQAM.load(model_dir, device=device)
     if not text.strip():
         raise ConfigError("the text is empty")
     scores = model.scores([text])[0]
     sentiment = None
     if model.temperature is not None:
-        answers = model.probabilities(scores[model.network.answers.numpy()][None])[0]
+        answers = model.probabilities(scores[model.answer_rows()][None])[0]
         sentiment = {label: float(p) for label, p in zip(SENTIMENTS, answers)}
     names, chars = list(model.names), [name_to_char(n) for n in model.names]
-    vae = EmojiVAE.load(vae_dir) if vae_dir is not None else None
+    vae = EmojiVAE.load(vae_dir, device=device) if vae_dir is not None else None
     codes = None
     if generated:
         if vae.config.latent_dim != model.config.code_dim:

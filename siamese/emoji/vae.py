@@ -105,26 +105,36 @@ class EmojiVAE:
         self.module = module.eval()
         self.config = module.config
         self.info = dict(info or {})
+        self.device = next(module.parameters()).device
+
+    def to(self, device: str | torch.device | None = "auto") -> EmojiVAE:
+        """Run on ``device`` (auto: a GPU when there is one)."""
+        from ..devices import resolve_device
+
+        self.device = resolve_device(device)
+        self.module.to(self.device)
+        return self
 
     @torch.inference_mode()
     def encode(self, images: np.ndarray, *, batch_size: int = 128) -> np.ndarray:
         """The Gaussian mean of each image: (n, latent_dim) float32."""
         self.module.eval()
         parts = [
-            self.module.encode(to_tensor(images[i : i + batch_size]))[0] for i in range(0, len(images), batch_size)
+            self.module.encode(to_tensor(images[i : i + batch_size]).to(self.device))[0]
+            for i in range(0, len(images), batch_size)
         ]
-        return torch.cat(parts).numpy() if parts else np.zeros((0, self.config.latent_dim), np.float32)
+        return torch.cat(parts).cpu().numpy() if parts else np.zeros((0, self.config.latent_dim), np.float32)
 
     @torch.inference_mode()
     def decode(self, codes: np.ndarray, *, batch_size: int = 128) -> np.ndarray:
         """Codes (n, latent_dim) → images (n, 36, 36, 4) in [0, 1]."""
         self.module.eval()
-        codes = torch.as_tensor(np.asarray(codes, dtype=np.float32))
+        codes = torch.as_tensor(np.asarray(codes, dtype=np.float32), device=self.device)
         parts = [
             torch.sigmoid(self.module.decode_logits(codes[i : i + batch_size]))
             for i in range(0, len(codes), batch_size)
         ]
-        return torch.cat(parts).permute(0, 2, 3, 1).numpy()
+        return torch.cat(parts).permute(0, 2, 3, 1).cpu().numpy()
 
     def reconstruct(self, images: np.ndarray) -> np.ndarray:
         return self.decode(self.encode(images))
@@ -135,6 +145,6 @@ class EmojiVAE:
         )
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> EmojiVAE:
+    def load(cls, path: str | os.PathLike, *, device: str | torch.device | None = "auto") -> EmojiVAE:
         config, raw = read_config(path, fmt=FORMAT, config_class=VAEConfig, what="emoji VAE")
-        return cls(load_weights(path, ConvVAE(config)), raw.get("info"))
+        return cls(load_weights(path, ConvVAE(config)), raw.get("info")).to(device)

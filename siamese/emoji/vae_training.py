@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from ..devices import resolve_device
 from ..errors import ConfigError
 from ..trainer import Trainer
 from .images import EmojiSet
@@ -26,6 +27,7 @@ class VAETrainConfig:
     lr: float = 0.001
     val_fraction: float = 0.2
     seed: int = 0
+    device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, cuda:N, mps
 
 
 def split_rows(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -60,8 +62,11 @@ def train_vae(
         raise ConfigError("epochs and batch_size must be at least 1")
     torch.manual_seed(config.seed)
     train_rows, val_rows = split_rows(len(emojis), config.val_fraction, config.seed)
-    train_images, val_images = to_tensor(emojis.images[train_rows]), to_tensor(emojis.images[val_rows])
-    module = ConvVAE(model_config)
+    device = resolve_device(config.device)
+    # a few hundred 36x36 images: all of them on the device at once
+    train_images = to_tensor(emojis.images[train_rows]).to(device)
+    val_images = to_tensor(emojis.images[val_rows]).to(device)
+    module = ConvVAE(model_config).to(device)
     optimizer = torch.optim.Adam(module.parameters(), lr=config.lr)
     trainer = Trainer(
         module,

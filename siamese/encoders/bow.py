@@ -161,7 +161,7 @@ class BagOfWordsEncoder(Encoder):
         words = int((~is_char).sum())  # the words come first, their n-grams after
         pair_terms, pair_owners = self._pair_terms(ids[:words], log_w[:words])
         eps = 1e-12  # F.normalize's floor, as forward() applies it
-        shares = torch.zeros(len(ids), dtype=torch.float64)
+        shares = torch.zeros(len(ids), dtype=torch.float64, device=ids.device)
         if self.pair_mix is None and self.char_start is None:  # one mean over words (and pairs): the total cancels
             pooled = weighted.sum(0) + pair_terms.sum(0)
             scale = 1 / pooled.norm().clamp(min=eps)
@@ -194,8 +194,11 @@ class BagOfWordsEncoder(Encoder):
         word positions of each (P, 2); empty without pairs."""
         width = self.embedding.embedding_dim
         if self.bigrams is None or len(ids) < 2:
-            return torch.zeros((0, width), dtype=torch.float64), torch.zeros((0, 2), dtype=torch.long)
-        positions = torch.arange(len(ids))
+            return (
+                torch.zeros((0, width), dtype=torch.float64, device=ids.device),
+                torch.zeros((0, 2), dtype=torch.long, device=ids.device),
+            )
+        positions = torch.arange(len(ids), device=ids.device)
         steps = range(1, min(self.window, len(ids) - 1) + 1)
         pair_ids = torch.cat([(ids[:-k] * _PRIME + ids[k:]) % self.buckets for k in steps])
         pair_w = torch.cat([((log_w[:-k] + log_w[k:]) / 2 + self.bigram_log_weight).exp() for k in steps])

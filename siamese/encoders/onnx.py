@@ -50,13 +50,9 @@ def session_options(threads: int | None = None):
 
 
 def import_onnxruntime():
-    try:
-        import onnxruntime
-    except ImportError:
-        raise ModelError(
-            "this model folder was exported to ONNX and needs the package onnxruntime (pip install onnxruntime)"
-        ) from None
-    return onnxruntime
+    from ..extras import require
+
+    return require("onnx", "onnxruntime")
 
 
 class OnnxEncoder(Encoder):

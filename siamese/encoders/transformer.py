@@ -16,6 +16,7 @@ import json
 import torch
 
 from ..errors import ConfigError, ModelError
+from ..extras import require
 from ..pretrained import model_folder, quiet_loading, require_safetensors
 from .base import Encoder
 from .common import check_pooling, finish, padding_mask
@@ -65,6 +66,7 @@ class TransformerEncoder(Encoder):
         normalize: bool = True,
     ):
         super().__init__()
+        require("transformer", "transformers")
         from transformers import CONFIG_MAPPING, AutoModel
 
         if hf_config is None:  # first build: pretrained weights from the folder

@@ -20,4 +20,5 @@ class CoSENTLoss(PairLoss):
         s = self.scale * self.head_or_cosine(head)(a, b)
         ordered = labels[:, None] > labels[None, :]  # gold(i) > gold(j)
         diff = (s[None, :] - s[:, None]).masked_fill(~ordered, float("-inf"))  # s_j - s_i
-        return torch.logsumexp(torch.cat([torch.zeros(1, dtype=s.dtype), diff.flatten()]), 0)
+        # the 1 of log(1 + Σ …): a zero on the scores' own device (a CPU zero breaks a GPU batch)
+        return torch.logsumexp(torch.cat([s.new_zeros(1), diff.flatten()]), 0)

@@ -263,7 +263,9 @@ class DuplicateIndex:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike, model: SiameseModel | None = None) -> DuplicateIndex:
+    def load(
+        cls, path: str | os.PathLike, model: SiameseModel | None = None, *, device: str = "auto"
+    ) -> DuplicateIndex:
         """Open an index; with no ``model``, the model folder recorded at build time is loaded."""
         path = Path(path)
         clear_leftovers(path)  # what a killed build or add of this index left beside it
@@ -279,7 +281,7 @@ class DuplicateIndex:
         if model is None:
             if not meta.get("model_path"):
                 raise SearchIndexError(f"{path}: the index does not record its model folder; pass the model explicitly")
-            model = SiameseModel.load(meta["model_path"])
+            model = SiameseModel.load(meta["model_path"], device=device)
         source = (model.config.encoder_options.get("source") or {}) if getattr(model.encoder, "exported", False) else {}
         if source.get("fingerprint") and meta.get("model_fingerprint") == source["fingerprint"]:
             # Deliberate: an exported model's vectors differ slightly (int8 more), so mixing them
@@ -343,6 +345,7 @@ def add_to_index(
     *,
     allow_duplicates: bool = False,
     progress: bool = False,
+    device: str = "auto",
 ) -> tuple[DuplicateIndex, int]:
     """Append ``texts`` to the index folder ``path`` and save it: (the index, how many were added).
 
@@ -351,7 +354,7 @@ def add_to_index(
     the first saved (else each would save its own texts over the other's)."""
     path = Path(path)
     with target_lock(path):
-        index = DuplicateIndex.load(path, model)
+        index = DuplicateIndex.load(path, model, device=device)
         added = index.add(texts, allow_duplicates=allow_duplicates, progress=progress)
         index.save(path)
     return index, added

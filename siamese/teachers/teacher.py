@@ -26,15 +26,18 @@ from ..progress import tqdm
 from ..sentence_encoder import sentence_encoder
 
 
-def load_teacher(teacher, *, max_length: int | None = 128) -> tuple[SiameseModel, dict]:
-    """The teacher model and what to record about it (source, name, fingerprint, width)."""
+def load_teacher(
+    teacher, *, max_length: int | None = 128, device: str | torch.device = "auto"
+) -> tuple[SiameseModel, dict]:
+    """The teacher model and what to record about it (source, name, fingerprint, width). A teacher
+    read from a folder runs on ``device``; one given in memory stays where it is."""
     if isinstance(teacher, SiameseModel):
         model, info = teacher, {"source": str(teacher.path) if teacher.path else "a model in memory"}
     else:
         name = os.fspath(teacher)
         folder = model_folder(name)
         info = {"source": str(folder), **({"name": name} if name in NAMED else {})}
-        model = _load_folder(folder, max_length)
+        model = _load_folder(folder, max_length).to(device)
     if model.config.head != "cosine":
         raise ConfigError(
             f"teacher {info['source']}: its head is {model.config.head!r}; a teacher must be a cosine "
@@ -46,7 +49,7 @@ def load_teacher(teacher, *, max_length: int | None = 128) -> tuple[SiameseModel
 def _load_folder(folder: Path, max_length: int | None) -> SiameseModel:
     config_file = folder / "config.json"
     if config_file.is_file() and read_json_object(config_file, ModelError).get("format") == FORMAT:
-        return SiameseModel.load(folder)
+        return SiameseModel.load(folder, device="cpu")  # moved once, by the caller
     try:  # a sentence-transformers or Hugging Face folder, as `siamese pretrained` reads it
         return sentence_encoder(folder, max_length=max_length)[0]
     except ModelError as e:
