@@ -20,6 +20,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import brier_score_loss, log_loss
 from sklearn.model_selection import StratifiedKFold
 
+from .configs import check_targets
 from .errors import ConfigError, DataError
 from .pretrained import file_sha256
 
@@ -291,12 +292,3 @@ def calibrate(
 def check_method(method: str) -> None:
     if method not in ("auto", *METHODS):
         raise ConfigError(f"calibration method must be auto, {', '.join(METHODS)}, got {method!r}")
-
-
-def check_targets(precision: float | None, recall: float | None) -> None:
-    """At most one target, in (0, 1]: checked before anything slow runs."""
-    if precision is not None and recall is not None:
-        raise ConfigError("give a target precision or a target recall, not both")
-    for name, value in (("precision", precision), ("recall", recall)):
-        if value is not None and not 0.0 < value <= 1.0:
-            raise ConfigError(f"target {name} must be in (0, 1], got {value}")

@@ -15,7 +15,7 @@ from siamese.errors import ConfigError, ModelError
 from siamese.evaluation import evaluate
 from siamese.heads import HEADS
 from siamese.losses import LOSSES, check_head_and_loss
-from siamese.training import weighted_rows
+from siamese.batching import weighted_rows
 
 # (encoder, head, loss, encoder options): every encoder, head and loss at least once.
 RECIPES = [

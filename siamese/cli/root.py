@@ -12,10 +12,11 @@ import typer
 
 from ..emoji.cli import emoji_app
 from . import corpus, evaluation, serving, training
+from .declared import DeclaredCommand
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Siamese neural networks for semantic similarity.")
 
-app.command()(training.train)
+app.command(cls=DeclaredCommand)(training.train)  # generated from the declared options
 app.command()(evaluation.evaluate)
 app.command()(evaluation.predict)
 app.command()(evaluation.calibrate)

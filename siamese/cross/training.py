@@ -16,11 +16,13 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ..calibration import data_record, fit_calibrator
+from ..batching import batches
+from ..configs import KIND_DEFAULTS
 from ..data import Pairs
+from ..decision import both_labels, decide
 from ..errors import ConfigError, DataError
-from ..evaluation import choose_threshold
 from ..precision import autocast, resolve_precision
+from ..progress import tqdm
 from ..trainer import Checkpoint, Trainer, read_checkpoint
 from .model import CrossConfig, CrossEncoder
 
@@ -29,9 +31,9 @@ from .model import CrossConfig, CrossEncoder
 class CrossTrainConfig:
     """Optimisation of a cross-encoder (defaults: the usual fine-tuning recipe for BERT-size models)."""
 
-    epochs: int = 1
-    batch_size: int = 16
-    lr: float = 2e-5
+    epochs: int = KIND_DEFAULTS["cross-encoder"]["epochs"]
+    batch_size: int = KIND_DEFAULTS["cross-encoder"]["batch_size"]
+    lr: float = KIND_DEFAULTS["cross-encoder"]["lr"]
     weight_decay: float = 0.01
     warmup_fraction: float = 0.1  # of all steps, then a linear decay to 0
     both_orders: bool = True  # train on (a, b) and (b, a): the score averages both orders
@@ -92,7 +94,7 @@ def train_cross(
     prior = model.prior_cosines(a, b)  # None without a prior bi-encoder
     val_prior = None
     if prior is not None:
-        has_val = val_pairs is not None and len(set(val_pairs.labels.tolist())) == 2  # one label: no fit there
+        has_val = both_labels(val_pairs)  # one label: no fit there
         val_prior = model.prior_cosines(val_pairs.text1, val_pairs.text2) if has_val else None
         fit = (val_prior, targets_of(val_pairs)) if has_val else (prior, targets)
         fit_prior(model.network, *fit)
@@ -116,8 +118,6 @@ def train_cross(
             torch.from_numpy(targets_of(val_pairs)),
             None if val_prior is None else torch.from_numpy(val_prior),
         )
-
-    from ..training import batches  # the Siamese trainer's length-bucketed batches
 
     network = model.network
     decay = [p for n, p in network.named_parameters() if p.ndim > 1]
@@ -185,23 +185,23 @@ def train_cross(
     network.load_state_dict(fitted.best_weights)
     network.eval()
 
-    choice, calibration = {}, {"fitted": False}
-    # On the labels (graded pairs carry them too: STS-B ≥ 4 is a duplicate), as for a Siamese model;
-    # a mixed validation set (MSRP + STS-B + SICK) has scores and must still get its threshold.
-    if val is not None and len(set(val_pairs.labels.tolist())) == 2:
-        sims = model.similarity(val_pairs.text1, val_pairs.text2, prior=val_prior)  # the prior's cosines, once
-        model.threshold, choice = choose_threshold(sims, val_pairs.labels, config.threshold_metric)
-        if config.calibrate and val_pairs.scores is not None:
-            calibration["note"] = "skipped: the validation pairs are graded, with scores rather than 0/1 labels"
-        elif config.calibrate:
-            try:
-                model.calibrator = replace(
-                    fit_calibrator(sims, val_pairs.labels, seed=config.seed),
-                    fitted_on={**data_record(val_pairs), "split": "validation"},
-                )
-                calibration = {"fitted": True, "method": model.calibrator.method}
-            except DataError as e:
-                calibration["note"] = f"skipped: {e}"
+    # On the labels (graded pairs carry them too: STS-B >= 4 is a duplicate), as for a Siamese model;
+    # the prior's cosines of the validation pairs are computed once.
+    def similarity(text1, text2):
+        return model.similarity(text1, text2, prior=val_prior if text1 is val_pairs.text1 else None)
+
+    decision = decide(
+        similarity,
+        val_pairs,
+        train_pairs,
+        default=model.threshold,
+        metric=config.threshold_metric,
+        calibrate=config.calibrate,
+        seed=config.seed,
+    )
+    model.threshold, model.calibrator = decision.threshold, decision.calibrator
+    if progress and "note" in decision.choice:
+        tqdm.write(f"threshold {model.threshold:.3f}: {decision.choice['note']}")
     model.info["training"] = {
         "config": asdict(config),
         "precision": precision,
@@ -213,8 +213,8 @@ def train_cross(
         "seconds": round(time.perf_counter() - started, 3),
         "pairs_per_second": fitted.per_second,
         "threshold": model.threshold,
-        "threshold_choice": choice,
-        "calibration": calibration,
+        "threshold_choice": decision.choice,
+        "calibration": decision.calibration,
         "sources": [train_pairs.source] + ([val_pairs.source] if val_pairs is not None else []),
     }
     return model
@@ -242,11 +242,14 @@ def fit_prior(network, cosines: np.ndarray, targets: np.ndarray) -> None:
 
 
 def train_from_configs(train_pairs: Pairs, val_pairs: Pairs | None, model_config, config, **kwargs) -> CrossEncoder:
-    """:func:`siamese.train` with ``ModelConfig(cross=True)``: the Siamese configurations read as a
-    cross-encoder's (transformer from ``encoder_options["path"]``, ``max_length``; epochs, batch
-    size, learning rate (default 2e-5), warm-up, seed, precision, threshold metric, calibration)."""
-    model_config.check()
-    defaults = CrossTrainConfig()
+    """:func:`siamese.train` with ``ModelConfig(cross=True)`` (checked by :func:`siamese.training.prepare`):
+    the configurations read as a cross-encoder's (transformer from ``encoder_options["path"]``,
+    ``max_length``; epochs, batch size, learning rate, warm-up, seed, precision, threshold metric,
+    calibration)."""
+    defaults = CrossTrainConfig()  # an unset epochs / batch size / learning rate: the cross-encoder's
+    config = replace(
+        config, epochs=config.epochs or defaults.epochs, batch_size=config.batch_size or defaults.batch_size
+    )
     steps_hint = config.warmup_steps  # TrainConfig counts warm-up in steps; ours is a fraction
     cross_config = CrossTrainConfig(
         epochs=config.epochs,

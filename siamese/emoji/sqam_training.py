@@ -29,7 +29,7 @@ from ..losses import hinge_loss
 from ..precision import autocast, resolve_precision
 from ..text import PAD_ID, UNK_ID, Vectorizer
 from ..trainer import Trainer
-from ..training import batches, seed_everything
+from ..batching import batches, seed_everything
 from .sentiment import UNKNOWN, sentiment_classes, sentiment_priors
 from .sqam import EmojiSQAM, SQAMConfig, SQAMNetwork
 from .temperature import fit_set_temperature, fit_temperature

@@ -7,30 +7,15 @@ batch: row i of ``a`` and ``b`` is a pair, ``negative`` (optional) a wrong partn
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from torch import nn
 
+from ..configs import LossConfig
 from ..errors import ConfigError
 from ..heads import CosineHead
 
 SIMILARITY_HEADS = ("cosine", "manhattan")  # weight-free: score every pair of a batch at once
 PROBABILITY_HEADS = ("manhattan", "l1", "concat", "symmetric")  # scores in [0, 1]
-
-
-@dataclass
-class LossConfig:
-    """A loss's own hyper-parameters (``TrainConfig.loss_options``); None: the loss's default.
-    A value the chosen loss does not use is refused (:func:`build_loss`), not ignored."""
-
-    margin: float | None = None  # hinge-style losses: how far a wrong answer must stay below the right one
-    scale: float | None = None  # softmax-style losses: cosines in [-1, 1] are multiplied by this
-
-    def check(self) -> None:
-        if self.margin is not None and not self.margin >= 0:
-            raise ConfigError(f"the loss margin must be >= 0, got {self.margin}")
-        if self.scale is not None and not self.scale > 0:
-            raise ConfigError(f"the loss scale must be > 0, got {self.scale}")
 
 
 class PairLoss(nn.Module):
@@ -42,6 +27,7 @@ class PairLoss(nn.Module):
     heads: tuple[str, ...] = SIMILARITY_HEADS
     heads_why: str | None = None  # why other heads are refused, when the general reasons do not say it
     uses_teacher = False  # True: called with teacher=(teacher vectors per side) as well
+    uses_scores = False  # True: trains on graded scores (STS-B, SICK) where the pairs have them, else the 0/1 labels
     default_margin: float | None = None  # None: this loss has no margin
     default_scale: float | None = None  # None: this loss has no scale
 
