@@ -188,7 +188,9 @@ def train_cross(
     # On the labels (graded pairs carry them too: STS-B >= 4 is a duplicate), as for a Siamese model;
     # the prior's cosines of the validation pairs are computed once.
     def similarity(text1, text2):
-        return model.similarity(text1, text2, prior=val_prior if text1 is val_pairs.text1 else None)
+        return model.similarity(
+            text1, text2, prior=val_prior if val_pairs is not None and text1 is val_pairs.text1 else None
+        )
 
     decision = decide(
         similarity,
