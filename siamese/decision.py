@@ -23,8 +23,8 @@ def both_labels(pairs) -> bool:
     return pairs is not None and not pairs.triplets and len(set(np.asarray(pairs.labels).tolist())) == 2
 
 
-def too_few(pairs) -> str | None:
-    """Why ``pairs`` cannot choose a threshold (None when they can)."""
+def too_few(pairs, minimum: tuple[int, int] = (MIN_VAL_PAIRS, MIN_PER_LABEL)) -> str | None:
+    """Why ``pairs`` cannot choose a threshold (None when they can): ``minimum`` pairs, and of each label."""
     if pairs is None or not len(pairs):
         return "no validation pairs"
     if pairs.triplets:
@@ -33,10 +33,10 @@ def too_few(pairs) -> str | None:
     fewest = int(min(labels.sum(), (~labels).sum()))
     if fewest == 0:
         return f"the {len(pairs)} validation pairs have one label only"
-    if len(pairs) < MIN_VAL_PAIRS or fewest < MIN_PER_LABEL:
+    if len(pairs) < minimum[0] or fewest < minimum[1]:
         return (
             f"only {len(pairs)} validation pairs, {fewest} of the rarer label "
-            f"(a choice needs {MIN_VAL_PAIRS}, and {MIN_PER_LABEL} of each label)"
+            f"(a choice needs {minimum[0]}, and {minimum[1]} of each label)"
         )
     return None
 
@@ -73,14 +73,16 @@ def decide(
     target_recall: float | None = None,
     calibrate: bool = True,
     seed: int = 0,
+    minimum: tuple[int, int] = (MIN_VAL_PAIRS, MIN_PER_LABEL),
 ) -> Decision:
     """The threshold and calibration of a trained model whose ``similarity(text1, text2)`` scores
     pairs. Chosen on ``val_pairs``; when they are too few or one-sided, on (a sample of)
     ``train_pairs`` if those have both labels, else ``default`` (the head's) — ``choice["note"]``
-    says which and why. A target precision/recall needs validation pairs with both labels."""
+    says which and why; ``minimum``: the pairs, and of each label, a choice needs. A target
+    precision/recall needs validation pairs with both labels."""
     from .evaluation import choose_threshold, threshold_for_target
 
-    why = too_few(val_pairs)
+    why = too_few(val_pairs, minimum)
     targeted = check_target_pairs(target_precision, target_recall, val_pairs)
     if why is None or targeted:
         sims = np.asarray(similarity(val_pairs.text1, val_pairs.text2), dtype=np.float64)

@@ -525,7 +525,7 @@ def distill_command(
         [
             f"student of {result['teacher']}: {info['tokens']:,} tokens x {student.dim}, learned on {info['corpus_texts']:,} texts "
             f"in {info['seconds']:.0f} s (epoch {kept['epoch']} kept; held-out cosine to the teacher {kept['val_cosine'] or 0:.3f})",
-            f"threshold {choice['threshold']:.4f} ({_threshold_source(choice['val_pairs'])})",
+            f"threshold {choice['threshold']:.3f} ({_threshold_source(choice['val_pairs'])})",
             f"saved to {out}",
         ],
     )
@@ -623,7 +623,7 @@ def pretrained_model(
         as_json,
         [
             f"{source}: {info['pooling']} pooling, {info['dim']}-d, up to {info['max_length']} tokens per text",
-            f"threshold {choice['threshold']:.4f} ({choice['metric']} {choice['value']:.4f} on {choice['val_pairs']} "
+            f"threshold {choice['threshold']:.3f} ({choice['metric']} {choice['value']:.4f} on {choice['val_pairs']} "
             f"validation pairs: {', '.join(choice['chosen_on'])})",
             f"saved to {out}",
         ],
