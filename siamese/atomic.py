@@ -106,11 +106,6 @@ def siamese_kind(folder: Path) -> str | None:
     return None
 
 
-def is_siamese_folder(folder: Path) -> bool:
-    """True when ``folder`` holds a siamese model, index or dedupe-run manifest."""
-    return siamese_kind(folder) is not None
-
-
 def same_path(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     """Whether two existing paths name the same file or folder (an output that would replace an input)."""
     a, b = Path(a), Path(b)

@@ -147,11 +147,6 @@ def _pooling(config_file: Path, folder: Path) -> str:
     return found.pop()
 
 
-def sentence_transformers_pooling(folder: Path) -> str:
-    """The pooling a sentence-transformers folder declares (mean without a ``modules.json``)."""
-    return read_layout(folder).pooling
-
-
 def encoder_weights(folder: Path) -> Path | None:
     """A transformer model's encoder weights when saved in this layout; None for older folders."""
     path = Path(folder) / TRANSFORMER_FOLDER / WEIGHTS

@@ -23,13 +23,13 @@ import numpy as np
 import torch
 from torch.optim.swa_utils import AveragedModel
 
+from ..batching import batches, seed_everything
 from ..errors import ConfigError, DataError
 from ..glove import embedding_matrix, load_glove
 from ..losses import hinge_loss
 from ..precision import autocast, resolve_precision
 from ..text import PAD_ID, UNK_ID, Vectorizer
 from ..trainer import Trainer
-from ..batching import batches, seed_everything
 from .sentiment import UNKNOWN, sentiment_classes, sentiment_priors
 from .sqam import EmojiSQAM, SQAMConfig, SQAMNetwork
 from .temperature import fit_set_temperature, fit_temperature
@@ -311,12 +311,6 @@ def question_and_answer_vectors(model: EmojiSQAM, tweets: Tweets, inputs: tuple[
         model.network.eval()
         questions = torch.nn.functional.normalize(model.network.embed_texts(*inputs), dim=-1)
     return questions, model.embed_emojis(model.network.emoji_features[model.network.answers])
-
-
-def answer_cosines(model: EmojiSQAM, tweets: Tweets, inputs: tuple[torch.Tensor, ...] | None = None) -> torch.Tensor:
-    """(tweets, 3) cosines with the answer emojis."""
-    questions, answers = question_and_answer_vectors(model, tweets, inputs)
-    return questions @ answers.T
 
 
 @torch.no_grad()
