@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from .errors import ConfigError, ModelError
+from .loss_config import LossConfig
 from .options import check_bounds, option
 
 # What an unset epochs / batch size / learning rate means, per kind of model (one place: the
@@ -27,15 +28,6 @@ def _kinds(name: str) -> str:
     return ", ".join(f"{values[name]:g} for a {kind}" for kind, values in KIND_DEFAULTS.items() if name in values)
 
 
-def check_targets(precision: float | None, recall: float | None) -> None:
-    """At most one target, in (0, 1]: checked before anything slow runs."""
-    if precision is not None and recall is not None:
-        raise ConfigError("give a target precision or a target recall, not both")
-    for name, value in (("precision", precision), ("recall", recall)):
-        if value is not None and not 0.0 < value <= 1.0:
-            raise ConfigError(f"target {name} must be in (0, 1], got {value}")
-
-
 MIN_VOCAB = 16  # [PAD], [UNK] and the other special tokens, and room for words
 
 
@@ -48,25 +40,6 @@ def _length_range(text: str | None) -> list[int] | None:
         return [int(lo), int(hi or lo)]
     except ValueError:
         raise ConfigError(f"--char-ngrams takes lengths like 3-5 or 4, got {text!r}") from None
-
-
-@dataclass
-class LossConfig:
-    """A loss's own hyper-parameters (``TrainConfig.loss_options``); None: the loss's default.
-    A value the chosen loss does not use is refused (:func:`siamese.losses.build_loss`), not ignored."""
-
-    margin: float | None = option(
-        None, "Loss margin: how far a wrong answer must stay below the right one.", names="siamese.losses:margins"
-    )
-    scale: float | None = option(
-        None, "Loss scale of the softmax losses: cosines are multiplied by it.", names="siamese.losses:scales"
-    )
-
-    def check(self) -> None:
-        if self.margin is not None and not self.margin >= 0:
-            raise ConfigError(f"the loss margin must be >= 0, got {self.margin}")
-        if self.scale is not None and not self.scale > 0:
-            raise ConfigError(f"the loss scale must be > 0, got {self.scale}")
 
 
 @dataclass

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .errors import DataError
+from .thresholds import choose_threshold, threshold_for_target
 
 # Fewer validation pairs than this (or fewer of either label) choose a threshold by chance: 30
 # Quora pairs chose 0.9969, which called nothing a duplicate.
@@ -80,8 +81,6 @@ def decide(
     ``train_pairs`` if those have both labels, else ``default`` (the head's) — ``choice["note"]``
     says which and why; ``minimum``: the pairs, and of each label, a choice needs. A target
     precision/recall needs validation pairs with both labels."""
-    from .evaluation import choose_threshold, threshold_for_target
-
     why = too_few(val_pairs, minimum)
     targeted = check_target_pairs(target_precision, target_recall, val_pairs)
     if why is None or targeted:
@@ -100,8 +99,6 @@ def decide(
 
 
 def _fallback(similarity, train_pairs, why: str, *, default: float, metric: str, seed: int) -> Decision:
-    from .evaluation import choose_threshold
-
     if not both_labels(train_pairs):
         note = f"the head's default, not chosen on data: {why}"
         return Decision(default, {"split": None, "pairs": 0, "note": note})

@@ -23,7 +23,7 @@ from safetensors import SafetensorError
 from safetensors.torch import save_file
 
 from .atomic import atomic_dir, atomic_file
-from .calibration import Calibrator
+from .calibrator import Calibrator
 from .configs import ModelConfig
 from .devices import is_cpu, resolve_device
 from .encoders import Encoder, TransformerEncoder, build_encoder, encoder_class
@@ -398,7 +398,7 @@ class SiameseModel:
         """Open a model folder (PyTorch or exported). ``precision``: what :meth:`encode` computes
         in (auto, bf16, fp32; default $SIAMESE_PRECISION, else auto). ``device``: auto (a GPU
         when there is one; an exported model stays on the CPU), cpu, cuda, cuda:N or mps."""
-        from .loading import refuse_cross
+        from .manifest import refuse_cross
 
         path = Path(path)
         auto = device is None or str(device).strip().lower() == "auto"

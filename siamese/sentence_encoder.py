@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .data import Pairs
-from .errors import ConfigError, ModelError
 from .decision import both_labels, decide
+from .errors import ConfigError, ModelError
 from .manifest import read_json_object
 from .model import FORMAT, ModelConfig, SiameseModel
 from .pretrained import NAMED, model_folder

@@ -21,7 +21,7 @@ import torch
 from . import kernels
 from .batching import batches, seed_everything, weighted_rows
 from .board import TensorBoardLog, check_log_dir
-from .configs import KIND_DEFAULTS, LossConfig, ModelConfig, TrainConfig, check_targets
+from .configs import KIND_DEFAULTS, LossConfig, ModelConfig, TrainConfig
 from .data import Pairs
 from .decision import both_labels, check_target_pairs, decide
 from .devices import is_cpu, resolve_device
@@ -38,6 +38,7 @@ from .precision import resolve_precision
 from .progress import tqdm
 from .teachers import TeacherVectors, load_teacher
 from .text import pad
+from .thresholds import check_targets
 from .trainer import Checkpoint, Trainer, read_checkpoint
 
 __all__ = ["LossConfig", "ModelConfig", "Recipe", "TrainConfig", "batches", "prepare", "train"]

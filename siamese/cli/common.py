@@ -1,4 +1,4 @@
-"""What every command family shares (siamese/emoji/cli.py too): the common options, the
+"""What every command family shares (emoji.py too): the common options, the
 ``error: ...`` / exit 2 wrapper, ``--out`` checks, pair reading and result printing.
 
 Imports only Typer and siamese.errors: a command module, and the emoji commands, import this

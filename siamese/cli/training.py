@@ -223,7 +223,7 @@ def _worker(options: dict) -> None:
     from ..distributed import world
 
     try:
-        run_train(options)  # without user_errors: every worker would print the same line
+        _run_train(options)  # without user_errors: every worker would print the same line
     except SiameseError as e:
         if world().main:
             typer.echo(f"error: {e}", err=True)
@@ -297,7 +297,7 @@ def _train_data(options: dict):
     return pairs, val, test, None
 
 
-def run_train(options: dict) -> None:
+def _run_train(options: dict) -> None:
     """``siamese train`` with its options as one dict (see :class:`TrainCommand` and siamese.configs)."""
     if options["nproc"] > 1 and not _in_workers():  # the launched workers run this again, as torchrun's do
         return _launch_workers(options)
@@ -403,7 +403,7 @@ def _train_report(model, options: dict, val_questions, test) -> tuple[dict, list
 
 train = user_errors(
     declared_command(
-        run_train,
+        _run_train,
         TrainCommand,
         *_train_options()[1:],
         doc="Train a Siamese model: by default the LSTM with the hard-negative triplet loss on duplicate pairs; "

@@ -7,12 +7,11 @@ batch: row i of ``a`` and ``b`` is a pair, ``negative`` (optional) a wrong partn
 
 from __future__ import annotations
 
-
 from torch import nn
 
-from ..configs import LossConfig
 from ..errors import ConfigError
 from ..heads import CosineHead
+from ..loss_config import LossConfig
 
 SIMILARITY_HEADS = ("cosine", "manhattan")  # weight-free: score every pair of a batch at once
 PROBABILITY_HEADS = ("manhattan", "l1", "concat", "symmetric")  # scores in [0, 1]

@@ -24,7 +24,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from .index import faiss_index
+from .faiss_indexes import faiss_index
 
 LISTS_FILE = "lists.ivfdata"
 

@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli.common import JsonOpt, OverwriteOpt, _check_out, _emit, user_errors
 from ..errors import ConfigError
+from .common import JsonOpt, OverwriteOpt, _check_out, _emit, user_errors
 
 # mounted as `siamese emoji` by siamese/cli/root.py (this module does not import the app: no cycle)
 emoji_app = typer.Typer(no_args_is_help=True, help="Emoji VAE and text→emoji Siamese model.")
@@ -50,10 +50,10 @@ def train_vae(
     _check_out(out, overwrite)
     import numpy as np
 
-    from .images import load_emojis
-    from .vae import VAEConfig
-    from .vae_training import VAETrainConfig
-    from .vae_training import train_vae as run_training
+    from ..emoji.images import load_emojis
+    from ..emoji.vae import VAEConfig
+    from ..emoji.vae_training import VAETrainConfig
+    from ..emoji.vae_training import train_vae as run_training
 
     emojis = load_emojis(images)
     vae = run_training(
@@ -95,7 +95,7 @@ def _codes_csv(path: Path, names: list[str], codes) -> None:
     import csv
 
     from ..atomic import atomic_file
-    from .images import name_to_char
+    from ..emoji.images import name_to_char
 
     with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f)
@@ -115,8 +115,8 @@ def encode(
     """Encode every emoji image into its VAE code (the Gaussian's mean) and count inf/NaN codes."""
     import numpy as np
 
-    from .images import load_emojis
-    from .vae import EmojiVAE
+    from ..emoji.images import load_emojis
+    from ..emoji.vae import EmojiVAE
 
     vae = EmojiVAE.load(vae_dir)
     emojis = load_emojis(images)
@@ -157,8 +157,8 @@ def generate(
     as_json: JsonOpt = False,
 ):
     """Decode Gaussian samples, the seed's 2-D grids, reconstructions and an interpolation to PNGs."""
-    from .generate import write_sheets
-    from .vae import EmojiVAE
+    from ..emoji.generate import write_sheets
+    from ..emoji.vae import EmojiVAE
 
     ends = None
     if between is not None:
@@ -265,12 +265,12 @@ def train(
     its held-out accuracy beside the majority class and TF-IDF + logistic regression."""
     _check_out(out, overwrite)
     from ..datasets import data_root
-    from .images import load_emojis
-    from .sqam import SQAMConfig
-    from .sqam_evaluation import data_record, train_and_evaluate
-    from .sqam_training import SQAMTrainConfig
-    from .tweets import default_tweets, read_tweets
-    from .vae import EmojiVAE
+    from ..emoji.images import load_emojis
+    from ..emoji.sqam import SQAMConfig
+    from ..emoji.sqam_evaluation import data_record, train_and_evaluate
+    from ..emoji.sqam_training import SQAMTrainConfig
+    from ..emoji.tweets import default_tweets, read_tweets
+    from ..emoji.vae import EmojiVAE
 
     tweets = read_tweets(data)
     if limit:
@@ -311,7 +311,6 @@ def train(
     model.save(out, overwrite=overwrite)
     result = {"out": str(out)} | result
     report, baselines = result["test"], result["baselines"]
-    recall = ", ".join(f"{k} {v:.3f}" for k, v in report["recall"].items())
     averaged = result["averaged_epochs"]
     kept = (
         f"weights averaged over epochs {averaged[0]}–{averaged[1]}"
@@ -371,7 +370,7 @@ def evaluate(
 ):
     """3-way accuracy, per-class recall, confusion matrix and top-5 sentiment agreement of a model
     on labelled tweets, beside the majority class and TF-IDF + LR trained on the model's training tweets."""
-    from .sqam_evaluation import evaluate_file
+    from ..emoji.sqam_evaluation import evaluate_file
 
     result = evaluate_file(model_dir, data)
     _emit(
@@ -404,7 +403,7 @@ def suggest(
     as_json: JsonOpt = False,
 ):
     """Rank all known emojis (and optionally generated ones) for a text."""
-    from .suggest import suggest_emojis
+    from ..emoji.suggest import suggest_emojis
 
     suggestions, sentiment = suggest_emojis(
         model_dir, text, k=k, generated=generated, vae_dir=vae_dir, images=images, png=png, seed=seed
