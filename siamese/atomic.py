@@ -18,7 +18,8 @@ it; a writer that was waiting on the deleted file sees that its inode is no long
 and takes the lock again on the new file, so nothing is left behind.
 
 Writing over an existing folder requires that it is empty or a siamese folder (a ``config.json``,
-``index.json`` or dedupe ``run.json`` whose ``format`` starts with ``siamese-``), or ``overwrite=True`` (``--overwrite``).
+``index.json`` or dedupe ``run.json`` whose ``format`` starts with ``siamese-``), or ``overwrite=True``
+(``--overwrite``).
 """
 
 from __future__ import annotations

@@ -424,26 +424,7 @@ class SiameseModel:
         if not own_tokenizer and "vocab_size" not in raw:
             raise ModelError(f"{config_file}: missing field 'vocab_size'")
         # The tokenizer first: vocab_size must match it before any layer is sized by it.
-        if own_tokenizer or config.tokenizer == "subwords":
-            vectorizer = PretrainedVectorizer.load(path / "tokenizer.json", max_length=config.max_length)
-            if not own_tokenizer and vectorizer.vocab_size != raw["vocab_size"]:
-                raise ModelError(
-                    f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
-                    f"({vectorizer.vocab_size} tokens)"
-                )
-        else:
-            vectorizer = Vectorizer.load(
-                path / "tokenizer.json",
-                oov_buckets=config.oov_buckets,
-                char_ngrams=config.char_ngrams,
-                char_buckets=config.char_buckets,
-            )
-            if vectorizer.vocab_size != raw["vocab_size"]:
-                raise ModelError(
-                    f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
-                    f"({vectorizer.word_count} words + "
-                    f"{vectorizer.oov_buckets} oov_buckets + {vectorizer.char_buckets} char_buckets)"
-                )
+        vectorizer = _load_vectorizer(path, config, raw, own_tokenizer)
         options = config.encoder_kwargs() | ({"folder": path} if exported else {})
         vocab = None if own_tokenizer else raw["vocab_size"]
         weights = path / "model.safetensors"
@@ -489,6 +470,32 @@ class SiameseModel:
         model.path = path.resolve()
         model.precision = precision
         return model.to(device)
+
+
+def _load_vectorizer(path: Path, config: ModelConfig, raw: dict, own_tokenizer: bool) -> Vectorizer:
+    """A model folder's tokenizer.json, checked against config.json's vocab_size."""
+    config_file = path / "config.json"
+    if own_tokenizer or config.tokenizer == "subwords":
+        vectorizer = PretrainedVectorizer.load(path / "tokenizer.json", max_length=config.max_length)
+        if not own_tokenizer and vectorizer.vocab_size != raw["vocab_size"]:
+            raise ModelError(
+                f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
+                f"({vectorizer.vocab_size} tokens)"
+            )
+    else:
+        vectorizer = Vectorizer.load(
+            path / "tokenizer.json",
+            oov_buckets=config.oov_buckets,
+            char_ngrams=config.char_ngrams,
+            char_buckets=config.char_buckets,
+        )
+        if vectorizer.vocab_size != raw["vocab_size"]:
+            raise ModelError(
+                f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
+                f"({vectorizer.word_count} words + "
+                f"{vectorizer.oov_buckets} oov_buckets + {vectorizer.char_buckets} char_buckets)"
+            )
+    return vectorizer
 
 
 def glove_embeddings(path: str, vectorizer: Vectorizer, seed: int) -> tuple[np.ndarray, dict]:

@@ -3,7 +3,8 @@
 Reading (:func:`read_layout`): what a sentence-transformers folder declares in ``modules.json`` —
 where its Hugging Face model lies (the Transformer module's path: ``""``, the folder itself, or a
 subfolder such as ``0_Transformer``), its pooling (mean or [CLS]), whether it normalises, and how
-many tokens it keeps (``max_seq_length``, or the tokenizer's ``model_max_length``). Modules we would not reproduce (Dense, max pooling, ...) are refused. A plain
+many tokens it keeps (``max_seq_length``, or the tokenizer's ``model_max_length``). Modules we
+would not reproduce (Dense, max pooling, ...) are refused. A plain
 Hugging Face folder (no ``modules.json``) is mean-pooled.
 
 Writing (:func:`write_layout`): a Siamese model with a transformer encoder is also a

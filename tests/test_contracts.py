@@ -183,3 +183,28 @@ def test_one_seed():
             config=TrainConfig(seed=4, epochs=1),
             progress=False,
         )
+
+
+def test_the_saved_train_options_come_back_as_given(tmp_path):
+    """--resume re-runs the declared options a checkpoint saved (JSON): paths come back as paths,
+    numbers as numbers, every option there."""
+    import json
+    from pathlib import Path
+
+    from siamese.cli.training import TrainCommand, _restored, _serialised
+    from siamese.options import declared_options
+
+    options = {d.name: d.default for d in declared_options(TrainCommand, ModelConfig, TrainConfig)}
+    options |= {
+        "data": [tmp_path / "a.csv", tmp_path / "b.csv"],
+        "weight": [2.0, 0.5],
+        "out": tmp_path / "m",
+        "glove": tmp_path / "glove.txt",
+        "log_dir": tmp_path / "logs",
+        "option": ["hidden=128"],
+        "epochs": 3,
+        "lr": 1e-3,
+    }
+    back = _restored(json.loads(json.dumps(_serialised(options))))
+    assert back == options
+    assert isinstance(back["data"][0], Path) and back["weight"] == [2.0, 0.5]

@@ -84,7 +84,8 @@ def train_vae(
         for h in info["history"]
     ]
     lines += [
-        f"best epoch {info['best_epoch']} (val_loss {info['val_loss']:.2f}); {non_finite} of {len(emojis)} codes inf/NaN",
+        f"best epoch {info['best_epoch']} (val_loss {info['val_loss']:.2f}); {non_finite} of {len(emojis)} codes "
+        "inf/NaN",
         f"saved to {out}",
     ]
     _emit(result, as_json, lines)
@@ -199,7 +200,10 @@ def train(
         str,
         typer.Option(
             "--text-encoder",
-            help="The text side: mpnet (default; make mpnet), minilm, bilstm (the seed's, from GloVe), student:FOLDER (siamese distill) or a model FOLDER.",
+            help=(
+                "The text side: mpnet (default; make mpnet), minilm, bilstm (the seed's, from GloVe), "
+                "student:FOLDER (siamese distill) or a model FOLDER."
+            ),
         ),
     ] = DEFAULT_TEXT_ENCODER,
     fine_tune: Annotated[
@@ -322,9 +326,12 @@ def train(
         as_json,
         [
             f"trained on {result['train_tweets']} tweets ({text_encoder}{', fine-tuned' if fine_tune else ''}) for "
-            f"{len(result['history'])} epochs in {result['seconds']:.1f}s; {kept} (validation accuracy {result['val_accuracy']:.4f})",
-            f"softmax temperatures fitted on the validation tweets: {result['calibration']['temperature']:.4f} (3-way sentiment), "
-            f"{result['calibration']['suggestions']['temperature']:.4f} (suggestions over all {len(model.names)} emojis)",
+            f"{len(result['history'])} epochs in {result['seconds']:.1f}s; {kept} (validation accuracy "
+            f"{result['val_accuracy']:.4f})",
+            f"softmax temperatures fitted on the validation tweets: {result['calibration']['temperature']:.4f} "
+            "(3-way sentiment), "
+            f"{result['calibration']['suggestions']['temperature']:.4f} (suggestions over all {len(model.names)} "
+            "emojis)",
             *_report_lines(f"held-out test ({report['n']} tweets)", report, baselines, len(model.names)),
             f"saved to {out}",
         ],
@@ -337,8 +344,10 @@ def _report_lines(title: str, report: dict, baselines: dict, emojis: int) -> lis
     return [
         f"{title}: accuracy {report['accuracy']:.4f} (recall: {recall})",
         f"  confusion matrix (rows true, columns predicted; positive, neutral, negative): {report['confusion_matrix']}",
-        f"  majority class {baselines['majority']['accuracy']:.4f}, TF-IDF + logistic regression {baselines['tfidf_logreg']['accuracy']:.4f}",
-        f"  top-5 suggestions among all {emojis} emojis sharing the tweet's sentiment: {report['sentiment_agreement_at_5']:.3f}",
+        f"  majority class {baselines['majority']['accuracy']:.4f}, TF-IDF + logistic regression "
+        f"{baselines['tfidf_logreg']['accuracy']:.4f}",
+        f"  top-5 suggestions among all {emojis} emojis sharing the tweet's sentiment: "
+        f"{report['sentiment_agreement_at_5']:.3f}",
         *(
             [f"  3-way probabilities: log-loss {calibration['log_loss']:.4f}, ECE {calibration['ece']:.4f}"]
             if calibration
@@ -346,8 +355,10 @@ def _report_lines(title: str, report: dict, baselines: dict, emojis: int) -> lis
         ),
         *(
             [
-                f"  suggestion probabilities (mean per tweet): top-1 {sug['top1']:.2%}, top-5 together {sug['top5_total']:.1%}, "
-                f"median emoji {sug['median_emoji']:.3%}, on the tweet's sentiment's emojis {sug['mass_on_tweet_sentiment']:.1%}"
+                f"  suggestion probabilities (mean per tweet): top-1 {sug['top1']:.2%}, top-5 together "
+                f"{sug['top5_total']:.1%}, "
+                f"median emoji {sug['median_emoji']:.3%}, on the tweet's sentiment's emojis "
+                f"{sug['mass_on_tweet_sentiment']:.1%}"
             ]
             if (sug := report.get("suggestions"))
             else []
@@ -363,7 +374,10 @@ def evaluate(
         Optional[Path],
         typer.Option(
             "--data",
-            help="Labelled tweets CSV ('text', 'airline_sentiment'); default: the model's own file, whose held-out test split is scored.",
+            help=(
+                "Labelled tweets CSV ('text', 'airline_sentiment'); default: the model's own file, whose held-out "
+                "test split is scored."
+            ),
         ),
     ] = None,
     as_json: JsonOpt = False,

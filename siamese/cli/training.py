@@ -141,12 +141,12 @@ def _train_options() -> tuple[type, ...]:
 
 
 def _serialised(options: dict) -> dict:
-    """The declared options as JSON (paths as text): what a checkpoint keeps for --resume and
-    what the --nproc workers are given."""
-    return {
-        k: [str(p) for p in v] if isinstance(v, list) else str(v) if isinstance(v, Path) else v
-        for k, v in options.items()
-    }
+    """The declared options as JSON (paths as text): what a checkpoint keeps for --resume."""
+
+    def text(value):
+        return str(value) if isinstance(value, Path) else value
+
+    return {k: [text(x) for x in v] if isinstance(v, list) else text(v) for k, v in options.items()}
 
 
 def _restored(saved: dict) -> dict:
@@ -238,16 +238,8 @@ def _recipe(options: dict):
 
     values = {**options, "loss": options["loss"] or ("hinge" if options["answers"] else None)}
     if options["cross"]:
-        if (
-            options["answers"]
-            or options["encoder"] != "lstm"
-            or options["head"] != "cosine"
-            or options["loss"]
-            not in (
-                None,
-                "triplet",
-            )
-        ):
+        bi_encoder_only = options["answers"] or (options["encoder"], options["head"]) != ("lstm", "cosine")
+        if bi_encoder_only or options["loss"] not in (None, "triplet"):
             raise ConfigError(
                 "--cross trains a cross-encoder on labelled pairs: it takes --transformer, not --answers, "
                 "--encoder, --head or --loss"
@@ -421,14 +413,20 @@ def distill_command(
     teacher: Annotated[
         str,
         typer.Option(
-            help="The model to imitate: minilm (all-MiniLM-L6-v2), mpnet (make mpnet), or a Siamese, sentence-transformers or Hugging Face folder."
+            help=(
+                "The model to imitate: minilm (all-MiniLM-L6-v2), mpnet (make mpnet), or a Siamese, "
+                "sentence-transformers or Hugging Face folder."
+            )
         ),
     ] = "minilm",
     data: Annotated[
         Optional[list[Path]],
         typer.Option(
             "--data",
-            help="Corpus files (repeat): .txt one text per line, a CSV/TSV column (--column), or a pair file (both texts). Default: every text of the shared pair sets outside their test splits.",
+            help=(
+                "Corpus files (repeat): .txt one text per line, a CSV/TSV column (--column), or a pair file (both "
+                "texts). Default: every text of the shared pair sets outside their test splits."
+            ),
         ),
     ] = None,
     column: Annotated[Optional[str], typer.Option(help="The CSV/TSV column holding the corpus texts.")] = None,
@@ -443,7 +441,10 @@ def distill_command(
         int,
         typer.Option(
             min=0,
-            help="Passes over the corpus matching the teacher's vectors (0: the teacher's token vectors only, as model2vec).",
+            help=(
+                "Passes over the corpus matching the teacher's vectors (0: the teacher's token vectors only, as "
+                "model2vec)."
+            ),
         ),
     ] = StaticConfig.epochs,
     lr: Annotated[
@@ -453,7 +454,10 @@ def distill_command(
         float,
         typer.Option(
             min=0.0,
-            help="Weight of the in-batch similarity term (the student finds the same texts close as the teacher; 0: match directions only).",
+            help=(
+                "Weight of the in-batch similarity term (the student finds the same texts close as the teacher; 0: "
+                "match directions only)."
+            ),
         ),
     ] = StaticConfig.relational,
     fine_tune: Annotated[
@@ -523,8 +527,10 @@ def distill_command(
         result,
         as_json,
         [
-            f"student of {result['teacher']}: {info['tokens']:,} tokens x {student.dim}, learned on {info['corpus_texts']:,} texts "
-            f"in {info['seconds']:.0f} s (epoch {kept['epoch']} kept; held-out cosine to the teacher {kept['val_cosine'] or 0:.3f})",
+            f"student of {result['teacher']}: {info['tokens']:,} tokens x {student.dim}, learned on "
+            f"{info['corpus_texts']:,} texts "
+            f"in {info['seconds']:.0f} s (epoch {kept['epoch']} kept; held-out cosine to the teacher "
+            f"{kept['val_cosine'] or 0:.3f})",
             f"threshold {choice['threshold']:.3f} ({_threshold_source(choice['val_pairs'])})",
             f"saved to {out}",
         ],
@@ -570,7 +576,10 @@ def pretrained_model(
     source: Annotated[
         str,
         typer.Argument(
-            help="minilm (all-MiniLM-L6-v2), mpnet (all-mpnet-base-v2; make mpnet), or a local sentence-transformers or Hugging Face model folder."
+            help=(
+                "minilm (all-MiniLM-L6-v2), mpnet (all-mpnet-base-v2; make mpnet), or a local sentence-transformers "
+                "or Hugging Face model folder."
+            )
         ),
     ],
     out: Annotated[Path, typer.Option("--out", help="Model folder to write.")],
@@ -578,7 +587,10 @@ def pretrained_model(
         Optional[list[Path]],
         typer.Option(
             "--val-data",
-            help="Labelled pairs to choose the threshold on (repeat for several files). Default: the shared validation sets (msrp-val, sts-dev, sick-trial).",
+            help=(
+                "Labelled pairs to choose the threshold on (repeat for several files). Default: the shared "
+                "validation sets (msrp-val, sts-dev, sick-trial)."
+            ),
         ),
     ] = None,
     max_length: Annotated[
@@ -595,7 +607,7 @@ def pretrained_model(
     overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,
 ):
-    """Save a pretrained sentence encoder, untrained, as a Siamese model (cosine head, threshold chosen on validation pairs)."""
+    """Save a pretrained sentence encoder, untrained, as a Siamese model (cosine head, threshold chosen on pairs)."""
     _check_out(out, overwrite, inputs=[Path(source)])
     from ..datasets import validation_sets
     from ..sentence_encoder import from_pretrained

@@ -73,9 +73,54 @@ def train_cross(
 ) -> CrossEncoder:
     """Fine-tune a cross-encoder on ``train_pairs``; ``val_pairs`` (both labels) give the
     validation loss (best epoch kept), the threshold and the calibration. ``checkpoint`` /
-    ``resume`` / ``run`` as :func:`siamese.training.train`."""
+    ``resume`` / ``run`` as :func:`siamese.training.train` (the one entry: ``ModelConfig(cross=True)``)."""
     config = config or CrossTrainConfig()
     config.check()
+    targets = _training_targets(train_pairs)
+    precision = resolve_precision(config.precision)
+    rng = np.random.default_rng(config.seed)
+    torch.manual_seed(config.seed)
+    model = CrossEncoder.build(model_config)
+    prior, val_prior = _fit_prior(model, train_pairs, val_pairs, targets)
+    data = _Encoded.of(model, train_pairs, targets, prior, both_orders=config.both_orders)
+    val = None
+    if val_pairs is not None and len(val_pairs) >= 2:
+        val = _Encoded.of(model, val_pairs, targets_of(val_pairs), val_prior, both_orders=False)
+    cast = autocast(precision)
+    trainer = _trainer(model, config, len(data.encodings), rng, checkpoint, run, progress)
+    if resume:
+        _restore(trainer, checkpoint, config)
+    started = time.perf_counter()
+    fitted = trainer.fit(
+        lambda rng: batches(data.lengths, config.batch_size, rng),
+        lambda rows: data.loss(model, rows, cast),
+        validate=(lambda: _validation_loss(model, val, cast)) if val is not None else None,
+    )
+    model.network.load_state_dict(fitted.best_weights)
+    model.network.eval()
+    decision = _decide(model, config, train_pairs, val_pairs, val_prior, progress)
+    model.info["training"] = {
+        "config": asdict(config),
+        "precision": precision,
+        "loss": "bce",
+        "trains_on": "labelled",
+        "given_pairs": len(train_pairs),
+        "train_pairs": len(train_pairs),
+        "val_pairs": 0 if val_pairs is None else len(val_pairs),
+        "best_epoch": fitted.best_epoch,
+        "history": fitted.history,
+        "seconds": round(time.perf_counter() - started, 3),
+        "pairs_per_second": fitted.per_second,
+        "threshold": model.threshold,
+        "threshold_choice": decision.choice,
+        "calibration": decision.calibration,
+        "sources": [train_pairs.source] + ([val_pairs.source] if val_pairs is not None else []),
+    }
+    return model
+
+
+def _training_targets(train_pairs: Pairs) -> np.ndarray:
+    """The training targets, refusing too few pairs or a single label."""
     if len(train_pairs) < 2:
         raise DataError(
             f"{train_pairs.source}: need at least 2 pairs to train a cross-encoder, found {len(train_pairs)}"
@@ -85,40 +130,76 @@ def train_cross(
         raise DataError(
             f"{train_pairs.source}: a cross-encoder trains on labelled pairs and needs both labels (0 and 1)"
         )
-    precision = resolve_precision(config.precision)
-    rng = np.random.default_rng(config.seed)
-    torch.manual_seed(config.seed)
-    model = CrossEncoder.build(model_config)
+    return targets
 
-    a, b = list(train_pairs.text1), list(train_pairs.text2)
-    prior = model.prior_cosines(a, b)  # None without a prior bi-encoder
-    val_prior = None
-    if prior is not None:
-        has_val = both_labels(val_pairs)  # one label: no fit there
-        val_prior = model.prior_cosines(val_pairs.text1, val_pairs.text2) if has_val else None
-        fit = (val_prior, targets_of(val_pairs)) if has_val else (prior, targets)
-        fit_prior(model.network, *fit)
-        model.info["prior"] = {
-            **model.info.get("prior", {}),
-            "scale": float(model.network.prior_scale),
-            "shift": float(model.network.prior_shift),
-            "fitted_on": (val_pairs if has_val else train_pairs).source,
-        }
-    if config.both_orders:
-        a, b, targets = a + list(train_pairs.text2), b + list(train_pairs.text1), np.concatenate([targets, targets])
-        prior = None if prior is None else np.concatenate([prior, prior])
-    cosines = None if prior is None else torch.from_numpy(prior)
-    encodings = model.tokenizer.encode(a, b)
-    lengths = np.array([len(e.ids) for e in encodings])
-    y = torch.from_numpy(targets.astype(np.float32))
-    val = None
-    if val_pairs is not None and len(val_pairs) >= 2:
-        val = (
-            model.tokenizer.encode(val_pairs.text1, val_pairs.text2),
-            torch.from_numpy(targets_of(val_pairs)),
-            None if val_prior is None else torch.from_numpy(val_prior),
+
+def _fit_prior(model: CrossEncoder, train_pairs: Pairs, val_pairs: Pairs | None, targets: np.ndarray):
+    """The prior bi-encoder's cosines of the training and validation pairs (None, None without a
+    prior), its scale and shift fitted on the validation pairs when they hold both labels (where its
+    cosine means what it will mean at use), else on the training pairs."""
+    prior = model.prior_cosines(list(train_pairs.text1), list(train_pairs.text2))
+    if prior is None:
+        return None, None
+    has_val = both_labels(val_pairs)  # one label: no fit there
+    val_prior = model.prior_cosines(val_pairs.text1, val_pairs.text2) if has_val else None
+    fit_prior(model.network, *((val_prior, targets_of(val_pairs)) if has_val else (prior, targets)))
+    model.info["prior"] = {
+        **model.info.get("prior", {}),
+        "scale": float(model.network.prior_scale),
+        "shift": float(model.network.prior_shift),
+        "fitted_on": (val_pairs if has_val else train_pairs).source,
+    }
+    return prior, val_prior
+
+
+@dataclass
+class _Encoded:
+    """Pairs tokenized together, their targets and prior cosines; ``both_orders`` adds (b, a)."""
+
+    encodings: list
+    lengths: np.ndarray
+    targets: torch.Tensor
+    cosines: torch.Tensor | None
+
+    @classmethod
+    def of(cls, model: CrossEncoder, pairs: Pairs, targets, prior, *, both_orders: bool) -> _Encoded:
+        a, b = list(pairs.text1), list(pairs.text2)
+        if both_orders:
+            a, b, targets = a + list(pairs.text2), b + list(pairs.text1), np.concatenate([targets, targets])
+            prior = None if prior is None else np.concatenate([prior, prior])
+        encodings = model.tokenizer.encode(a, b)
+        return cls(
+            encodings,
+            np.array([len(e.ids) for e in encodings]),
+            torch.from_numpy(np.asarray(targets, dtype=np.float32)),
+            None if prior is None else torch.from_numpy(prior),
         )
 
+    def logits(self, model: CrossEncoder, rows, cast) -> torch.Tensor:
+        with cast():
+            logits = model.network(
+                *model.tokenizer.batch([self.encodings[i] for i in rows]),
+                None if self.cosines is None else self.cosines[rows],
+            )
+        return logits.float()
+
+    def loss(self, model: CrossEncoder, rows, cast, reduction: str = "mean") -> torch.Tensor:
+        return F.binary_cross_entropy_with_logits(
+            self.logits(model, rows, cast), self.targets[rows], reduction=reduction
+        )
+
+
+@torch.no_grad()
+def _validation_loss(model: CrossEncoder, val: _Encoded, cast) -> float:
+    """Mean binary cross-entropy over the validation pairs, 64 at a time."""
+    model.network.eval()
+    n = len(val.encodings)
+    total = sum(val.loss(model, np.arange(s, min(s + 64, n)), cast, reduction="sum").item() for s in range(0, n, 64))
+    return total / n
+
+
+def _trainer(model: CrossEncoder, config: CrossTrainConfig, rows: int, rng, checkpoint, run, progress) -> Trainer:
+    """AdamW (no decay on biases and LayerNorm), linear warm-up then decay, checkpoints."""
     network = model.network
     decay = [p for n, p in network.named_parameters() if p.ndim > 1]
     no_decay = [p for n, p in network.named_parameters() if p.ndim <= 1]  # biases and LayerNorm
@@ -126,39 +207,13 @@ def train_cross(
         [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=config.lr,
     )
-    steps = config.epochs * -(-len(encodings) // config.batch_size)
+    steps = config.epochs * -(-rows // config.batch_size)
     warmup = max(1, int(config.warmup_fraction * steps))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup)))
     )
-    cast = autocast(precision)
-
-    def step(rows: np.ndarray) -> torch.Tensor:
-        with cast():
-            logits = network(
-                *model.tokenizer.batch([encodings[i] for i in rows]), None if cosines is None else cosines[rows]
-            )
-        return F.binary_cross_entropy_with_logits(logits.float(), y[rows])
-
-    @torch.no_grad()
-    def validate() -> float:
-        network.eval()
-        enc, target, val_cosines = val
-        total = 0.0
-        for start in range(0, len(enc), 64):
-            with cast():
-                logits = network(
-                    *model.tokenizer.batch(enc[start : start + 64]),
-                    None if val_cosines is None else val_cosines[start : start + 64],
-                )
-            total += F.binary_cross_entropy_with_logits(
-                logits.float(), target[start : start + 64], reduction="sum"
-            ).item()
-        return total / len(enc)
-
-    meta = {"train_config": json.loads(json.dumps(asdict(config))), "run": run or {}}
-    callbacks = [Checkpoint(checkpoint, model.write, meta)] if checkpoint else []
-    trainer = Trainer(
+    meta = {"train_config": _config_json(config), "run": run or {}}
+    return Trainer(
         network,
         [optimizer],
         epochs=config.epochs,
@@ -167,30 +222,32 @@ def train_cross(
         progress=progress,
         desc="cross epoch",
         item="pair",
-        on_epoch_end=callbacks,
+        on_epoch_end=[Checkpoint(checkpoint, model.write, meta)] if checkpoint else [],
     )
-    if resume:
-        if checkpoint is None:
-            raise ConfigError("resume needs the checkpoint folder the run wrote")
-        tensors, skeleton, read_meta = read_checkpoint(checkpoint)
-        if read_meta.get("train_config") != meta["train_config"]:
-            raise ConfigError(
-                f"{checkpoint}: the checkpoint was trained with other settings; resume with the same ones"
-            )
-        trainer.restore(tensors, skeleton)
-    started = time.perf_counter()
-    fitted = trainer.fit(
-        lambda rng: batches(lengths, config.batch_size, rng), step, validate=validate if val is not None else None
-    )
-    network.load_state_dict(fitted.best_weights)
-    network.eval()
 
-    # On the labels (graded pairs carry them too: STS-B >= 4 is a duplicate), as for a Siamese model;
-    # the prior's cosines of the validation pairs are computed once.
+
+def _config_json(config: CrossTrainConfig) -> dict:
+    return json.loads(json.dumps(asdict(config)))
+
+
+def _restore(trainer: Trainer, checkpoint, config: CrossTrainConfig) -> None:
+    """The trainer state saved in ``checkpoint``, after checking it was written with ``config``."""
+    if checkpoint is None:
+        raise ConfigError("resume needs the checkpoint folder the run wrote")
+    tensors, skeleton, meta = read_checkpoint(checkpoint)
+    if meta.get("train_config") != _config_json(config):
+        raise ConfigError(f"{checkpoint}: the checkpoint was trained with other settings; resume with the same ones")
+    trainer.restore(tensors, skeleton)
+
+
+def _decide(model: CrossEncoder, config: CrossTrainConfig, train_pairs, val_pairs, val_prior, progress: bool):
+    """The threshold and calibration (siamese.decision), on the labels (graded pairs carry them
+    too: STS-B >= 4 is a duplicate), as for a Siamese model; the validation pairs' prior cosines
+    are reused."""
+
     def similarity(text1, text2):
-        return model.similarity(
-            text1, text2, prior=val_prior if val_pairs is not None and text1 is val_pairs.text1 else None
-        )
+        reuse = val_pairs is not None and text1 is val_pairs.text1
+        return model.similarity(text1, text2, prior=val_prior if reuse else None)
 
     decision = decide(
         similarity,
@@ -204,22 +261,7 @@ def train_cross(
     model.threshold, model.calibrator = decision.threshold, decision.calibrator
     if progress and "note" in decision.choice:
         tqdm.write(f"threshold {model.threshold:.3f}: {decision.choice['note']}")
-    model.info["training"] = {
-        "config": asdict(config),
-        "precision": precision,
-        "loss": "bce",
-        "train_pairs": len(train_pairs),
-        "val_pairs": 0 if val_pairs is None else len(val_pairs),
-        "best_epoch": fitted.best_epoch,
-        "history": fitted.history,
-        "seconds": round(time.perf_counter() - started, 3),
-        "pairs_per_second": fitted.per_second,
-        "threshold": model.threshold,
-        "threshold_choice": decision.choice,
-        "calibration": decision.calibration,
-        "sources": [train_pairs.source] + ([val_pairs.source] if val_pairs is not None else []),
-    }
-    return model
+    return decision
 
 
 def fit_prior(network, cosines: np.ndarray, targets: np.ndarray) -> None:

@@ -64,7 +64,10 @@ def check_head_and_loss(head: str, loss: str, losses: dict) -> None:
     if losses[loss].heads_why:
         why = losses[loss].heads_why
     elif head in SIMILARITY_HEADS:
-        why = f"head {head!r} gives a similarity, not a probability; use --loss contrastive (labelled pairs) or an in-batch loss"
+        why = (
+            f"head {head!r} gives a similarity, not a probability; use --loss contrastive (labelled pairs) "
+            "or an in-batch loss"
+        )
     else:
         why = f"head {head!r} is a classifier trained on labelled pairs; use --loss bce"
     raise ConfigError(f"loss {loss!r} works with heads {', '.join(allowed)}: {why}")
