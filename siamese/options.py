@@ -127,6 +127,8 @@ def check_bounds(config: Any, error: type[Exception]) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         if (d.option.min is not None and value < d.option.min) or (d.option.max is not None and value > d.option.max):
-            lo = "" if d.option.min is None else f">= {d.option.min:g}"
-            hi = "" if d.option.max is None else f"<= {d.option.max:g}"
-            raise error(f"{d.name} must be {' and '.join(p for p in (lo, hi) if p)}, got {value!r}")
+            if d.option.min is not None and d.option.max is not None:
+                bounds = f"in [{d.option.min:g}, {d.option.max:g}]"
+            else:
+                bounds = f">= {d.option.min:g}" if d.option.min is not None else f"<= {d.option.max:g}"
+            raise error(f"{d.name} must be {bounds}, got {value!r}")

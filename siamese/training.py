@@ -171,8 +171,6 @@ def prepare(
     model_config = replace(model_config, seed=config.seed)
     model_config.check()
     check_trainable(model_config)  # before a teacher encodes anything
-    if not 0.0 <= config.keep_initial < 1.0:
-        raise ConfigError(f"keep_initial must be in [0, 1), got {config.keep_initial}")
     if config.keep_initial and not encoder_class(model_config.encoder).pretrained:
         raise ConfigError(
             f"keep_initial mixes pretrained weights back in: encoder {model_config.encoder!r} starts from "
