@@ -25,12 +25,12 @@ from siamese import (
     train,
     triplet_loss,
 )
+from siamese.batching import batches
 from siamese.data import Pairs
 from siamese.evaluation import classification_report, evaluate
 from siamese.model import DEFAULT_THRESHOLD
 from siamese.optim import LazyAdam
 from siamese.trainer import Checkpoint
-from siamese.batching import batches
 
 
 def held_out_triplet_loss(model: SiameseModel, pairs: Pairs, batch: int = 64) -> float:
