@@ -117,7 +117,7 @@ def bench_ray(args) -> dict:
     import ray
 
     from siamese.ray_engine import RayEngine
-    from siamese.search.dedupe import duplicate_pairs
+    from siamese.search.pairs import duplicate_pairs
 
     texts = sample_texts(args.size)
     with tempfile.TemporaryDirectory() as tmp:

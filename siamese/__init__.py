@@ -11,7 +11,7 @@ from .version import __version__
 __getattr__, __dir__, __all__ = lazy_exports(
     globals(),
     {
-        "Calibrator": ".calibration",
+        "Calibrator": ".calibrator",
         "fit_calibrator": ".calibration",
         "FORMATS": ".data",
         "Pairs": ".data",
@@ -22,7 +22,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "DataError": ".errors",
         "ModelError": ".errors",
         "SiameseError": ".errors",
-        "choose_threshold": ".evaluation",
+        "choose_threshold": ".thresholds",
         "evaluate": ".evaluation",
         "hinge_loss": ".losses",
         "triplet_loss": ".losses",

@@ -73,7 +73,7 @@ def read_trecqa(path: str | os.PathLike) -> list[Question]:
             answers, labels = groups.setdefault(row[q], ([], []))
             answers.append(row[a])
             labels.append(int(label))
-    return [Question(q, a, np.array(l, dtype=np.int8)) for q, (a, l) in groups.items()]
+    return [Question(q, a, np.array(labels, dtype=np.int8)) for q, (a, labels) in groups.items()]
 
 
 def read_wikiqa(folder: str | os.PathLike) -> list[Question]:
@@ -97,7 +97,7 @@ def read_wikiqa(folder: str | os.PathLike) -> list[Question]:
         _, answers, labels = groups.setdefault(qid, (q, [], []))
         answers.append(a)
         labels.append(int(sim))
-    return [Question(q, a, np.array(l, dtype=np.int8)) for q, a, l in groups.values()]
+    return [Question(q, a, np.array(labels, dtype=np.int8)) for q, a, labels in groups.values()]
 
 
 def read_answers(path: str | os.PathLike) -> list[Question]:

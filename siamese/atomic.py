@@ -109,11 +109,6 @@ def siamese_kind(folder: Path) -> str | None:
     return None
 
 
-def is_siamese_folder(folder: Path) -> bool:
-    """True when ``folder`` holds a siamese model, index or dedupe-run manifest."""
-    return siamese_kind(folder) is not None
-
-
 def check_not_input(out: str | os.PathLike, inputs) -> None:
     """The one rule for every output (file or folder), with or without --overwrite: it must not be,
     hold, or lie inside any of the command's ``inputs`` (the files and folders it reads; None and

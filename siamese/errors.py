@@ -19,3 +19,7 @@ class ConfigError(SiameseError, ValueError):
 
 class OutputError(SiameseError, OSError):
     """An output cannot be written: a bad path, no permission, a folder that is not ours, a busy lock."""
+
+
+class SearchIndexError(SiameseError):
+    """An index folder is missing, damaged, or belongs to another model."""

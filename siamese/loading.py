@@ -4,20 +4,8 @@ that only score pairs (evaluate, predict, calibrate, score, serve's /similarity)
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-from .errors import ModelError
-from .manifest import read_json_object
-
-CROSS_FORMAT = "siamese-cross/1"
-
-
-def folder_format(path: str | os.PathLike) -> str | None:
-    """The ``format`` of a model folder's config.json (None when it has none)."""
-    file = Path(path) / "config.json"
-    if not file.is_file():
-        return None
-    return read_json_object(file, ModelError).get("format")
+from .manifest import CROSS_FORMAT, folder_format, refuse_cross  # noqa: F401 (re-exported)
 
 
 def load_model(path: str | os.PathLike, *, precision: str | None = None, device: str | None = None):
@@ -32,12 +20,3 @@ def load_model(path: str | os.PathLike, *, precision: str | None = None, device:
     from .model import SiameseModel
 
     return SiameseModel.load(path, precision=precision, device=device or "auto")
-
-
-def refuse_cross(path: str | os.PathLike) -> None:
-    """One line for a command that needs vectors when it is given a cross-encoder."""
-    if folder_format(path) == CROSS_FORMAT:
-        raise ModelError(
-            f"{path}: a cross-encoder scores pairs and has no vectors; use it with evaluate, predict, score, "
-            "calibrate or serve (or to verify a bi-encoder's candidates: dedupe --verify, search --rerank)"
-        )

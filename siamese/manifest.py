@@ -1,11 +1,15 @@
-"""The JSON file that describes a saved folder (a model's config.json, an index's index.json)."""
+"""The JSON file that describes a saved folder (a model's config.json, an index's index.json),
+and what a model folder's ``format`` says it is (a bi-encoder or a cross-encoder)."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from .errors import ModelError
 
 
 def read_json_object(file: Path, error: type[Exception], what: str = "a JSON object", kind: type = dict):
@@ -88,3 +92,23 @@ def check_fields(raw: dict, spec: dict[str, Field], file: Path, error: type[Exce
             raise error(
                 f"{file}: field {prefix + name!r} must be {'null or ' if f.optional else ''}{what}{bounds}, got {shown}"
             )
+
+
+CROSS_FORMAT = "siamese-cross/1"
+
+
+def folder_format(path: str | os.PathLike) -> str | None:
+    """The ``format`` of a model folder's config.json (None when it has none)."""
+    file = Path(path) / "config.json"
+    if not file.is_file():
+        return None
+    return read_json_object(file, ModelError).get("format")
+
+
+def refuse_cross(path: str | os.PathLike) -> None:
+    """One line for a command that needs vectors when it is given a cross-encoder."""
+    if folder_format(path) == CROSS_FORMAT:
+        raise ModelError(
+            f"{path}: a cross-encoder scores pairs and has no vectors; use it with evaluate, predict, score, "
+            "calibrate or serve (or to verify a bi-encoder's candidates: dedupe --verify, search --rerank)"
+        )

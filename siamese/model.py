@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -23,19 +23,19 @@ from safetensors import SafetensorError
 from safetensors.torch import save_file
 
 from .atomic import atomic_dir, atomic_file
-from .calibration import Calibrator
+from .calibrator import Calibrator
+from .configs import ModelConfig
 from .devices import host_bytes, is_cpu, resolve_device, to_device
-from .encoders import ENCODERS, Encoder, TransformerEncoder, build_encoder, encoder_class
+from .encoders import Encoder, TransformerEncoder, build_encoder, encoder_class
 from .errors import ConfigError, ModelError, SiameseError
 from .glove import embedding_matrix, load_glove
 from .heads import HEADS, build_head, clip_threshold
-from .losses import check_head_and_loss
 from .manifest import Field, check_fields, read_manifest
 from .parallel import ParallelEncoder, single_threaded_ops
 from .precision import autocast, default_precision, resolve_precision
 from .progress import tqdm
 from .st_layout import encoder_weights, write_layout
-from .text import PretrainedVectorizer, Vectorizer, check_char_ngrams, check_oov_buckets, pad
+from .text import PretrainedVectorizer, Vectorizer, pad
 from .version import __version__
 from .weights import check_shapes, expected_shapes, load_finite, meta_build, read_header
 
@@ -44,7 +44,6 @@ FORMAT = "siamese-model/1"
 # calibration: kept on the model (config.json's top-level "threshold"), not in the architecture.
 DEFAULT_THRESHOLD = 0.7
 HEAD_PREFIX = "head."
-MIN_VOCAB = 16  # [PAD], [UNK] and the other special tokens, and room for words
 _BIG = 1 << 24  # ids, buckets: a bound on sizes no real model reaches, so a tampered config cannot ask for more
 # Every config.json field, checked before anything is built from it.
 MANIFEST_FIELDS = {
@@ -69,98 +68,6 @@ MANIFEST_FIELDS = {
     "calibration": Field(dict, optional=True),
     "cross": Field(bool),
 }
-
-
-@dataclass
-class ModelConfig:
-    """Architecture and text hyper-parameters; saved as ``config.json``.
-
-    ``encoder``, ``head`` and ``loss`` are chosen by name (see :mod:`siamese.encoders`,
-    :mod:`siamese.heads`, :mod:`siamese.losses`); ``encoder_options`` holds the encoder's own
-    keywords (``{"hidden": 256, "pooling": "attention"}``). The defaults are the foundation
-    model, so folders saved before these fields existed load unchanged.
-    """
-
-    encoder: str = "lstm"
-    dim: int | None = None  # LSTM width; embedding width of the other word encoders (None: the encoder's default)
-    head: str = "cosine"
-    loss: str = "triplet"
-    encoder_options: dict = field(default_factory=dict)
-    glove: str | None = None  # word vectors the embedding starts from (used when building only)
-    lowercase: bool = True
-    max_vocab: int | None = 50_000
-    min_frequency: int = 1
-    max_length: int | None = 128
-    # Words outside the vocabulary hash into this many extra ids instead of all becoming [UNK]
-    # (Keras num_oov_indices): texts sharing an unseen word share its vector. 0: [UNK].
-    oov_buckets: int = 0
-    # Each word's character n-grams, lo to hi long (e.g. [3, 5]), hashed into char_buckets ids of
-    # their own and pooled by the bag of words apart from the words (fastText's subwords). None: off.
-    char_ngrams: list[int] | None = None
-    char_buckets: int = 1 << 17
-    # "words": a word vocabulary learned from the training texts (tokenizer.json is a WordLevel
-    # model); "subwords": tokenizer.json is a pretrained subword tokenizer (a distilled static
-    # student keeps its teacher's WordPiece tokens plus whole corpus words; see siamese.distill).
-    tokenizer: str = "words"
-    seed: int = 0
-    # A cross-encoder (siamese.cross): both texts read together by the transformer of
-    # encoder_options["path"] (default minilm); train() builds one instead of a Siamese model.
-    cross: bool = False
-
-    def encoder_kwargs(self) -> dict:
-        """Keywords for :func:`build_encoder`: the options, the width, and whether the head wants unit vectors."""
-        options = dict(self.encoder_options)
-        cls = encoder_class(self.encoder)
-        if self.dim is not None and cls.width_option is not None:
-            options.setdefault(cls.width_option, self.dim)
-        if self.head in HEADS:
-            options["normalize"] = HEADS[self.head].unit_vectors
-        if self.char_ngrams:
-            options["char_buckets"] = self.char_buckets
-        return options
-
-    def check(self) -> None:
-        """Refuse unknown names, options and head/loss pairs that cannot train, with a one-line message."""
-        options = dict(self.encoder_options)
-        # A cross-encoder's prior bi-encoder (siamese.cross) rides in encoder_options["prior"].
-        if self.cross and not isinstance(options.pop("prior", None), (str, type(None))):
-            raise ConfigError("encoder_options['prior'] must name a bi-encoder (minilm, mpnet or a folder)")
-        encoder_class(self.encoder).check_options(self.encoder, options)
-        if self.cross and (
-            self.encoder != "transformer" or self.loss not in ("triplet", "bce") or self.head != "cosine"
-        ):
-            raise ConfigError(
-                "a cross-encoder (cross=True) is a transformer trained with bce on labelled pairs: "
-                "set encoder='transformer' and no head or other loss"
-            )
-        if self.head not in HEADS:
-            raise ModelError(f"unknown head {self.head!r}; choose one of: {', '.join(HEADS)}")
-        check_head_and_loss(self.head, self.loss)
-        check_oov_buckets(self.oov_buckets)
-        if self.max_vocab is not None and (not isinstance(self.max_vocab, int) or self.max_vocab < MIN_VOCAB):
-            raise ConfigError(
-                f"max_vocab must be at least {MIN_VOCAB} (the special tokens and some words; None: no cap), "
-                f"got {self.max_vocab!r}"
-            )
-        if self.tokenizer not in ("words", "subwords"):
-            raise ConfigError(f"tokenizer must be 'words' or 'subwords', got {self.tokenizer!r}")
-        if self.tokenizer == "subwords" and (self.oov_buckets or self.char_ngrams):
-            raise ConfigError(
-                "oov_buckets and char_ngrams extend a word vocabulary: a subword tokenizer has no unknown words"
-            )
-        check_char_ngrams(self.char_ngrams, self.char_buckets)
-        if self.char_ngrams and not encoder_class(self.encoder).takes_char_ngrams:
-            raise ConfigError(f"char_ngrams are pooled by the bag of words only (--encoder bow), not {self.encoder!r}")
-        if self.oov_buckets and encoder_class(self.encoder).own_tokenizer:
-            raise ConfigError(
-                f"oov_buckets hashes words outside a learned vocabulary: encoder {self.encoder!r} "
-                "brings its own tokenizer"
-            )
-        if self.glove and not encoder_class(self.encoder).takes_glove:
-            takes = [name for name, cls in ENCODERS.items() if cls.takes_glove]
-            raise ConfigError(
-                f"encoder {self.encoder!r} does not start from GloVe vectors; these do: {', '.join(takes)}"
-            )
 
 
 def check_trainable(config: ModelConfig) -> None:
@@ -493,7 +400,7 @@ class SiameseModel:
         in (auto, bf16, fp32; default $SIAMESE_PRECISION, else auto). ``device``: auto (a GPU
         when there is one; an exported model stays on the CPU), cpu, cuda, cuda:N or mps."""
         from .atomic import clear_leftovers
-        from .loading import refuse_cross
+        from .manifest import refuse_cross
 
         path = Path(path)
         clear_leftovers(path)  # what a killed save of this folder left beside it
@@ -520,26 +427,7 @@ class SiameseModel:
         if not own_tokenizer and "vocab_size" not in raw:
             raise ModelError(f"{config_file}: missing field 'vocab_size'")
         # The tokenizer first: vocab_size must match it before any layer is sized by it.
-        if own_tokenizer or config.tokenizer == "subwords":
-            vectorizer = PretrainedVectorizer.load(path / "tokenizer.json", max_length=config.max_length)
-            if not own_tokenizer and vectorizer.vocab_size != raw["vocab_size"]:
-                raise ModelError(
-                    f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
-                    f"({vectorizer.vocab_size} tokens)"
-                )
-        else:
-            vectorizer = Vectorizer.load(
-                path / "tokenizer.json",
-                oov_buckets=config.oov_buckets,
-                char_ngrams=config.char_ngrams,
-                char_buckets=config.char_buckets,
-            )
-            if vectorizer.vocab_size != raw["vocab_size"]:
-                raise ModelError(
-                    f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
-                    f"({vectorizer.word_count} words + "
-                    f"{vectorizer.oov_buckets} oov_buckets + {vectorizer.char_buckets} char_buckets)"
-                )
+        vectorizer = _load_vectorizer(path, config, raw, own_tokenizer)
         options = config.encoder_kwargs() | ({"folder": path} if exported else {})
         vocab = None if own_tokenizer else raw["vocab_size"]
         weights = path / "model.safetensors"
@@ -585,6 +473,32 @@ class SiameseModel:
         model.path = path.resolve()
         model.precision = precision
         return model.to(device)
+
+
+def _load_vectorizer(path: Path, config: ModelConfig, raw: dict, own_tokenizer: bool) -> Vectorizer:
+    """A model folder's tokenizer.json, checked against config.json's vocab_size."""
+    config_file = path / "config.json"
+    if own_tokenizer or config.tokenizer == "subwords":
+        vectorizer = PretrainedVectorizer.load(path / "tokenizer.json", max_length=config.max_length)
+        if not own_tokenizer and vectorizer.vocab_size != raw["vocab_size"]:
+            raise ModelError(
+                f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
+                f"({vectorizer.vocab_size} tokens)"
+            )
+    else:
+        vectorizer = Vectorizer.load(
+            path / "tokenizer.json",
+            oov_buckets=config.oov_buckets,
+            char_ngrams=config.char_ngrams,
+            char_buckets=config.char_buckets,
+        )
+        if vectorizer.vocab_size != raw["vocab_size"]:
+            raise ModelError(
+                f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
+                f"({vectorizer.word_count} words + "
+                f"{vectorizer.oov_buckets} oov_buckets + {vectorizer.char_buckets} char_buckets)"
+            )
+    return vectorizer
 
 
 def glove_embeddings(path: str, vectorizer: Vectorizer, seed: int) -> tuple[np.ndarray, dict]:

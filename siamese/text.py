@@ -337,10 +337,11 @@ class PretrainedVectorizer(Vectorizer):
 
 
 def _word_split(spec: dict, lowercase: bool, special: bool):
-    """(split, max_length or 0, whether truncation keeps the last ids) for the word cache when a normalised ASCII text's ids are exactly its
-    words' ids joined: BertPreTokenizer (for ASCII: runs of letters and digits, and each other
-    printable character alone), a model that takes each word alone, nothing added around the
-    text, and no added token that could match lower-cased text. None otherwise."""
+    """(split, max_length or 0, whether truncation keeps the last ids) for the word cache when a
+    normalised ASCII text's ids are exactly its words' ids joined: BertPreTokenizer (for ASCII:
+    runs of letters and digits, and each other printable character alone), a model that takes
+    each word alone, nothing added around the text, and no added token that could match
+    lower-cased text. None otherwise."""
     pre, model = spec.get("pre_tokenizer") or {}, spec.get("model") or {}
     if pre.get("type") != "BertPreTokenizer" or model.get("type") not in ("WordPiece", "WordLevel"):
         return None

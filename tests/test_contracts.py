@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import typer
+import typer.testing
 
 from siamese.answers import Triplets
 from siamese.cli import app
@@ -42,14 +43,10 @@ def _options(command_name: str) -> dict[str, object]:
     return {p.name: p.default for p in command.params if p.param_type_name == "option"}
 
 
-# CLI options whose meaning differs from the dataclass field of the same name, and why.
+# CLI options whose default differs from the dataclass field of the same name, and why (declared
+# with cli_default on the field itself).
 DIFFERENT_BY_DESIGN = {
     "loss": "None: triplet, or hinge with --answers",
-    "max_vocab": "0 means no cap (the dataclass says None)",
-    "char_ngrams": "written as text, 3-5",
-    "teacher": "a name or folder (the dataclass also takes a model)",
-    "epochs": "None: TrainConfig's 5, or CrossTrainConfig's 1 with --cross",
-    "batch_size": "None: TrainConfig's 256, or CrossTrainConfig's 16 with --cross",
 }
 
 
@@ -75,10 +72,43 @@ def test_cli_defaults_agree_with_the_configuration(command, configs):
     assert checked >= 5
 
 
+def test_every_train_option_is_one_declaration():
+    """siamese train is generated from declared fields: each CLI option is exactly one declared
+    field (flag, default, help, bounds from it), and every declared configuration field is an option."""
+    from siamese.cli.training import TrainCommand
+    from siamese.configs import LossConfig
+    from siamese.options import declared_options
+
+    command = typer.main.get_command(app).commands["train"]
+    params = {p.name: p for p in command.params}
+    declared = {d.name: d for d in declared_options(TrainCommand, ModelConfig, TrainConfig)}
+    assert sorted(params) == sorted(declared)
+    for config in (ModelConfig, TrainConfig, LossConfig):
+        for f in dataclasses.fields(config):
+            if "option" in f.metadata:
+                assert f.name in params, f.name
+    for name, d in declared.items():
+        assert params[name].default == d.default, name
+        if d.option.help:
+            assert params[name].help == d.option.help, name
+
+
+def test_train_help_lists_the_registries():
+    from siamese.encoders import ENCODERS
+    from siamese.heads import HEADS
+    from siamese.losses import LOSSES
+
+    out = typer.testing.CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "2000"}).output
+    for registry in (ENCODERS, HEADS, LOSSES):
+        assert all(name in out for name in registry)
+    assert "0.25 triplet" in out  # the margins come from the loss classes
+
+
 def test_importing_the_package_and_cli_loads_no_torch_and_changes_nothing():
     code = (
         "import os, sys; env = dict(os.environ); "
-        "import siamese, siamese.cli; "
+        "import siamese, siamese.cli; from siamese.cli import app; import typer; "
+        "typer.main.get_command(app); "
         "assert 'torch' not in sys.modules and 'sklearn' not in sys.modules, 'heavy import'; "
         "assert dict(os.environ) == env, 'environment changed'; "
         "assert 'matplotlib' not in sys.modules; print(siamese.__version__)"
@@ -153,3 +183,28 @@ def test_one_seed():
             config=TrainConfig(seed=4, epochs=1),
             progress=False,
         )
+
+
+def test_the_saved_train_options_come_back_as_given(tmp_path):
+    """--resume re-runs the declared options a checkpoint saved (JSON): paths come back as paths,
+    numbers as numbers, every option there."""
+    import json
+    from pathlib import Path
+
+    from siamese.cli.training import TrainCommand, _restored, _serialised
+    from siamese.options import declared_options
+
+    options = {d.name: d.default for d in declared_options(TrainCommand, ModelConfig, TrainConfig)}
+    options |= {
+        "data": [tmp_path / "a.csv", tmp_path / "b.csv"],
+        "weight": [2.0, 0.5],
+        "out": tmp_path / "m",
+        "glove": tmp_path / "glove.txt",
+        "log_dir": tmp_path / "logs",
+        "option": ["hidden=128"],
+        "epochs": 3,
+        "lr": 1e-3,
+    }
+    back = _restored(json.loads(json.dumps(_serialised(options))))
+    assert back == options
+    assert isinstance(back["data"][0], Path) and back["weight"] == [2.0, 0.5]

@@ -16,7 +16,8 @@ from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
 from siamese.data import Pairs
 from siamese.errors import ConfigError, ModelError
 from siamese.losses import DistillLoss, check_head_and_loss
-from siamese.teachers import TeacherVectors, load_teacher, sentence_transformers_pooling
+from siamese.st_layout import read_layout
+from siamese.teachers import TeacherVectors, load_teacher
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
@@ -156,10 +157,10 @@ def test_errors_are_one_line_and_come_before_any_work(sts, tmp_path):
         train(pairs, None, model_config=bow, config=TrainConfig(epochs=1, teacher=manhattan), progress=False)
 
 
-def test_sentence_transformers_pooling_is_read_or_refused(tmp_path):
+def test_the_layouts_pooling_is_read_or_refused(tmp_path):
     folder = tmp_path / "st"
     (folder / "1_Pooling").mkdir(parents=True)
-    assert sentence_transformers_pooling(folder) == "mean"  # a plain Hugging Face folder
+    assert read_layout(folder).pooling == "mean"  # a plain Hugging Face folder
     modules = [
         {"type": "sentence_transformers.models.Transformer", "path": ""},
         {"type": "sentence_transformers.models.Pooling", "path": "1_Pooling"},
@@ -168,16 +169,16 @@ def test_sentence_transformers_pooling_is_read_or_refused(tmp_path):
     (folder / "modules.json").write_text(json.dumps(modules))
     for settings, expected in (({"pooling_mode_mean_tokens": True}, "mean"), ({"pooling_mode_cls_token": True}, "cls")):
         (folder / "1_Pooling" / "config.json").write_text(json.dumps(settings))
-        assert sentence_transformers_pooling(folder) == expected
+        assert read_layout(folder).pooling == expected
     (folder / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_max_tokens": True}))
     with pytest.raises(ModelError, match="pooling max_tokens is not supported"):
-        sentence_transformers_pooling(folder)
+        read_layout(folder)
     (folder / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True}))
     (folder / "modules.json").write_text(
         json.dumps(modules + [{"type": "sentence_transformers.models.Dense", "path": "3"}])
     )
     with pytest.raises(ModelError, match="module 'Dense' is not supported"):
-        sentence_transformers_pooling(folder)
+        read_layout(folder)
 
 
 def test_cli_distills_from_a_teacher_folder(data_dir, tmp_path):

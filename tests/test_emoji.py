@@ -396,7 +396,7 @@ def test_emoji_commands_import_in_either_order():
     import subprocess
     import sys
 
-    for first in ("siamese.emoji.cli", "siamese.cli"):
+    for first in ("siamese.cli.emoji", "siamese.cli"):
         code = f"import {first}, siamese.cli; print(len(siamese.cli.emoji_app.registered_commands))"
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0 and proc.stdout.strip() == "6", proc.stderr

@@ -270,7 +270,7 @@ def test_index_json_marks_an_index_folder_as_ours(tmp_path):
     folder.mkdir()
     (folder / "index.json").write_text(json.dumps({"format": "siamese-index/1"}))
     (folder / "texts.jsonl").write_text("")
-    assert atomic.is_siamese_folder(folder)
+    assert atomic.siamese_kind(folder) == "index"
     (folder / "index.json").write_text(json.dumps({"format": "someone-else"}))
-    assert not atomic.is_siamese_folder(folder)
+    assert atomic.siamese_kind(folder) is None
     np.testing.assert_equal(names(folder), ["index.json", "texts.jsonl"])

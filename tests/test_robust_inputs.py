@@ -215,7 +215,10 @@ def test_output_files_never_replace_an_input_or_an_existing_file(tmp_path, model
     before = {p: p.read_bytes() for p in (texts, pairs, config)}
     for args, fragment in [
         (("encode", model_path, "--data", texts, "--out", texts, "--quiet"), "is this command's input"),
-        (("encode", model_path, "--data", texts, "--out", config, "--quiet", "--overwrite"), "which this command reads"),
+        (
+            ("encode", model_path, "--data", texts, "--out", config, "--quiet", "--overwrite"),
+            "which this command reads",
+        ),
         (("evaluate", model_path, "--data", pairs, "--errors", pairs, "--overwrite"), "is this command's input"),
         (
             ("evaluate", model_path, "--data", pairs, "--report", tmp_path / "x.html", "--errors", tmp_path / "x.html"),

@@ -11,11 +11,11 @@ import torch
 from conftest import invoke
 
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
+from siamese.batching import weighted_rows
 from siamese.errors import ConfigError, ModelError
 from siamese.evaluation import evaluate
 from siamese.heads import HEADS
 from siamese.losses import LOSSES, check_head_and_loss
-from siamese.training import weighted_rows
 
 # (encoder, head, loss, encoder options): every encoder, head and loss at least once.
 RECIPES = [

@@ -7,7 +7,8 @@
     evaluation.py  evaluate, predict, calibrate, score, summary, rank, evaluate-answers
     corpus.py      encode, index build / index add, search, dedupe
     serving.py     serve, formats
-    ../emoji/cli.py  the ``siamese emoji ...`` sub-app (imports common.py, not the app)
+    emoji.py       the ``siamese emoji ...`` sub-app (the emoji package's commands)
+    declared.py    commands generated from declared options (train)
 
 Importing this package costs nothing: ``app`` and ``main`` are loaded on first use (PEP 562), so
 ``from siamese.cli.common import ...`` does not pull in every command."""
@@ -22,6 +23,6 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "app": ".root",
         "main": ".root",
         "index_app": ".root",
-        "emoji_app": "..emoji.cli",
+        "emoji_app": ".emoji",
     },
 )

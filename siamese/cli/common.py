@@ -1,4 +1,4 @@
-"""What every command family shares (siamese/emoji/cli.py too): the common options, the
+"""What every command family shares (emoji.py too): the common options, the
 ``error: ...`` / exit 2 wrapper, ``--out`` checks, pair reading and result printing.
 
 Imports only Typer and siamese.errors: a command module, and the emoji commands, import this
@@ -30,7 +30,10 @@ OverwriteOpt = Annotated[
     bool,
     typer.Option(
         "--overwrite",
-        help="Replace --out even when it is a folder of other files or another kind of siamese folder (by default only a siamese folder of the same kind is replaced).",
+        help=(
+            "Replace --out even when it is a folder of other files or another kind of siamese folder (by default "
+            "only a siamese folder of the same kind is replaced)."
+        ),
     ),
 ]
 OverwriteFileOpt = Annotated[
@@ -46,14 +49,19 @@ EngineOpt = Annotated[
     str,
     typer.Option(
         "--engine",
-        help="local (this process) or ray (a Ray cluster: Ray Data actors, one model each; pip install 'siamese[ray]').",
+        help=(
+            "local (this process) or ray (a Ray cluster: Ray Data actors, one model each; pip install 'siamese[ray]')."
+        ),
     ),
 ]
 AddressOpt = Annotated[
     Optional[str],
     typer.Option(
         "--address",
-        help="--engine ray: the cluster to join (ray://HOST:10001 or HOST:6379; default: a local cluster on this machine's CPUs).",
+        help=(
+            "--engine ray: the cluster to join (ray://HOST:10001 or HOST:6379; default: a local cluster on this "
+            "machine's CPUs)."
+        ),
     ),
 ]
 TargetPrecisionOpt = Annotated[

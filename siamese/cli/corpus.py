@@ -100,8 +100,10 @@ def index_build(
     kind: Annotated[
         str,
         typer.Option(
-            help="flat (exact), hnsw or ivf (approximate, for large corpora), or ondisk "
-            "(ivf with its lists on disk, memory-mapped: a corpus larger than memory)."
+            help=(
+                "flat (exact), hnsw or ivf (approximate, for large corpora), or ondisk (ivf with its lists on disk, "
+                "memory-mapped: a corpus larger than memory)."
+            )
         ),
     ] = "flat",
     shard_size: Annotated[

@@ -41,7 +41,10 @@ def evaluate(
         Optional[Path],
         typer.Option(
             "--report",
-            help="Also write a self-contained HTML report: curves, histograms, reliability diagram, confusion matrix, most confident errors.",
+            help=(
+                "Also write a self-contained HTML report: curves, histograms, reliability diagram, confusion "
+                "matrix, most confident errors."
+            ),
         ),
     ] = None,
     errors: Annotated[
@@ -55,7 +58,7 @@ def evaluate(
     overwrite: OverwriteFileOpt = False,
     as_json: JsonOpt = False,
 ):
-    """Accuracy, precision, recall, F1, ROC-AUC, AP, calibration (Brier, ECE, log-loss) and the confusion matrix on labelled pairs."""
+    """Accuracy, precision, recall, F1, ROC-AUC, AP, calibration (Brier, ECE, log-loss), confusion matrix."""
     from ..evaluation import evaluate_pairs
     from ..loading import load_model
 
@@ -133,7 +136,8 @@ def predict(
     result = {"similarity": similarity, "probability": probability, "duplicate": similarity > t, "threshold": t}
     odds = f", probability {probability:.3f}" if probability is not None else ""
     lines = [
-        f"similarity {similarity:.4f}{odds} → {'duplicate' if result['duplicate'] else 'not duplicate'} (threshold {t:.4f})"
+        f"similarity {similarity:.4f}{odds} → {'duplicate' if result['duplicate'] else 'not duplicate'} (threshold "
+        f"{t:.4f})"
     ]
     if explain:
         explanation = result["explanation"] = model.explain(text1, text2).to_dict()
@@ -173,7 +177,9 @@ def calibrate(
     device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
-    """Fit similarity -> duplicate probability (Platt, isotonic or their blend) on labelled pairs; optionally set the threshold for a target precision or recall."""
+    """Fit similarity -> duplicate probability (Platt, isotonic or their blend) on labelled pairs.
+
+    Optionally set the threshold for a target precision or recall."""
     from ..calibration import calibrate as run_calibration
     from ..calibration import check_targets
     from ..loading import load_model

@@ -1,7 +1,7 @@
 """The ``siamese`` Typer app: every command, registered here in the order ``siamese --help`` lists them.
 
 The commands live in one module per family (training, evaluation, corpus, serving; the emoji
-sub-app in siamese/emoji/cli.py); none of them imports this module, so there is no cycle. Each
+sub-app in emoji.py); none of them imports this module, so there is no cycle. Each
 command imports what it needs when it runs: loading the app costs Typer and nothing heavy."""
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ import sys
 
 import typer
 
-from ..emoji.cli import emoji_app
 from . import corpus, evaluation, serving, training
+from .declared import DeclaredCommand
+from .emoji import emoji_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Siamese neural networks for semantic similarity.")
 
-app.command()(training.train)
+app.command(cls=DeclaredCommand)(training.train)  # generated from the declared options
 app.command()(evaluation.evaluate)
 app.command()(evaluation.predict)
 app.command()(evaluation.calibrate)

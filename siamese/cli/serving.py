@@ -21,7 +21,10 @@ def serve(
         Optional[list[str]],
         typer.Option(
             "--api-key",
-            help="Require this key (repeat for several; default: $SIAMESE_API_KEYS, comma-separated) as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'. The page and /health stay open.",
+            help=(
+                "Require this key (repeat for several; default: $SIAMESE_API_KEYS, comma-separated) as "
+                "'Authorization: Bearer KEY' or 'X-API-Key: KEY'. The page and /health stay open."
+            ),
         ),
     ] = None,
     batching: Annotated[

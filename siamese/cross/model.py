@@ -34,7 +34,7 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from ..atomic import atomic_dir, atomic_file
-from ..calibration import Calibrator
+from ..calibrator import Calibrator
 from ..devices import host_bytes, resolve_device, to_device
 from ..errors import ConfigError, ModelError
 from ..extras import require
@@ -371,7 +371,7 @@ class CrossEncoder:
 
 def load_prior(source: str) -> SiameseModel:
     """The bi-encoder a cross-encoder corrects: a Siamese model folder, or a pretrained encoder as-is."""
-    from ..loading import folder_format
+    from ..manifest import folder_format
     from ..sentence_encoder import sentence_encoder
 
     kind = folder_format(model_folder(source))

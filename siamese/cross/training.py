@@ -16,12 +16,14 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ..calibration import data_record, fit_calibrator
+from ..batching import batches
+from ..configs import KIND_DEFAULTS
 from ..data import Pairs
+from ..decision import both_labels, decide
 from ..devices import resolve_device, to_device
 from ..errors import ConfigError, DataError
-from ..evaluation import choose_threshold
 from ..precision import autocast, grad_scaler, resolve_precision
+from ..progress import tqdm
 from ..trainer import Checkpoint, Trainer, read_checkpoint
 from .model import CrossConfig, CrossEncoder
 
@@ -30,9 +32,9 @@ from .model import CrossConfig, CrossEncoder
 class CrossTrainConfig:
     """Optimisation of a cross-encoder (defaults: the usual fine-tuning recipe for BERT-size models)."""
 
-    epochs: int = 1
-    batch_size: int = 16
-    lr: float = 2e-5
+    epochs: int = KIND_DEFAULTS["cross-encoder"]["epochs"]
+    batch_size: int = KIND_DEFAULTS["cross-encoder"]["batch_size"]
+    lr: float = KIND_DEFAULTS["cross-encoder"]["lr"]
     weight_decay: float = 0.01
     warmup_fraction: float = 0.1  # of all steps, then a linear decay to 0
     both_orders: bool = True  # train on (a, b) and (b, a): the score averages both orders
@@ -73,9 +75,57 @@ def train_cross(
 ) -> CrossEncoder:
     """Fine-tune a cross-encoder on ``train_pairs``; ``val_pairs`` (both labels) give the
     validation loss (best epoch kept), the threshold and the calibration. ``checkpoint`` /
-    ``resume`` / ``run`` as :func:`siamese.training.train`."""
+    ``resume`` / ``run`` as :func:`siamese.training.train` (the one entry: ``ModelConfig(cross=True)``)."""
     config = config or CrossTrainConfig()
     config.check()
+    targets = _training_targets(train_pairs)
+    device = resolve_device(config.device)
+    precision = resolve_precision(config.precision, device)
+    rng = np.random.default_rng(config.seed)
+    torch.manual_seed(config.seed)
+    model = CrossEncoder.build(model_config).to(device)
+    prior, val_prior = _fit_prior(model, train_pairs, val_pairs, targets)
+    data = _Encoded.of(model, train_pairs, targets, prior, both_orders=config.both_orders)
+    val = None
+    if val_pairs is not None and len(val_pairs) >= 2:
+        val = _Encoded.of(model, val_pairs, targets_of(val_pairs), val_prior, both_orders=False)
+    cast = autocast(precision, device.type)
+    trainer = _trainer(model, config, len(data.encodings), rng, checkpoint, run, progress, precision)
+    if resume:
+        _restore(trainer, checkpoint, config)
+    started = time.perf_counter()
+    fitted = trainer.fit(
+        lambda rng: batches(data.lengths, config.batch_size, rng),
+        lambda rows: data.loss(model, rows, cast),
+        validate=(lambda: _validation_loss(model, val, cast)) if val is not None else None,
+    )
+    model.network.load_state_dict(fitted.best_weights)
+    model.network.eval()
+    decision = _decide(model, config, train_pairs, val_pairs, val_prior, progress)
+    model.info["training"] = {
+        "config": asdict(config),
+        "precision": precision,
+        "device": str(device),
+        "loss": "bce",
+        "trains_on": "labelled",
+        "given_pairs": len(train_pairs),
+        "train_pairs": len(train_pairs),
+        "val_pairs": 0 if val_pairs is None else len(val_pairs),
+        "best_epoch": fitted.best_epoch,
+        "history": fitted.history,
+        "seconds": round(time.perf_counter() - started, 3),
+        "warmup_seconds": None if fitted.warmup_seconds is None else round(fitted.warmup_seconds, 3),
+        "pairs_per_second": fitted.per_second,  # after the warm-up step
+        "threshold": model.threshold,
+        "threshold_choice": decision.choice,
+        "calibration": decision.calibration,
+        "sources": [train_pairs.source] + ([val_pairs.source] if val_pairs is not None else []),
+    }
+    return model
+
+
+def _training_targets(train_pairs: Pairs) -> np.ndarray:
+    """The training targets, refusing too few pairs or a single label."""
     if len(train_pairs) < 2:
         raise DataError(
             f"{train_pairs.source}: need at least 2 pairs to train a cross-encoder, found {len(train_pairs)}"
@@ -85,84 +135,95 @@ def train_cross(
         raise DataError(
             f"{train_pairs.source}: a cross-encoder trains on labelled pairs and needs both labels (0 and 1)"
         )
-    device = resolve_device(config.device)
-    precision = resolve_precision(config.precision, device)
-    rng = np.random.default_rng(config.seed)
-    torch.manual_seed(config.seed)
-    model = CrossEncoder.build(model_config).to(device)
+    return targets
 
-    a, b = list(train_pairs.text1), list(train_pairs.text2)
-    prior = model.prior_cosines(a, b)  # None without a prior bi-encoder
-    val_prior = None
-    if prior is not None:
-        has_val = val_pairs is not None and len(set(val_pairs.labels.tolist())) == 2  # one label: no fit there
-        val_prior = model.prior_cosines(val_pairs.text1, val_pairs.text2) if has_val else None
-        fit = (val_prior, targets_of(val_pairs)) if has_val else (prior, targets)
-        fit_prior(model.network, *fit)
-        model.info["prior"] = {
-            **model.info.get("prior", {}),
-            "scale": float(model.network.prior_scale),
-            "shift": float(model.network.prior_shift),
-            "fitted_on": (val_pairs if has_val else train_pairs).source,
-        }
-    if config.both_orders:
-        a, b, targets = a + list(train_pairs.text2), b + list(train_pairs.text1), np.concatenate([targets, targets])
-        prior = None if prior is None else np.concatenate([prior, prior])
-    cosines = None if prior is None else to_device(torch.from_numpy(prior), device)
-    encodings = model.tokenizer.encode(a, b)
-    lengths = np.array([len(e.ids) for e in encodings])
-    y = to_device(torch.from_numpy(targets.astype(np.float32)), device)
-    val = None
-    if val_pairs is not None and len(val_pairs) >= 2:
-        val = (
-            model.tokenizer.encode(val_pairs.text1, val_pairs.text2),
-            to_device(torch.from_numpy(targets_of(val_pairs)), device),
-            None if val_prior is None else to_device(torch.from_numpy(val_prior), device),
+
+def _fit_prior(model: CrossEncoder, train_pairs: Pairs, val_pairs: Pairs | None, targets: np.ndarray):
+    """The prior bi-encoder's cosines of the training and validation pairs (None, None without a
+    prior), its scale and shift fitted on the validation pairs when they hold both labels (where its
+    cosine means what it will mean at use), else on the training pairs."""
+    prior = model.prior_cosines(list(train_pairs.text1), list(train_pairs.text2))
+    if prior is None:
+        return None, None
+    has_val = both_labels(val_pairs)  # one label: no fit there
+    val_prior = model.prior_cosines(val_pairs.text1, val_pairs.text2) if has_val else None
+    fit_prior(model.network, *((val_prior, targets_of(val_pairs)) if has_val else (prior, targets)))
+    model.info["prior"] = {
+        **model.info.get("prior", {}),
+        "scale": float(model.network.prior_scale),
+        "shift": float(model.network.prior_shift),
+        "fitted_on": (val_pairs if has_val else train_pairs).source,
+    }
+    return prior, val_prior
+
+
+@dataclass
+class _Encoded:
+    """Pairs tokenized together, their targets and prior cosines; ``both_orders`` adds (b, a)."""
+
+    encodings: list
+    lengths: np.ndarray
+    targets: torch.Tensor
+    cosines: torch.Tensor | None
+
+    @classmethod
+    def of(cls, model: CrossEncoder, pairs: Pairs, targets, prior, *, both_orders: bool) -> _Encoded:
+        a, b = list(pairs.text1), list(pairs.text2)
+        if both_orders:
+            a, b, targets = a + list(pairs.text2), b + list(pairs.text1), np.concatenate([targets, targets])
+            prior = None if prior is None else np.concatenate([prior, prior])
+        encodings = model.tokenizer.encode(a, b)
+        return cls(
+            encodings,
+            np.array([len(e.ids) for e in encodings]),
+            to_device(torch.from_numpy(np.asarray(targets, dtype=np.float32)), model.device),
+            None if prior is None else to_device(torch.from_numpy(prior), model.device),
         )
 
-    from ..training import batches  # the Siamese trainer's length-bucketed batches
+    def logits(self, model: CrossEncoder, rows, cast) -> torch.Tensor:
+        with cast():
+            logits = model.network(
+                *model.device_batch([self.encodings[i] for i in rows]),
+                None if self.cosines is None else self.cosines[rows],
+            )
+        return logits.float()
 
+    def loss(self, model: CrossEncoder, rows, cast, reduction: str = "mean") -> torch.Tensor:
+        return F.binary_cross_entropy_with_logits(
+            self.logits(model, rows, cast), self.targets[rows], reduction=reduction
+        )
+
+
+@torch.no_grad()
+def _validation_loss(model: CrossEncoder, val: _Encoded, cast) -> float:
+    """Mean binary cross-entropy over the validation pairs, 64 at a time."""
+    model.network.eval()
+    n = len(val.encodings)
+    total = torch.zeros((), device=model.device)  # summed on the device, read once
+    for s in range(0, n, 64):
+        total += val.loss(model, np.arange(s, min(s + 64, n)), cast, reduction="sum")
+    return float(total) / n
+
+
+def _trainer(
+    model: CrossEncoder, config: CrossTrainConfig, rows: int, rng, checkpoint, run, progress, precision: str
+) -> Trainer:
+    """AdamW (no decay on biases and LayerNorm), linear warm-up then decay, checkpoints."""
     network = model.network
     decay = [p for n, p in network.named_parameters() if p.ndim > 1]
     no_decay = [p for n, p in network.named_parameters() if p.ndim <= 1]  # biases and LayerNorm
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=config.lr,
-        fused=device.type == "cuda",  # one kernel for every weight's update
+        fused=model.device.type == "cuda",  # one kernel for every weight's update
     )
-    steps = config.epochs * -(-len(encodings) // config.batch_size)
+    steps = config.epochs * -(-rows // config.batch_size)
     warmup = max(1, int(config.warmup_fraction * steps))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup)))
     )
-    cast = autocast(precision, device.type)
-
-    def step(rows: np.ndarray) -> torch.Tensor:
-        with cast():
-            logits = network(
-                *model.device_batch([encodings[i] for i in rows]), None if cosines is None else cosines[rows]
-            )
-        return F.binary_cross_entropy_with_logits(logits.float(), y[rows])
-
-    @torch.no_grad()
-    def validate() -> float:
-        network.eval()
-        enc, target, val_cosines = val
-        total = torch.zeros((), device=device)  # summed on the device, read once
-        for start in range(0, len(enc), 64):
-            with cast():
-                logits = network(
-                    *model.device_batch(enc[start : start + 64]),
-                    None if val_cosines is None else val_cosines[start : start + 64],
-                )
-            total += F.binary_cross_entropy_with_logits(logits.float(), target[start : start + 64], reduction="sum")
-        return float(total) / len(enc)
-
-    # the device may change between runs (trained on a GPU, resumed on the CPU)
-    settings = {k: v for k, v in asdict(config).items() if k != "device"}
-    meta = {"train_config": json.loads(json.dumps(settings)), "run": run or {}}
-    callbacks = [Checkpoint(checkpoint, model.write, meta)] if checkpoint else []
-    trainer = Trainer(
+    meta = {"train_config": _config_json(config), "run": run or {}}
+    return Trainer(
         network,
         [optimizer],
         epochs=config.epochs,
@@ -171,60 +232,48 @@ def train_cross(
         progress=progress,
         desc="cross epoch",
         item="pair",
-        on_epoch_end=callbacks,
-        scaler=grad_scaler(precision, device),
+        on_epoch_end=[Checkpoint(checkpoint, model.write, meta)] if checkpoint else [],
+        scaler=grad_scaler(precision, model.device),
     )
-    if resume:
-        if checkpoint is None:
-            raise ConfigError("resume needs the checkpoint folder the run wrote")
-        tensors, skeleton, read_meta = read_checkpoint(checkpoint)
-        if read_meta.get("train_config") != meta["train_config"]:
-            raise ConfigError(
-                f"{checkpoint}: the checkpoint was trained with other settings; resume with the same ones"
-            )
-        trainer.restore(tensors, skeleton)
-    started = time.perf_counter()
-    fitted = trainer.fit(
-        lambda rng: batches(lengths, config.batch_size, rng), step, validate=validate if val is not None else None
-    )
-    network.load_state_dict(fitted.best_weights)
-    network.eval()
 
-    choice, calibration = {}, {"fitted": False}
-    # On the labels (graded pairs carry them too: STS-B ≥ 4 is a duplicate), as for a Siamese model;
-    # a mixed validation set (MSRP + STS-B + SICK) has scores and must still get its threshold.
-    if val is not None and len(set(val_pairs.labels.tolist())) == 2:
-        sims = model.similarity(val_pairs.text1, val_pairs.text2, prior=val_prior)  # the prior's cosines, once
-        model.threshold, choice = choose_threshold(sims, val_pairs.labels, config.threshold_metric)
-        if config.calibrate and val_pairs.scores is not None:
-            calibration["note"] = "skipped: the validation pairs are graded, with scores rather than 0/1 labels"
-        elif config.calibrate:
-            try:
-                model.calibrator = replace(
-                    fit_calibrator(sims, val_pairs.labels, seed=config.seed),
-                    fitted_on={**data_record(val_pairs), "split": "validation"},
-                )
-                calibration = {"fitted": True, "method": model.calibrator.method}
-            except DataError as e:
-                calibration["note"] = f"skipped: {e}"
-    model.info["training"] = {
-        "config": asdict(config),
-        "precision": precision,
-        "device": str(device),
-        "loss": "bce",
-        "train_pairs": len(train_pairs),
-        "val_pairs": 0 if val_pairs is None else len(val_pairs),
-        "best_epoch": fitted.best_epoch,
-        "history": fitted.history,
-        "seconds": round(time.perf_counter() - started, 3),
-        "warmup_seconds": None if fitted.warmup_seconds is None else round(fitted.warmup_seconds, 3),
-        "pairs_per_second": fitted.per_second,  # after the warm-up step
-        "threshold": model.threshold,
-        "threshold_choice": choice,
-        "calibration": calibration,
-        "sources": [train_pairs.source] + ([val_pairs.source] if val_pairs is not None else []),
-    }
-    return model
+
+def _config_json(config: CrossTrainConfig) -> dict:
+    # the device may change between runs (trained on a GPU, resumed on the CPU)
+    return json.loads(json.dumps({k: v for k, v in asdict(config).items() if k != "device"}))
+
+
+def _restore(trainer: Trainer, checkpoint, config: CrossTrainConfig) -> None:
+    """The trainer state saved in ``checkpoint``, after checking it was written with ``config``."""
+    if checkpoint is None:
+        raise ConfigError("resume needs the checkpoint folder the run wrote")
+    tensors, skeleton, meta = read_checkpoint(checkpoint)
+    if meta.get("train_config") != _config_json(config):
+        raise ConfigError(f"{checkpoint}: the checkpoint was trained with other settings; resume with the same ones")
+    trainer.restore(tensors, skeleton)
+
+
+def _decide(model: CrossEncoder, config: CrossTrainConfig, train_pairs, val_pairs, val_prior, progress: bool):
+    """The threshold and calibration (siamese.decision), on the labels (graded pairs carry them
+    too: STS-B >= 4 is a duplicate), as for a Siamese model; the validation pairs' prior cosines
+    are reused."""
+
+    def similarity(text1, text2):
+        reuse = val_pairs is not None and text1 is val_pairs.text1
+        return model.similarity(text1, text2, prior=val_prior if reuse else None)
+
+    decision = decide(
+        similarity,
+        val_pairs,
+        train_pairs,
+        default=model.threshold,
+        metric=config.threshold_metric,
+        calibrate=config.calibrate,
+        seed=config.seed,
+    )
+    model.threshold, model.calibrator = decision.threshold, decision.calibrator
+    if progress and "note" in decision.choice:
+        tqdm.write(f"threshold {model.threshold:.3f}: {decision.choice['note']}")
+    return decision
 
 
 def fit_prior(network, cosines: np.ndarray, targets: np.ndarray) -> None:
@@ -249,11 +298,14 @@ def fit_prior(network, cosines: np.ndarray, targets: np.ndarray) -> None:
 
 
 def train_from_configs(train_pairs: Pairs, val_pairs: Pairs | None, model_config, config, **kwargs) -> CrossEncoder:
-    """:func:`siamese.train` with ``ModelConfig(cross=True)``: the Siamese configurations read as a
-    cross-encoder's (transformer from ``encoder_options["path"]``, ``max_length``; epochs, batch
-    size, learning rate (default 2e-5), warm-up, seed, precision, threshold metric, calibration)."""
-    model_config.check()
-    defaults = CrossTrainConfig()
+    """:func:`siamese.train` with ``ModelConfig(cross=True)`` (checked by :func:`siamese.training.prepare`):
+    the configurations read as a cross-encoder's (transformer from ``encoder_options["path"]``,
+    ``max_length``; epochs, batch size, learning rate, warm-up, seed, precision, threshold metric,
+    calibration)."""
+    defaults = CrossTrainConfig()  # an unset epochs / batch size / learning rate: the cross-encoder's
+    config = replace(
+        config, epochs=config.epochs or defaults.epochs, batch_size=config.batch_size or defaults.batch_size
+    )
     steps_hint = config.warmup_steps  # TrainConfig counts warm-up in steps; ours is a fraction
     cross_config = CrossTrainConfig(
         epochs=config.epochs,

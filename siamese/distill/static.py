@@ -175,7 +175,7 @@ def fit_to_teacher(
         # Batches of the training size: the relational term depends on how many texts a batch holds.
         parts = [losses(val_rows[b : b + config.batch_size]) for b in range(0, len(val_rows), config.batch_size)]
         encoder.train()
-        loss = sum(float(l) * len(c) for l, c in parts) / len(val_rows)
+        loss = sum(float(part_loss) * len(c) for part_loss, c in parts) / len(val_rows)
         return {"val_loss": round(loss, 5), "val_cosine": round(float(torch.cat([c for _, c in parts]).mean()), 5)}
 
     history = [{"epoch": 0, **held_out()}]

@@ -7,5 +7,5 @@
 - :mod:`.tweets`, :mod:`.sentiment`, :mod:`.sqam`, :mod:`.sqam_training`, :mod:`.sqam_evaluation`,
   :mod:`.suggest`: the question→emoji Siamese model (SQAM) trained on airline tweets, its report,
   and emoji suggestions for any text.
-- :mod:`.folder`: saving and loading an emoji model folder; :mod:`.cli`: ``siamese emoji …``.
+- :mod:`.folder`: saving and loading an emoji model folder; ``siamese emoji …`` is siamese/cli/emoji.py.
 """

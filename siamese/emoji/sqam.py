@@ -4,8 +4,8 @@ Text side: the seed's Embedding (GloVe-initialised) → BiLSTM(50, all steps) �
 Dense(10, relu), or a sentence encoder of the zoo (see :mod:`.text_encoders`; frozen or
 fine-tuned) → Dropout → Dense(256, relu) → Dense(10, relu).
 Emoji side: the emoji's features → Dense(64, relu) → Dense(10, relu). Both then go through the
-same Dense(100, relu) → Dense(50, relu) → Dense(10, tanh); the score is their cosine; a softmax at a temperature fitted on validation tweets (see
-:mod:`.temperature`) turns the cosines into probabilities.
+same Dense(100, relu) → Dense(50, relu) → Dense(10, tanh); the score is their cosine; a softmax at
+a temperature fitted on validation tweets (see :mod:`.temperature`) turns the cosines into probabilities.
 
 An emoji's features are its standardised VAE code, plus, in a *sentiment-aware* model, its
 sentiment prior (see :mod:`.sentiment`). The model keeps the features of every emoji it knows

@@ -23,13 +23,13 @@ import numpy as np
 import torch
 from torch.optim.swa_utils import AveragedModel
 
+from ..batching import batches, seed_everything
 from ..errors import ConfigError, DataError
 from ..glove import embedding_matrix, load_glove
 from ..losses import hinge_loss
 from ..precision import autocast, resolve_precision
 from ..text import PAD_ID, UNK_ID, Vectorizer
 from ..trainer import Trainer
-from ..training import batches, seed_everything
 from .sentiment import UNKNOWN, sentiment_classes, sentiment_priors
 from .sqam import EmojiSQAM, SQAMConfig, SQAMNetwork
 from .temperature import fit_set_temperature, fit_temperature
@@ -129,21 +129,114 @@ def train_sqam(
     computed (the benchmark encodes the tweets once for all its splits)."""
     model_config = model_config or SQAMConfig()
     config = config or SQAMTrainConfig()
+    average_from = _checked(model_config, config, codes, names, text_encoder)
+    rng = seed_everything(config.seed)
+    started = time.perf_counter()
+    model, emojis, coverage = _build(train, codes, names, model_config, config, glove_path, text_encoder)
+    model_config, network, encoder = model.config, model.network, model.encoder
+    train_vectors, val_inputs = _frozen_vectors(model, train, val, text_vectors)
+    encode_seconds = time.perf_counter() - started if train_vectors is not None else 0.0
+    tokenizer = model.vectorizer or encoder.vectorizer
+    text_lengths = np.array([len(s) for s in tokenizer.encode(train.texts)])  # for length-bucketed batches
+    steps = _Steps(model, train, config, emojis, rng, train_vectors)
+    # Single epochs swing by a point of accuracy on ~1,000 validation tweets; their average is steadier.
+    averaged = AveragedModel(network) if average_from is not None else None
+    # A fine-tuned encoder trains beside the network, and the best epoch's weights are both of theirs.
+    module = torch.nn.ModuleList([network, encoder.encoder]) if model_config.fine_tune else network
+
+    def validate() -> dict:
+        module.eval()
+        return validation(model, val, config.margin, val_inputs)
+
+    def average(trainer: Trainer) -> None:
+        if trainer.epoch >= average_from:
+            averaged.update_parameters(network)
+
+    trainer = Trainer(
+        module,
+        [steps.optimizer],
+        epochs=config.epochs,
+        rng=rng,
+        progress=progress,
+        item="tweet",
+        after_backward=lambda: _clip_each(steps.trained, config.clipnorm),
+        on_epoch_end=[average] if averaged is not None else [],
+    )
+    fitted = trainer.fit(
+        lambda r: batches(text_lengths, config.batch_size, r),
+        steps.loss,
+        validate=validate,
+        monitor="val_accuracy",
+        maximize=True,
+    )
+    kept = {}
+    if averaged is None:
+        module.load_state_dict(fitted.best_weights)
+    else:  # the average of the network's last epochs; a fine-tuned encoder keeps its last weights
+        network.load_state_dict(averaged.module.state_dict())
+        kept = {
+            "averaged_epochs": [average_from, config.epochs],
+            "val_accuracy": validation(model, val, config.margin, val_inputs)["val_accuracy"],
+        }
+    network.eval()
+    model.info["calibration"] = _temperatures(model, val, val_inputs, emojis["classes"])
+    model.info["training"] = {
+        "config": asdict(config),
+        "history": fitted.history,
+        "best_epoch": fitted.best_epoch,
+        "val_accuracy": fitted.best_score,
+        **kept,
+        "train_tweets": len(train),
+        "val_tweets": len(val),
+        "glove": coverage,
+        "text_encoder": {
+            "spec": text_encoder,
+            "saved_as": model_config.text_encoder,
+            "dim": model_config.text_dim,
+            "fine_tuned": model_config.fine_tune,
+            "encode_seconds": encode_seconds,
+        },
+        "seconds": time.perf_counter() - started,
+        "answers": dict(zip(SENTIMENTS, SENTIMENT_EMOJIS, strict=True)),
+        "sentiment_classes": {s: int((emojis["classes"] == i).sum()) for i, s in enumerate(SENTIMENTS)}
+        | {"unknown": int((emojis["classes"] == UNKNOWN).sum())},
+    }
+    return model
+
+
+def _frozen_vectors(model: EmojiSQAM, train: Tweets, val: Tweets, text_vectors: Mapping[str, np.ndarray] | None):
+    """A frozen sentence encoder's vectors of the training tweets and the validation inputs, each
+    tweet encoded once (they do not change); None, None when the text side trains."""
+    if model.encoder is None or model.config.fine_tune:
+        return None, None
+
+    def encoded(texts: list[str]) -> torch.Tensor:
+        vectors = np.stack([text_vectors[t] for t in texts]) if text_vectors else model.encoder.encode(texts)
+        return torch.from_numpy(vectors).to(model.device)
+
+    return encoded(train.texts), (encoded(val.texts),)
+
+
+def _checked(model_config: SQAMConfig, config: SQAMTrainConfig, codes, names, text_encoder: str) -> int | None:
+    """Refuse settings that cannot train; the first averaged epoch (None: keep the best epoch)."""
     if config.epochs < 1 or config.batch_size < 1:
         raise ConfigError("epochs and batch_size must be at least 1")
     if config.average_from is not None and config.average_from < 1:
         raise ConfigError("average_from must be at least 1 (or None for the best epoch on validation)")
     if model_config.fine_tune and text_encoder == BILSTM:
         raise ConfigError("--fine-tune is for sentence encoders: the bilstm text side always trains")
-    # Fewer epochs than average_from (small runs): the last epoch alone.
-    average_from = None if config.average_from is None else min(config.average_from, config.epochs)
     if codes.shape != (len(names), model_config.code_dim):
         raise ConfigError(
             f"codes are {codes.shape}, expected ({len(names)}, {model_config.code_dim}): "
             f"was the VAE trained with --latent-dim {model_config.code_dim}?"
         )
-    rng = seed_everything(config.seed)
-    started = time.perf_counter()
+    # Fewer epochs than average_from (small runs): the last epoch alone.
+    return None if config.average_from is None else min(config.average_from, config.epochs)
+
+
+def _build(train: Tweets, codes, names, model_config: SQAMConfig, config: SQAMTrainConfig, glove_path, text_encoder):
+    """The untrained model (its text side: a vocabulary and GloVe start for the bilstm, else a
+    sentence encoder), the emojis' features, and the GloVe coverage."""
     vectorizer = encoder = matrix = coverage = None
     if text_encoder == BILSTM:
         vectorizer = Vectorizer.fit(
@@ -168,141 +261,76 @@ def train_sqam(
     network.code_std.copy_(torch.from_numpy(emojis["std"]))
     network.answers.copy_(torch.from_numpy(emojis["answers"]))
     model = EmojiSQAM(vectorizer, network, model_config, names, encoder=encoder).to(config.device)
-    device = model.device
-    frozen = encoder is not None and not model_config.fine_tune
+    return model, emojis, coverage
 
-    # A frozen encoder's vectors do not change: every tweet is encoded once.
-    def encoded(texts: list[str]) -> torch.Tensor:
-        vectors = np.stack([text_vectors[t] for t in texts]) if text_vectors else encoder.encode(texts)
-        return torch.from_numpy(vectors).to(device)
 
-    train_vectors = encoded(train.texts) if frozen else None
-    val_inputs = (encoded(val.texts),) if frozen else None
-    encode_seconds = time.perf_counter() - started if frozen else 0.0
+class _Steps:
+    """A batch of tweets → the loss: the answer hinge, plus (sentiment-aware) a hinge of a right
+    emoji over one of each other sentiment and one of unknown sentiment (a known match should
+    outrank an emoji nobody has measured); the optimizer over what trains."""
 
-    tokenizer = vectorizer or encoder.vectorizer
-    text_lengths = np.array([len(s) for s in tokenizer.encode(train.texts)])  # for length-bucketed batches
-    pools = [np.flatnonzero(emojis["classes"] == label) for label in range(len(SENTIMENTS))]
-    unknown = np.flatnonzero(emojis["classes"] == UNKNOWN)
-    groups = [{"params": list(network.parameters()), "lr": config.lr}]
-    if model_config.fine_tune:
-        groups.append({"params": list(encoder.encoder.parameters()), "lr": config.encoder_lr})
-    optimizer = torch.optim.Adam(groups)
-    trained = [p for group in groups for p in group["params"]]
-    precision = resolve_precision(config.precision, device)
-    fine_tune_autocast = autocast(precision, device.type) if model_config.fine_tune else None
+    def __init__(self, model: EmojiSQAM, train: Tweets, config: SQAMTrainConfig, emojis: dict, rng, train_vectors):
+        self.model, self.train, self.config, self.rng, self.train_vectors = model, train, config, rng, train_vectors
+        self.pools = [np.flatnonzero(emojis["classes"] == label) for label in range(len(SENTIMENTS))]
+        self.unknown = np.flatnonzero(emojis["classes"] == UNKNOWN)
+        groups = [{"params": list(model.network.parameters()), "lr": config.lr}]
+        fine_tune = model.config.fine_tune
+        if fine_tune:
+            groups.append({"params": list(model.encoder.encoder.parameters()), "lr": config.encoder_lr})
+        self.optimizer = torch.optim.Adam(groups)
+        self.trained = [p for group in groups for p in group["params"]]
+        precision = resolve_precision(config.precision, model.device)
+        self.autocast = autocast(precision, model.device.type) if fine_tune else None
 
-    def text_side(rows: np.ndarray) -> tuple[torch.Tensor, ...]:
-        if frozen:
-            return (train_vectors[torch.from_numpy(rows)],)
-        ids, lengths = model.text_batch([train.texts[i] for i in rows])
-        if encoder is not None:  # fine-tuning: the encoder's vectors, with gradients
-            with fine_tune_autocast():
-                return (encoder.encoder(ids, lengths).float(),)
-        if config.word_dropout > 0:
-            dropped = (torch.rand(ids.shape, device=ids.device) < config.word_dropout) & (ids != PAD_ID)
+    def text_side(self, rows: np.ndarray) -> tuple[torch.Tensor, ...]:
+        if self.train_vectors is not None:  # a frozen encoder's vectors
+            return (self.train_vectors[torch.from_numpy(rows)],)
+        ids, lengths = self.model.text_batch([self.train.texts[i] for i in rows])
+        if self.model.encoder is not None:  # fine-tuning: the encoder's vectors, with gradients
+            with self.autocast():
+                return (self.model.encoder.encoder(ids, lengths).float(),)
+        if self.config.word_dropout > 0:
+            dropped = (torch.rand(ids.shape, device=ids.device) < self.config.word_dropout) & (ids != PAD_ID)
             ids = ids.masked_fill(dropped, UNK_ID)
         return ids, lengths
 
-    def batch_loss(rows: np.ndarray) -> torch.Tensor:
-        labels = train.labels[rows]
-        questions = network.embed_texts(*text_side(rows))
+    def _wrong(self, label: int) -> list[int]:
+        """One emoji of each other sentiment, and one of unknown sentiment when there are any."""
+        drawn = [self.rng.choice(self.pools[w]) for w in WRONG[label]]
+        return drawn + ([self.rng.choice(self.unknown)] if len(self.unknown) else [])
+
+    def loss(self, rows: np.ndarray) -> torch.Tensor:
+        network, config, rng = self.model.network, self.config, self.rng
+        labels = self.train.labels[rows]
+        questions = network.embed_texts(*self.text_side(rows))
         answers = network.embed_features(network.emoji_features[network.answers])
         loss = answer_hinge(questions, answers, labels, config.margin)
-        if model_config.sentiment_aware and config.sentiment_weight > 0:
-            # Wrong: one emoji of each other sentiment, and one of unknown sentiment (a known match
-            # should outrank an emoji nobody has measured).
-            right = np.array([rng.choice(pools[label]) for label in labels])
-            wrong = np.array(
-                [
-                    [rng.choice(pools[w]) for w in WRONG[label]] + ([rng.choice(unknown)] if len(unknown) else [])
-                    for label in labels
-                ]
-            )
-            emoji_vectors = network.embed_features(
-                network.emoji_features[torch.from_numpy(np.concatenate([right, wrong.ravel()]))]
-            )
-            loss = loss + config.sentiment_weight * hinge_loss(
-                questions,
-                emoji_vectors[: len(rows)],
-                emoji_vectors[len(rows) :].view(len(rows), wrong.shape[1], -1),
-                config.margin,
-            )
-        return loss
+        if not (self.model.config.sentiment_aware and config.sentiment_weight > 0):
+            return loss
+        right = np.array([rng.choice(self.pools[label]) for label in labels])
+        wrong = np.array([self._wrong(label) for label in labels])
+        emoji_vectors = network.embed_features(
+            network.emoji_features[torch.from_numpy(np.concatenate([right, wrong.ravel()]))]
+        )
+        return loss + config.sentiment_weight * hinge_loss(
+            questions,
+            emoji_vectors[: len(rows)],
+            emoji_vectors[len(rows) :].view(len(rows), wrong.shape[1], -1),
+            config.margin,
+        )
 
-    # Single epochs swing by a point of accuracy on ~1,000 validation tweets; their average is steadier.
-    averaged = AveragedModel(network) if average_from is not None else None
-    # A fine-tuned encoder trains beside the network, and the best epoch's weights are both of theirs.
-    module = torch.nn.ModuleList([network, encoder.encoder]) if model_config.fine_tune else network
 
-    def validate() -> dict:
-        module.eval()
-        return validation(model, val, config.margin, val_inputs)
-
-    def average(trainer: Trainer) -> None:
-        if trainer.epoch >= average_from:
-            averaged.update_parameters(network)
-
-    trainer = Trainer(
-        module,
-        [optimizer],
-        epochs=config.epochs,
-        rng=rng,
-        progress=progress,
-        item="tweet",
-        after_backward=lambda: _clip_each(trained, config.clipnorm),
-        on_epoch_end=[average] if averaged is not None else [],
-    )
-    fitted = trainer.fit(
-        lambda r: batches(text_lengths, config.batch_size, r),
-        batch_loss,
-        validate=validate,
-        monitor="val_accuracy",
-        maximize=True,
-    )
-    if averaged is None:
-        module.load_state_dict(fitted.best_weights)
-    else:  # the average of the network's last epochs; a fine-tuned encoder keeps its last weights
-        network.load_state_dict(averaged.module.state_dict())
-    kept = (
-        {}
-        if averaged is None
-        else {
-            "averaged_epochs": [average_from, config.epochs],
-            "val_accuracy": validation(model, val, config.margin, val_inputs)["val_accuracy"],
-        }
-    )
-    network.eval()
+def _temperatures(model: EmojiSQAM, val: Tweets, val_inputs, classes: np.ndarray) -> dict:
+    """Softmax temperatures fitted on the validation tweets: over the answer emojis, and over
+    every known emoji (mass on the emojis of the tweet's sentiment)."""
     questions, answer_vectors = question_and_answer_vectors(model, val, val_inputs)
     everything = (questions @ model.embed_emojis().T).cpu().numpy()
-    model.info["calibration"] = fit_temperature((questions @ answer_vectors.T).cpu().numpy(), val.labels) | {
+    return fit_temperature((questions @ answer_vectors.T).cpu().numpy(), val.labels) | {
         "fitted_on": "validation tweets",
         "over": "the answer emojis",
-        "suggestions": fit_set_temperature(everything, emojis["classes"][None, :] == val.labels[:, None])
+        "suggestions": fit_set_temperature(everything, classes[None, :] == val.labels[:, None])
         | {"over": "every known emoji", "target": "mass on the emojis of the tweet's sentiment"},
     }
-    model.info["training"] = {
-        "config": asdict(config),
-        "history": fitted.history,
-        "best_epoch": fitted.best_epoch,
-        "val_accuracy": fitted.best_score,
-        **kept,
-        "train_tweets": len(train),
-        "val_tweets": len(val),
-        "glove": coverage,
-        "text_encoder": {
-            "spec": text_encoder,
-            "saved_as": model_config.text_encoder,
-            "dim": model_config.text_dim,
-            "fine_tuned": model_config.fine_tune,
-            "encode_seconds": encode_seconds,
-        },
-        "seconds": time.perf_counter() - started,
-        "answers": dict(zip(SENTIMENTS, SENTIMENT_EMOJIS)),
-        "sentiment_classes": {s: int((emojis["classes"] == i).sum()) for i, s in enumerate(SENTIMENTS)}
-        | {"unknown": int((emojis["classes"] == UNKNOWN).sum())},
-    }
-    return model
 
 
 @torch.no_grad()
@@ -315,12 +343,6 @@ def question_and_answer_vectors(model: EmojiSQAM, tweets: Tweets, inputs: tuple[
         model.network.eval()
         questions = torch.nn.functional.normalize(model.network.embed_texts(*inputs), dim=-1)
     return questions, model.embed_emojis(model.network.emoji_features[model.network.answers])
-
-
-def answer_cosines(model: EmojiSQAM, tweets: Tweets, inputs: tuple[torch.Tensor, ...] | None = None) -> torch.Tensor:
-    """(tweets, 3) cosines with the answer emojis."""
-    questions, answers = question_and_answer_vectors(model, tweets, inputs)
-    return questions @ answers.T
 
 
 @torch.no_grad()

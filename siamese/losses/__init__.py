@@ -36,6 +36,23 @@ LOSSES: dict[str, type[PairLoss]] = {
     "distill": DistillLoss,
 }
 check_head_and_loss = partial(check_head_and_loss, losses=LOSSES)
+
+
+def _defaults(option: str) -> str:
+    """Each loss's default ``option`` (the help of --margin / --scale), from the loss classes."""
+    have = {name: getattr(cls, f"default_{option}") for name, cls in LOSSES.items()}
+    listed = ", ".join(f"{value:g} {name}" for name, value in have.items() if value is not None)
+    return f"Default: {listed}; the other losses have none."
+
+
+def margins() -> str:
+    return _defaults("margin")
+
+
+def scales() -> str:
+    return _defaults("scale")
+
+
 build_loss = partial(build_loss, losses=LOSSES)
 
 __all__ = [

@@ -7,30 +7,14 @@ batch: row i of ``a`` and ``b`` is a pair, ``negative`` (optional) a wrong partn
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from torch import nn
 
 from ..errors import ConfigError
 from ..heads import CosineHead
+from ..loss_config import LossConfig
 
 SIMILARITY_HEADS = ("cosine", "manhattan")  # weight-free: score every pair of a batch at once
 PROBABILITY_HEADS = ("manhattan", "l1", "concat", "symmetric")  # scores in [0, 1]
-
-
-@dataclass
-class LossConfig:
-    """A loss's own hyper-parameters (``TrainConfig.loss_options``); None: the loss's default.
-    A value the chosen loss does not use is refused (:func:`build_loss`), not ignored."""
-
-    margin: float | None = None  # hinge-style losses: how far a wrong answer must stay below the right one
-    scale: float | None = None  # softmax-style losses: cosines in [-1, 1] are multiplied by this
-
-    def check(self) -> None:
-        if self.margin is not None and not self.margin >= 0:
-            raise ConfigError(f"the loss margin must be >= 0, got {self.margin}")
-        if self.scale is not None and not self.scale > 0:
-            raise ConfigError(f"the loss scale must be > 0, got {self.scale}")
 
 
 class PairLoss(nn.Module):
@@ -42,6 +26,7 @@ class PairLoss(nn.Module):
     heads: tuple[str, ...] = SIMILARITY_HEADS
     heads_why: str | None = None  # why other heads are refused, when the general reasons do not say it
     uses_teacher = False  # True: called with teacher=(teacher vectors per side) as well
+    uses_scores = False  # True: trains on graded scores (STS-B, SICK) where the pairs have them, else the 0/1 labels
     default_margin: float | None = None  # None: this loss has no margin
     default_scale: float | None = None  # None: this loss has no scale
 
@@ -79,7 +64,10 @@ def check_head_and_loss(head: str, loss: str, losses: dict) -> None:
     if losses[loss].heads_why:
         why = losses[loss].heads_why
     elif head in SIMILARITY_HEADS:
-        why = f"head {head!r} gives a similarity, not a probability; use --loss contrastive (labelled pairs) or an in-batch loss"
+        why = (
+            f"head {head!r} gives a similarity, not a probability; use --loss contrastive (labelled pairs) "
+            "or an in-batch loss"
+        )
     else:
         why = f"head {head!r} is a classifier trained on labelled pairs; use --loss bce"
     raise ConfigError(f"loss {loss!r} works with heads {', '.join(allowed)}: {why}")

@@ -1,7 +1,9 @@
 """Duplicate search: a FAISS index of a model's encodings, corpus de-duplication (within a set or
 against a reference, saved as a run that can be re-thresholded), retrieval metrics."""
 
-from .dedupe import (
+from .index import KINDS, DuplicateIndex, Hit, SearchIndexError, faiss_index, fill_index
+from .metrics import retrieval_metrics
+from .pairs import (
     CLUSTERINGS,
     DuplicatePairs,
     clusters,
@@ -11,8 +13,6 @@ from .dedupe import (
     duplicate_pairs,
     vector_index,
 )
-from .index import KINDS, DuplicateIndex, Hit, SearchIndexError, faiss_index, fill_index
-from .metrics import retrieval_metrics
 from .records import Record, exact_groups, normalise, read_records
 from .run import Accepted, Cluster, DedupeRun, Duplicate, Flagged, dedupe, dedupe_against
 

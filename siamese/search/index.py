@@ -8,7 +8,6 @@ fingerprint of the model that built it — an index refuses to be searched with 
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 from collections.abc import Sequence
@@ -19,14 +18,14 @@ import faiss
 import numpy as np
 
 from ..atomic import atomic_dir, clear_leftovers, target_lock
-from ..errors import ConfigError, ModelError, SiameseError
+from ..errors import ConfigError, ModelError, SearchIndexError
 from ..input_files import open_text
 from ..manifest import Field, check_fields, read_manifest
 from ..model import SiameseModel
+from .faiss_indexes import KINDS, faiss_index, ivf_lists  # noqa: F401 (re-exported)
 from .records import normalise
 
 FORMAT = "siamese-index/1"
-KINDS = ("flat", "hnsw", "ivf", "ondisk")  # ondisk: IVF with its lists on disk (see ondisk.py)
 # Every index.json field, checked before the index is opened.
 MANIFEST_FIELDS = {
     "kind": Field(str),
@@ -45,35 +44,6 @@ MANIFEST_FIELDS = {
 _FAISS_KINDS = {"flat": "IndexFlat", "hnsw": "IndexHNSW", "ivf": "IndexIVF", "ondisk": "IndexIVF"}
 
 
-def ivf_lists(size: int) -> int:
-    """Inverted lists for ``size`` vectors: ~4·√n, with at least 39 training points per list."""
-    return max(1, min(int(4 * math.sqrt(size)), size // 39))
-
-
-def faiss_index(kind: str, dim: int, *, size: int = 0, hnsw_m: int = 32, ef_search: int = 128, nprobe: int = 16):
-    """An empty inner-product (= cosine on unit vectors) FAISS index.
-
-    ``flat`` is exact; ``hnsw`` is a graph, slow to build but the fastest single queries;
-    ``ivf`` clusters the vectors into lists and scans ``nprobe`` of them per query — quick to
-    build, best for all-against-all de-duplication. ``ivf`` must be trained (see
-    :func:`fill_index`); ``size`` is the expected number of vectors.
-    """
-    if kind == "flat":
-        return faiss.IndexFlatIP(dim)
-    if kind == "hnsw":
-        index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efSearch = ef_search
-        return index
-    if kind in ("ivf", "ondisk"):  # ondisk: the same IVF, its lists moved to disk when saved
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, ivf_lists(size), faiss.METRIC_INNER_PRODUCT)
-        index.nprobe = nprobe
-        index.cp.max_points_per_centroid = (
-            64  # k-means on a sample: 4x quicker to train than FAISS's 256 points per list
-        )
-        return index
-    raise ConfigError(f"unknown index kind {kind!r}; choose one of: {', '.join(KINDS)}")
-
-
 def require_cosine(model: SiameseModel) -> None:
     """Inner-product search ranks by cosine similarity: only right for models with the cosine head."""
     if model.config.head != "cosine":
@@ -86,10 +56,6 @@ def fill_index(index, vectors: np.ndarray):
         index.train(vectors)
     index.add(vectors)
     return index
-
-
-class SearchIndexError(SiameseError):
-    """An index folder is missing, damaged, or belongs to another model."""
 
 
 @dataclass

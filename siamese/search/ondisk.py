@@ -25,7 +25,8 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from .index import SearchIndexError, faiss_index
+from ..errors import SearchIndexError
+from .faiss_indexes import faiss_index
 
 LISTS_FILE = "lists.ivfdata"
 # The lists file's checksum is verified on every load up to this size; above it (a corpus larger

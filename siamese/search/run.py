@@ -38,8 +38,8 @@ from ..atomic import as_umask_allows, atomic_dir, atomic_file, clear_leftovers, 
 from ..errors import ConfigError
 from ..manifest import Field, check_fields, read_json_object, read_manifest
 from ..model import SiameseModel
-from .dedupe import DuplicatePairs, check_clustering, check_kind, clusters, cross_pairs, duplicate_pairs, vector_index
 from .index import DuplicateIndex, SearchIndexError, require_cosine
+from .pairs import DuplicatePairs, check_clustering, check_kind, clusters, cross_pairs, duplicate_pairs, vector_index
 from .records import Record, as_records, exact_groups, normalise
 
 FORMAT = "siamese-dedupe/1"

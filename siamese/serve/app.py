@@ -77,11 +77,14 @@ class OpenAIEmbeddingRequest(BaseModel):
 def create_app(
     model: SiameseModel,
     index: DuplicateIndex | None = None,
-    limits: Limits = Limits(),
+    limits: Limits | None = None,
     *,
-    batching: BatchConfig = BatchConfig(),
+    batching: BatchConfig | None = None,
     api_keys: Sequence[str] = (),
 ) -> FastAPI:
+    """The service of ``model`` (and ``index``): the routes, the batcher every encoding goes
+    through, the limits, API keys and metrics."""
+    limits, batching = limits or Limits(), batching or BatchConfig()
     metrics = Metrics()
     model_name = model.path.name if model.path else "siamese"
     # A cross-encoder (siamese.cross) scores pairs only: /similarity, no vectors, so no batcher of
@@ -90,7 +93,6 @@ def create_app(
     if cross and index is not None:
         raise ConfigError("a cross-encoder has no vectors to search an index with; serve it without --index")
     batcher = None if cross else Batcher(model.encode, batching, on_batch=metrics.observe_batch)
-    explaining = threading.BoundedSemaphore(EXPLAINING_AT_ONCE)
     if not cross:
         model = BatchedModel(model, batcher)  # the handlers below encode through the batcher
     if index is not None:
@@ -138,26 +140,6 @@ def create_app(
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 
-    def needs_vectors() -> None:
-        if cross:
-            raise HTTPException(400, "this model is a cross-encoder: it scores pairs (/similarity) and has no vectors")
-
-    def check_texts(items: Sequence[str] | Sequence[tuple[str, str]], field: str) -> None:
-        """Items are texts, or pairs of texts; a message names the item as the request holds it."""
-        if not items:
-            raise HTTPException(422, f"'{field}' is empty")
-        if len(items) > limits.max_texts:
-            raise HTTPException(413, f"'{field}' has {len(items)} items; at most {limits.max_texts} per request")
-        for i, item in enumerate(items):
-            for j, t in [(None, item)] if isinstance(item, str) else enumerate(item):
-                check_text(t, f"'{field}'[{i}]" + (f"[{j}]" if j is not None else ""))
-
-    def check_text(text: str, where: str) -> None:
-        if len(text) > limits.max_chars:
-            raise HTTPException(413, f"{where} has {len(text)} characters; at most {limits.max_chars}")
-        if not text.strip():
-            raise HTTPException(422, f"{where} is empty")
-
     @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     async def home():
         return FileResponse(page, media_type="text/html")
@@ -174,12 +156,50 @@ def create_app(
             "index_size": len(index) if index is not None else None,
         }
 
+    checks = _Checks(limits, cross)
+    _pair_routes(app, model, checks, batcher, threading.BoundedSemaphore(EXPLAINING_AT_ONCE))
+    _vector_routes(app, model, index, checks, model_name, limits)
+    routes.update(route.path for route in app.routes)
+    return app
+
+
+class _Checks:
+    """What every route checks of a request's texts, within the server's limits; a message names
+    the item as the request holds it."""
+
+    def __init__(self, limits: Limits, cross: bool):
+        self.limits, self.cross = limits, cross
+
+    def needs_vectors(self) -> None:
+        if self.cross:
+            raise HTTPException(400, "this model is a cross-encoder: it scores pairs (/similarity) and has no vectors")
+
+    def texts(self, items: Sequence[str] | Sequence[tuple[str, str]], field: str) -> None:
+        """Items are texts, or pairs of texts."""
+        if not items:
+            raise HTTPException(422, f"'{field}' is empty")
+        if len(items) > self.limits.max_texts:
+            raise HTTPException(413, f"'{field}' has {len(items)} items; at most {self.limits.max_texts} per request")
+        for i, item in enumerate(items):
+            for j, t in [(None, item)] if isinstance(item, str) else enumerate(item):
+                self.text(t, f"'{field}'[{i}]" + (f"[{j}]" if j is not None else ""))
+
+    def text(self, text: str, where: str) -> None:
+        if len(text) > self.limits.max_chars:
+            raise HTTPException(413, f"{where} has {len(text)} characters; at most {self.limits.max_chars}")
+        if not text.strip():
+            raise HTTPException(422, f"{where} is empty")
+
+
+def _pair_routes(app: FastAPI, model, checks: _Checks, batcher: Batcher | None, explaining) -> None:
+    """/similarity: pairs scored (and explained, a few at a time), for both kinds of model."""
+
     # The handlers below return a JSONResponse: its JSON is then written in the handler's worker
     # thread; a plain dict would be converted on the event loop (~0.1 s for 256 vectors), where
     # it holds up every other request.
     @app.post("/similarity")
     def similarity(req: PairsRequest):
-        check_texts(req.pairs, "pairs")
+        checks.texts(req.pairs, "pairs")
         t = model.threshold if req.threshold is None else req.threshold
         scores = model.similarity([a for a, _ in req.pairs], [b for _, b in req.pairs])
         # probability: calibrated duplicate probability, null when the model is not calibrated
@@ -198,11 +218,15 @@ def create_app(
                     result["explanation"] = model.explain(a, b).to_dict()
         return JSONResponse({"threshold": t, "results": results})
 
+
+def _vector_routes(app: FastAPI, model, index, checks: _Checks, model_name: str, limits: Limits) -> None:
+    """/search, /embed and the OpenAI-style /v1/embeddings: what needs a bi-encoder's vectors."""
+
     @app.post("/search")
     def search(req: SearchRequest):
         if index is None:
             raise HTTPException(404, "this server has no index; start it with --index")
-        check_text(req.query, "'query'")
+        checks.text(req.query, "'query'")
         if req.k > limits.max_k:
             raise HTTPException(422, f"'k' is {req.k}; at most {limits.max_k}")
         hits = index.search([req.query], req.k, threshold=req.threshold)[0]
@@ -210,16 +234,16 @@ def create_app(
 
     @app.post("/embed")
     def embed(req: EmbedRequest):
-        needs_vectors()
-        check_texts(req.texts, "texts")
+        checks.needs_vectors()
+        checks.texts(req.texts, "texts")
         vectors = model.encode(req.texts)
         return JSONResponse({"dim": int(vectors.shape[1]), "embeddings": vectors.tolist()})
 
     @app.post("/v1/embeddings")
     def openai_embeddings(req: OpenAIEmbeddingRequest):
-        needs_vectors()
+        checks.needs_vectors()
         texts = [req.input] if isinstance(req.input, str) else req.input
-        check_texts(texts, "input")
+        checks.texts(texts, "input")
         if req.encoding_format not in ("float", "base64"):
             raise HTTPException(422, f"encoding_format must be 'float' or 'base64', got {req.encoding_format!r}")
         if req.dimensions is not None and req.dimensions != model.dim:
@@ -240,9 +264,6 @@ def create_app(
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             }
         )
-
-    routes.update(route.path for route in app.routes)
-    return app
 
 
 def add_api_docs(app: FastAPI) -> None:

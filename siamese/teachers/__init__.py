@@ -2,7 +2,6 @@
 loading one (:func:`load_teacher`) and its vectors of the training texts (:class:`TeacherVectors`).
 Named teachers ("mpnet") come from :mod:`siamese.pretrained`."""
 
-from ..st_layout import sentence_transformers_pooling
 from .teacher import TeacherVectors, load_teacher
 
-__all__ = ["TeacherVectors", "load_teacher", "sentence_transformers_pooling"]
+__all__ = ["TeacherVectors", "load_teacher"]

@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli.common import DeviceOpt, JsonOpt, OverwriteOpt, _check_out, _emit, user_errors
 from ..errors import ConfigError
+from .common import DeviceOpt, JsonOpt, OverwriteOpt, _check_out, _emit, user_errors
 
 # mounted as `siamese emoji` by siamese/cli/root.py (this module does not import the app: no cycle)
 emoji_app = typer.Typer(no_args_is_help=True, help="Emoji VAE and text→emoji Siamese model.")
@@ -51,10 +51,10 @@ def train_vae(
     _check_out(out, overwrite, inputs=[images])
     import numpy as np
 
-    from .images import load_emojis
-    from .vae import VAEConfig
-    from .vae_training import VAETrainConfig
-    from .vae_training import train_vae as run_training
+    from ..emoji.images import load_emojis
+    from ..emoji.vae import VAEConfig
+    from ..emoji.vae_training import VAETrainConfig
+    from ..emoji.vae_training import train_vae as run_training
 
     emojis = load_emojis(images)
     vae = run_training(
@@ -87,7 +87,8 @@ def train_vae(
         for h in info["history"]
     ]
     lines += [
-        f"best epoch {info['best_epoch']} (val_loss {info['val_loss']:.2f}); {non_finite} of {len(emojis)} codes inf/NaN",
+        f"best epoch {info['best_epoch']} (val_loss {info['val_loss']:.2f}); {non_finite} of {len(emojis)} codes "
+        "inf/NaN",
         f"saved to {out}",
     ]
     _emit(result, as_json, lines)
@@ -98,7 +99,7 @@ def _codes_csv(path: Path, names: list[str], codes) -> None:
     import csv
 
     from ..atomic import atomic_file
-    from .images import name_to_char
+    from ..emoji.images import name_to_char
 
     with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f)
@@ -120,8 +121,8 @@ def encode(
     import numpy as np
 
     from ..atomic import check_not_input
-    from .images import load_emojis
-    from .vae import EmojiVAE
+    from ..emoji.images import load_emojis
+    from ..emoji.vae import EmojiVAE
 
     check_not_input(out, [vae_dir, images])
     vae = EmojiVAE.load(vae_dir, device=device)
@@ -165,8 +166,8 @@ def generate(
 ):
     """Decode Gaussian samples, the seed's 2-D grids, reconstructions and an interpolation to PNGs."""
     from ..atomic import check_not_input
-    from .generate import write_sheets
-    from .vae import EmojiVAE
+    from ..emoji.generate import write_sheets
+    from ..emoji.vae import EmojiVAE
 
     check_not_input(out, [vae_dir, images])
     ends = None
@@ -208,7 +209,10 @@ def train(
         str,
         typer.Option(
             "--text-encoder",
-            help="The text side: mpnet (default; make mpnet), minilm, bilstm (the seed's, from GloVe), student:FOLDER (siamese distill) or a model FOLDER.",
+            help=(
+                "The text side: mpnet (default; make mpnet), minilm, bilstm (the seed's, from GloVe), "
+                "student:FOLDER (siamese distill) or a model FOLDER."
+            ),
         ),
     ] = DEFAULT_TEXT_ENCODER,
     fine_tune: Annotated[
@@ -275,12 +279,12 @@ def train(
     its held-out accuracy beside the majority class and TF-IDF + logistic regression."""
     _check_out(out, overwrite, inputs=[vae_dir, data])
     from ..datasets import data_root
-    from .images import load_emojis
-    from .sqam import SQAMConfig
-    from .sqam_evaluation import data_record, train_and_evaluate
-    from .sqam_training import SQAMTrainConfig
-    from .tweets import default_tweets, read_tweets
-    from .vae import EmojiVAE
+    from ..emoji.images import load_emojis
+    from ..emoji.sqam import SQAMConfig
+    from ..emoji.sqam_evaluation import data_record, train_and_evaluate
+    from ..emoji.sqam_training import SQAMTrainConfig
+    from ..emoji.tweets import default_tweets, read_tweets
+    from ..emoji.vae import EmojiVAE
 
     tweets = read_tweets(data)
     if limit:
@@ -322,7 +326,6 @@ def train(
     model.save(out, overwrite=overwrite)
     result = {"out": str(out)} | result
     report, baselines = result["test"], result["baselines"]
-    recall = ", ".join(f"{k} {v:.3f}" for k, v in report["recall"].items())
     averaged = result["averaged_epochs"]
     kept = (
         f"weights averaged over epochs {averaged[0]}–{averaged[1]}"
@@ -334,9 +337,12 @@ def train(
         as_json,
         [
             f"trained on {result['train_tweets']} tweets ({text_encoder}{', fine-tuned' if fine_tune else ''}) for "
-            f"{len(result['history'])} epochs in {result['seconds']:.1f}s; {kept} (validation accuracy {result['val_accuracy']:.4f})",
-            f"softmax temperatures fitted on the validation tweets: {result['calibration']['temperature']:.4f} (3-way sentiment), "
-            f"{result['calibration']['suggestions']['temperature']:.4f} (suggestions over all {len(model.names)} emojis)",
+            f"{len(result['history'])} epochs in {result['seconds']:.1f}s; {kept} (validation accuracy "
+            f"{result['val_accuracy']:.4f})",
+            f"softmax temperatures fitted on the validation tweets: {result['calibration']['temperature']:.4f} "
+            "(3-way sentiment), "
+            f"{result['calibration']['suggestions']['temperature']:.4f} (suggestions over all {len(model.names)} "
+            "emojis)",
             *_report_lines(f"held-out test ({report['n']} tweets)", report, baselines, len(model.names)),
             f"saved to {out}",
         ],
@@ -349,8 +355,10 @@ def _report_lines(title: str, report: dict, baselines: dict, emojis: int) -> lis
     return [
         f"{title}: accuracy {report['accuracy']:.4f} (recall: {recall})",
         f"  confusion matrix (rows true, columns predicted; positive, neutral, negative): {report['confusion_matrix']}",
-        f"  majority class {baselines['majority']['accuracy']:.4f}, TF-IDF + logistic regression {baselines['tfidf_logreg']['accuracy']:.4f}",
-        f"  top-5 suggestions among all {emojis} emojis sharing the tweet's sentiment: {report['sentiment_agreement_at_5']:.3f}",
+        f"  majority class {baselines['majority']['accuracy']:.4f}, TF-IDF + logistic regression "
+        f"{baselines['tfidf_logreg']['accuracy']:.4f}",
+        f"  top-5 suggestions among all {emojis} emojis sharing the tweet's sentiment: "
+        f"{report['sentiment_agreement_at_5']:.3f}",
         *(
             [f"  3-way probabilities: log-loss {calibration['log_loss']:.4f}, ECE {calibration['ece']:.4f}"]
             if calibration
@@ -358,8 +366,10 @@ def _report_lines(title: str, report: dict, baselines: dict, emojis: int) -> lis
         ),
         *(
             [
-                f"  suggestion probabilities (mean per tweet): top-1 {sug['top1']:.2%}, top-5 together {sug['top5_total']:.1%}, "
-                f"median emoji {sug['median_emoji']:.3%}, on the tweet's sentiment's emojis {sug['mass_on_tweet_sentiment']:.1%}"
+                f"  suggestion probabilities (mean per tweet): top-1 {sug['top1']:.2%}, top-5 together "
+                f"{sug['top5_total']:.1%}, "
+                f"median emoji {sug['median_emoji']:.3%}, on the tweet's sentiment's emojis "
+                f"{sug['mass_on_tweet_sentiment']:.1%}"
             ]
             if (sug := report.get("suggestions"))
             else []
@@ -375,7 +385,10 @@ def evaluate(
         Optional[Path],
         typer.Option(
             "--data",
-            help="Labelled tweets CSV ('text', 'airline_sentiment'); default: the model's own file, whose held-out test split is scored.",
+            help=(
+                "Labelled tweets CSV ('text', 'airline_sentiment'); default: the model's own file, whose held-out "
+                "test split is scored."
+            ),
         ),
     ] = None,
     device: DeviceOpt = "auto",
@@ -383,7 +396,7 @@ def evaluate(
 ):
     """3-way accuracy, per-class recall, confusion matrix and top-5 sentiment agreement of a model
     on labelled tweets, beside the majority class and TF-IDF + LR trained on the model's training tweets."""
-    from .sqam_evaluation import evaluate_file
+    from ..emoji.sqam_evaluation import evaluate_file
 
     result = evaluate_file(model_dir, data, device=device)
     _emit(
@@ -418,7 +431,7 @@ def suggest(
 ):
     """Rank all known emojis (and optionally generated ones) for a text."""
     from ..atomic import check_not_input
-    from .suggest import suggest_emojis
+    from ..emoji.suggest import suggest_emojis
 
     if png is not None:
         check_not_input(png, [model_dir, vae_dir, images])
