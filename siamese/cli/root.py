@@ -11,7 +11,7 @@ import sys
 import typer
 
 from ..emoji.cli import emoji_app
-from . import corpus, evaluation, serving, training
+from . import corpus, evaluation, labeling, serving, training
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Siamese neural networks for semantic similarity.")
 
@@ -28,6 +28,7 @@ app.command("evaluate-answers")(evaluation.evaluate_answers)
 app.command()(corpus.search)
 app.command()(corpus.dedupe)
 app.command()(serving.serve)
+app.command()(labeling.label)
 app.command("distill")(training.distill_command)
 app.command()(training.export)
 app.command()(serving.formats)

@@ -1,0 +1,148 @@
+"""What the answers so far say: the threshold, the calibration, and the estimated precision and
+recall over the corpus's candidate pairs, with bootstrap intervals.
+
+The answers are not a random sample (the loop asks near the threshold), so metrics counted on
+them would be biased. What is not biased by choosing pairs by their similarity is the chance of
+a duplicate *at* a similarity, P(duplicate | s): a Platt fit (:mod:`siamese.calibration`) on the
+answers estimates it, and every figure is read off it over the candidate pairs:
+
+* the threshold is where that chance crosses 1/2 (the most accurate cut);
+* precision at t: the mean chance over the candidates above t; recall: their share of the sum of
+  chances over all candidates;
+* the threshold for a target precision: the lowest t whose estimated precision reaches it;
+* intervals: the 2.5 and 97.5 percentiles over fits on resampled answers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..calibration import _fit_platt, cross_fitted, expected_calibration_error, fit_calibrator
+from ..errors import DataError
+from ..evaluation import choose_threshold
+
+UNCERTAIN = math.log(3.0)  # Platt's a·(s - t) between ±ln 3: a chance between 0.25 and 0.75
+
+
+def platt(similarity, labels) -> tuple[float, float] | None:
+    """Platt's ``(a, b)`` (chance = 1 / (1 + exp(-(a·s + b)))), or None without both labels."""
+    labels = np.asarray(labels)
+    if len(labels) < 2 or labels.min() == labels.max():
+        return None
+    fit = _fit_platt(np.asarray(similarity, dtype=np.float64), labels.astype(np.int64))
+    return fit["a"], fit["b"]
+
+
+def chance(fit: tuple[float, float], similarity) -> np.ndarray:
+    z = np.clip(fit[0] * np.asarray(similarity, dtype=np.float64) + fit[1], -500, 500)
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def threshold(similarity, labels) -> tuple[float | None, float | None]:
+    """``(threshold, width)``: where the fitted chance of a duplicate is 1/2, and the half-width of
+    the band where it is between 0.25 and 0.75; (None, None) until both labels were given."""
+    similarity = np.asarray(similarity, dtype=np.float64)
+    fit = platt(similarity, labels)
+    if fit is None:
+        return None, None
+    a, b = fit
+    if a <= 1e-9:  # duplicates no likelier at a higher similarity: the best cut on the answers
+        return choose_threshold(similarity, labels)[0], float(np.ptp(similarity) / 4 or 0.05)
+    t = float(np.clip(-b / a, similarity.min() - 0.05, similarity.max() + 0.05))
+    return t, float(np.clip(UNCERTAIN / a, 0.005, 0.25))
+
+
+def estimate(fit: tuple[float, float], candidates: np.ndarray, t: float) -> tuple[float, float, int]:
+    """Estimated precision and recall over ``candidates`` at ``t``, and how many are above it."""
+    p = chance(fit, candidates)
+    above = candidates > t
+    flagged = int(above.sum())
+    precision = float(p[above].mean()) if flagged else math.nan
+    recall = float(p[above].sum() / p.sum()) if p.sum() > 0 else math.nan
+    return precision, recall, flagged
+
+
+def for_precision(fit: tuple[float, float], candidates: np.ndarray, target: float) -> float | None:
+    """The lowest threshold whose estimated precision over ``candidates`` reaches ``target``."""
+    s = np.sort(candidates)[::-1]
+    if not len(s):
+        return None
+    running = np.cumsum(chance(fit, s)) / np.arange(1, len(s) + 1)  # precision cutting after each
+    ok = np.flatnonzero(running >= target)
+    if not len(ok):
+        return None
+    k = ok[-1]
+    below = s[k + 1] if k + 1 < len(s) else s[k] - 1e-3
+    return float((s[k] + below) / 2)
+
+
+def summary(
+    similarity,
+    labels,
+    candidates,
+    *,
+    model_threshold: float,
+    target_precision: float = 0.9,
+    resamples: int = 100,
+    seed: int = 0,
+) -> dict:
+    """Everything the page shows about the answers so far (see the module's doc)."""
+    similarity = np.asarray(similarity, dtype=np.float64)
+    labels = np.asarray(labels, dtype=np.int64)
+    candidates = np.asarray(candidates, dtype=np.float64)
+    out = {
+        "answers": int(len(labels)),
+        "duplicates": int(labels.sum()),
+        "model_threshold": model_threshold,
+        "model_flags": int((candidates > model_threshold).sum()),
+        "candidates": int(len(candidates)),
+        "target_precision": target_precision,
+        "threshold": None,
+        "calibration": None,
+    }
+    t, _ = threshold(similarity, labels)
+    fit = platt(similarity, labels)
+    if t is None or fit is None:
+        return out
+    precision, recall, flagged = estimate(fit, candidates, t)
+    out.update(threshold=t, precision=precision, recall=recall, flags=flagged)
+    out.update(_intervals(similarity, labels, candidates, t, resamples, seed))
+    target = for_precision(fit, candidates, target_precision)
+    out["target_threshold"] = target
+    if target is not None:
+        out["target_recall"], out["target_flags"] = estimate(fit, candidates, target)[1:]
+    out["calibration"] = _calibration(similarity, labels)
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in out.items()}
+
+
+def _intervals(similarity, labels, candidates, t: float, resamples: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    found = []
+    for _ in range(resamples):
+        pick = rng.integers(0, len(labels), len(labels))
+        fit = platt(similarity[pick], labels[pick])
+        if fit is not None:
+            found.append(estimate(fit, candidates, t)[:2])
+    if len(found) < 10:
+        return {}
+    lo, hi = np.nanpercentile(np.array(found), [2.5, 97.5], axis=0)
+    return {"precision_interval": [float(lo[0]), float(hi[0])], "recall_interval": [float(lo[1]), float(hi[1])]}
+
+
+def _calibration(similarity, labels) -> dict | None:
+    """The calibrator ``siamese calibrate`` would fit on these answers, and its cross-fitted ECE."""
+    try:
+        fitted = fit_calibrator(similarity, labels)
+    except DataError:  # fewer than 2 answers of a label
+        return None
+    out = cross_fitted(similarity, labels, fitted.method, folds=fitted.folds)
+    return {
+        "method": fitted.method,
+        "cv_log_loss": fitted.cv_log_loss[fitted.method],
+        "cv_ece": expected_calibration_error(out, labels),
+    }
+
+
+__all__ = ["chance", "estimate", "for_precision", "platt", "summary", "threshold"]
