@@ -105,8 +105,12 @@ def _replay(session, columns, column, budget, is_pairs, source, as_json) -> None
         lines.append("threshold: needs a duplicate and a non-duplicate")
     else:
         lines.append(
-            f"threshold {t:.4f}: estimated precision {stats['precision']:.3f}, recall {stats['recall']:.3f}, "
+            f"threshold {t:.4f}: estimated precision {_share(stats['precision'])}, recall {_share(stats['recall'])}, "
             f"flags {stats['flags']} of {stats['candidates']} pairs (the model's {stats['model_threshold']:.4f} flags "
             f"{stats['model_flags']})"
         )
     _emit({"labels": str(session.store.path), **stats}, as_json, lines)
+
+
+def _share(value) -> str:
+    return "unknown" if value is None else f"{value:.3f}"

@@ -154,9 +154,11 @@ def _intervals(similarity, labels, candidates, t: float, resamples: int, seed: i
         fit = platt(similarity[pick], labels[pick])
         if fit is not None:
             found.append(estimate(fit, candidates, t)[:2])
+    found = np.array(found).reshape(-1, 2)
+    found = found[np.isfinite(found).all(axis=1)]  # a resample whose fit flags no candidate has no precision
     if len(found) < 10:
         return {}
-    lo, hi = np.nanpercentile(np.array(found), [2.5, 97.5], axis=0)
+    lo, hi = np.percentile(found, [2.5, 97.5], axis=0)
     return {"precision_interval": [float(lo[0]), float(hi[0])], "recall_interval": [float(lo[1]), float(hi[1])]}
 
 
