@@ -40,6 +40,9 @@ bench-speed: install
 bench-quality: install
 	$(PY) bench/quality.py
 
+bench-label: install
+	$(PY) bench/label.py
+
 bench: bench-speed bench-quality
 
 clean:
