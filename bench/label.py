@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from siamese import datasets
-from siamese.calibration import expected_calibration_error, fit_calibrator
+from siamese.calibration import expected_calibration_error
 from siamese.data import split_pairs
 from siamese.evaluation import choose_threshold
 from siamese.label import stats
@@ -92,20 +92,19 @@ def asked(strategy: str, sims: np.ndarray, labels: np.ndarray, budget: int, seed
     return done
 
 
-def scored(sims, labels, test_sims, test_labels, cut: bool = False) -> dict:
+def scored(sims, labels, pool, test_sims, test_labels, cut: bool = False) -> dict:
     """Accuracy at the threshold fitted on (sims, labels) and ECE of their calibrator, on the test pairs."""
+    calibrator = stats._calibrator(sims, labels)  # None: fewer than 2 answers of a label
     if cut:
         t = choose_threshold(sims, labels)[0]
+    elif calibrator is not None:
+        t = stats.most_accurate(calibrator, pool)  # as the page's statistics choose it
     else:
         t = stats.threshold(sims, labels)[0]
     if t is None:
         return {"accuracy": None, "ece": None}
     accuracy = float(np.mean((test_sims > t) == (test_labels == 1)))
-    try:
-        probabilities = fit_calibrator(sims, labels)(test_sims)
-        ece = expected_calibration_error(probabilities, test_labels)
-    except Exception:  # fewer than 2 answers of a label: no calibrator
-        ece = None
+    ece = expected_calibration_error(calibrator(test_sims), test_labels) if calibrator is not None else None
     return {"accuracy": accuracy, "ece": ece, "threshold": t}
 
 
@@ -141,7 +140,7 @@ def bench_set(model, name: str, budgets: list[int], seeds: int, cap: int, cache:
             "threshold": round(generic, 4),
         },
         # every pool pair labelled: the most any threshold chosen on the train split can give
-        "all_pool": scored(sims, labels, test_sims, test_labels),
+        "all_pool": scored(sims, labels, sims, test_sims, test_labels),
         "budgets": {},
     }
     out["all_pool"] = {k: round(v, 4) for k, v in out["all_pool"].items() if v is not None}
@@ -153,7 +152,9 @@ def bench_set(model, name: str, budgets: list[int], seeds: int, cap: int, cache:
             ("random", "random", False),
             ("random_cut", "random", True),
         ):
-            found = [scored(sims[r[:budget]], labels[r[:budget]], test_sims, test_labels, cut) for r in runs[strategy]]
+            found = [
+                scored(sims[r[:budget]], labels[r[:budget]], sims, test_sims, test_labels, cut) for r in runs[strategy]
+            ]
             row[label] = {"accuracy": mean(found, "accuracy"), "ece": mean(found, "ece")}
         out["budgets"][str(budget)] = row
     out["seconds"] = round(time.perf_counter() - started, 1)
@@ -178,6 +179,29 @@ def goals(results: dict) -> dict:
         "loop100_ece": eces,
         "loop100_ece_at_most_0.05": sum(e is not None and e <= 0.05 for e in eces.values()),
     }
+
+
+def table(report: dict) -> str:
+    """The results as a Markdown table: accuracy (ECE) per set, by budget."""
+    budgets = list(next(iter(report["sets"].values()))["budgets"])
+    head = "| set | oracle | all pool | none | " + " | ".join(f"loop {b} | random {b}" for b in budgets) + " |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+
+    def cell(r):
+        return (
+            f"{100 * r['accuracy']:.1f} ({r['ece']:.3f})" if r["accuracy"] is not None and r["ece"] is not None else "–"
+        )
+
+    for name, r in report["sets"].items():
+        row = [
+            name,
+            f"{100 * r['oracle']['accuracy']:.1f}",
+            cell(r["all_pool"]) if "ece" in r["all_pool"] else "–",
+            cell(r["none"]),
+        ]
+        row += [cell(r["budgets"][b][k]) for b in budgets for k in ("loop", "random")]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -213,6 +237,7 @@ def main() -> None:
         print(json.dumps(report["goals"], indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(table(report))
     print(f"written to {args.out}")
 
 

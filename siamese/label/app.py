@@ -70,6 +70,7 @@ def create_app(session: LabelSession, *, read_timeout: float = 15.0) -> FastAPI:
         if req.index >= len(session.c):
             raise HTTPException(422, f"no pair {req.index}: there are {len(session.c)}")
         saved = session.answer(req.index, LABELS[req.label], req.tab)
+        session.stats()  # refitted first: the next pair's verdict is at the threshold the page shows
         return state(session.next(req.tab), saved=saved)
 
     @app.post("/api/undo")

@@ -81,10 +81,14 @@ class LabelSession:
             return self._stats
 
     def threshold(self) -> float:
-        """The threshold fitted on the answers so far (the model's until both labels were given)."""
+        """The threshold fitted on the answers so far (the model's until both labels were given):
+        the statistics' when they are up to date, else the quick Platt crossing."""
         with self.lock:
             _, sims, labels = self._answered()
-            t = stats.threshold(sims, labels)[0]
+            if self._stats is not None and self._seen == self.store.version():
+                t = self._stats["threshold"]
+            else:
+                t = stats.threshold(sims, labels)[0]
             return self.model_threshold if t is None else t
 
     # -- the loop -----------------------------------------------------------------------------------

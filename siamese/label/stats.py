@@ -6,7 +6,9 @@ them would be biased. What is not biased by choosing pairs by their similarity i
 a duplicate *at* a similarity, P(duplicate | s): a Platt fit (:mod:`siamese.calibration`) on the
 answers estimates it, and every figure is read off it over the candidate pairs:
 
-* the threshold is where that chance crosses 1/2 (the most accurate cut);
+* the threshold is the most accurate cut of the candidates by the chances of the calibrator
+  ``siamese calibrate`` fits (with Platt alone: where the chance crosses 1/2, which is what the
+  choice of the next pair aims at, refitted for every pair);
 * precision at t: the mean chance over the candidates above t; recall: their share of the sum of
   chances over all candidates;
 * the threshold for a target precision: the lowest t whose estimated precision reaches it;
@@ -135,6 +137,9 @@ def summary(
     fit = platt(similarity, labels)
     if t is None or fit is None:
         return out
+    calibrator = _calibrator(similarity, labels)
+    if calibrator is not None:
+        t = most_accurate(calibrator, candidates)
     precision, recall, flagged = estimate(fit, candidates, t)
     out.update(threshold=t, precision=precision, recall=recall, flags=flagged)
     out.update(_intervals(similarity, labels, candidates, t, resamples, seed))
@@ -142,7 +147,7 @@ def summary(
     out["target_threshold"] = target
     if target is not None:
         out["target_recall"], out["target_flags"] = estimate(fit, candidates, target)[1:]
-    out["calibration"] = _calibration(similarity, labels)
+    out["calibration"] = _calibration(calibrator, similarity, labels)
     return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in out.items()}
 
 
@@ -162,11 +167,35 @@ def _intervals(similarity, labels, candidates, t: float, resamples: int, seed: i
     return {"precision_interval": [float(lo[0]), float(hi[0])], "recall_interval": [float(lo[1]), float(hi[1])]}
 
 
-def _calibration(similarity, labels) -> dict | None:
-    """The calibrator ``siamese calibrate`` would fit on these answers, and its cross-fitted ECE."""
+def _calibrator(similarity, labels):
+    """The calibrator ``siamese calibrate`` would fit on these answers (None: under 2 of a label)."""
     try:
-        fitted = fit_calibrator(similarity, labels)
-    except DataError:  # fewer than 2 answers of a label
+        return fit_calibrator(similarity, labels)
+    except DataError:
+        return None
+
+
+def most_accurate(calibrator, candidates) -> float:
+    """The threshold with the most accurate cut of ``candidates`` by the calibrated chances: each
+    candidate above it counts its chance of a duplicate, each below it the chance of not one.
+    For Platt alone it is the crossing of 1/2; an isotonic or blended calibrator whose chance stays
+    under 1/2 (as on PAWS, where duplicates and not score alike) flags nothing."""
+    s = np.sort(np.asarray(candidates, dtype=np.float64))
+    if not len(s):
+        return 0.5
+    p = calibrator(s)
+    above = np.cumsum(p[::-1])[::-1]  # cutting just under s[i]: the chances of s[i:]
+    below = np.concatenate([[0.0], np.cumsum(1 - p)[:-1]])  # ... and 1 - chance of s[:i]
+    gain = np.concatenate([above + below, [np.sum(1 - p)]])
+    i = int(np.argmax(gain))
+    if i == len(s):
+        return float(s[-1] + 1e-3)  # nothing flagged
+    return float((s[i] + s[i - 1]) / 2) if i > 0 else float(s[0] - 1e-3)
+
+
+def _calibration(fitted, similarity, labels) -> dict | None:
+    """The calibrator's method, cross-validated log-loss and cross-fitted ECE on the answers."""
+    if fitted is None:
         return None
     out = cross_fitted(similarity, labels, fitted.method, folds=fitted.folds)
     return {
@@ -176,4 +205,4 @@ def _calibration(similarity, labels) -> dict | None:
     }
 
 
-__all__ = ["chance", "estimate", "for_precision", "platt", "summary", "threshold"]
+__all__ = ["chance", "estimate", "for_precision", "most_accurate", "platt", "summary", "threshold"]
