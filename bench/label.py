@@ -94,7 +94,7 @@ def asked(strategy: str, sims: np.ndarray, labels: np.ndarray, budget: int, seed
 
 def scored(sims, labels, pool, test_sims, test_labels, cut: bool = False) -> dict:
     """Accuracy at the threshold fitted on (sims, labels) and ECE of their calibrator, on the test pairs."""
-    calibrator = stats._calibrator(sims, labels)  # None: fewer than 2 answers of a label
+    calibrator = stats.fitted_calibrator(sims, labels)  # None: fewer than 2 answers of a label
     if cut:
         t = choose_threshold(sims, labels)[0]
     elif calibrator is not None:

@@ -131,6 +131,15 @@ def test_statistics_estimate_precision_and_recall_over_the_candidates():
     json.dumps(s, allow_nan=False)  # what the page receives: no NaN
 
 
+def test_threshold_flags_nothing_when_duplicates_never_outnumber_the_rest():
+    # as on PAWS-QQP: whatever the similarity, about 3 in 10 pairs are duplicates
+    rng = np.random.default_rng(0)
+    sims = rng.random(300)
+    labels = (rng.random(300) < 0.3).astype(np.int64)
+    s = stats.summary(sims, labels, sims, model_threshold=0.5, resamples=20)
+    assert s["threshold"] > sims.max() and s["flags"] == 0  # the most accurate cut: call nothing a duplicate
+
+
 def test_statistics_before_both_labels():
     s = stats.summary([0.9, 0.8], [1, 1], [0.1, 0.5, 0.9], model_threshold=0.7)
     assert s["threshold"] is None and s["calibration"] is None and s["model_flags"] == 1

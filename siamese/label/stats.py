@@ -137,7 +137,7 @@ def summary(
     fit = platt(similarity, labels)
     if t is None or fit is None:
         return out
-    calibrator = _calibrator(similarity, labels)
+    calibrator = fitted_calibrator(similarity, labels)
     if calibrator is not None:
         t = most_accurate(calibrator, candidates)
     precision, recall, flagged = estimate(fit, candidates, t)
@@ -167,7 +167,7 @@ def _intervals(similarity, labels, candidates, t: float, resamples: int, seed: i
     return {"precision_interval": [float(lo[0]), float(hi[0])], "recall_interval": [float(lo[1]), float(hi[1])]}
 
 
-def _calibrator(similarity, labels):
+def fitted_calibrator(similarity, labels):
     """The calibrator ``siamese calibrate`` would fit on these answers (None: under 2 of a label)."""
     try:
         return fit_calibrator(similarity, labels)
@@ -205,4 +205,4 @@ def _calibration(fitted, similarity, labels) -> dict | None:
     }
 
 
-__all__ = ["chance", "estimate", "for_precision", "most_accurate", "platt", "summary", "threshold"]
+__all__ = ["chance", "estimate", "fitted_calibrator", "for_precision", "most_accurate", "platt", "summary", "threshold"]
