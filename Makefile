@@ -115,6 +115,9 @@ bench-emoji: install mpnet runs/emoji/vae runs/student
 	$(PY) bench/emoji.py --vae runs/emoji/vae --work runs/emoji
 	$(PY) bench/emoji.py --vae runs/emoji/vae --encoders minilm mpnet bilstm student:runs/student
 
+bench-label: install
+	$(PY) bench/label.py
+
 bench: bench-speed bench-quality
 
 # Issue 36's hostile probe (bad inputs, kills, damaged folders, concurrency, outputs): ~10 minutes.

@@ -12,7 +12,7 @@ import siamese
 from siamese.cli import app
 
 PACKAGE = Path(siamese.__file__).parent
-FAMILIES = ("training", "evaluation", "corpus", "serving")
+FAMILIES = ("training", "evaluation", "corpus", "serving", "labeling")
 
 
 def _module_imports(path: Path, name: str) -> set[str]:
@@ -101,6 +101,7 @@ def test_the_command_tree():
         "search",
         "dedupe",
         "serve",
+        "label",
         "distill",
         "export",
         "formats",

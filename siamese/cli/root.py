@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from . import corpus, evaluation, serving, training
+from . import corpus, evaluation, labeling, serving, training
 from .declared import DeclaredCommand
 from .emoji import emoji_app
 
@@ -29,6 +29,7 @@ app.command("evaluate-answers")(evaluation.evaluate_answers)
 app.command()(corpus.search)
 app.command()(corpus.dedupe)
 app.command()(serving.serve)
+app.command()(labeling.label)
 app.command("distill")(training.distill_command)
 app.command()(training.export)
 app.command()(serving.formats)

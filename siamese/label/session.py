@@ -1,0 +1,279 @@
+"""One labelling session: the candidates, the labels file, the choice of the next pair, the
+statistics and the save. The web app (app.py) and the oracle replay both drive it; every call
+holds one lock, so answers from several tabs are taken one at a time."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError, DataError
+from . import stats
+from .selection import Candidates, Selector, corpus_candidates, pair_candidates
+from .store import LabelStore, answer, pair_key
+
+RESERVE_SECONDS = 600.0  # a pair shown in one tab is not shown in another for this long
+
+
+class LabelSession:
+    def __init__(
+        self,
+        model,
+        candidates: Candidates,
+        store: LabelStore,
+        *,
+        save_to: Path | None = None,
+        target_precision: float = 0.9,
+        strategy: str = "active",
+        seed: int = 0,
+        source: str = "",
+    ):
+        if not len(candidates):
+            raise DataError(f"{source or 'the data'}: no candidate pairs to label")
+        if not 0 < target_precision < 1:
+            raise ConfigError(f"target precision must be in (0, 1), got {target_precision}")
+        self.model, self.c, self.store, self.save_to = model, candidates, store, save_to
+        self.model_threshold = float(model.threshold)
+        self.target_precision = target_precision
+        self.selector = Selector(candidates, strategy=strategy, seed=seed)
+        self.source = source
+        self.index_of = {pair_key(*candidates.pair(n)): n for n in range(len(candidates))}
+        self.skipped: set[int] = set()
+        self.reserved: dict[int, tuple[str, float]] = {}  # candidate -> (tab, when shown)
+        self.lock = threading.RLock()
+        self._stats: dict | None = None
+        self._seen = -1
+
+    # -- what the answers say -----------------------------------------------------------------------
+
+    def _answered(self) -> tuple[list[int], np.ndarray, np.ndarray]:
+        """The answered candidates (in order), and every answer's similarity and label."""
+        self.store.refresh()
+        done, sims, labels = [], [], []
+        for a in self.store.answers:
+            n = self.index_of.get(a.key)
+            if n is not None:
+                done.append(n)
+            s = self.c.similarity[n] if n is not None else a.similarity
+            if not math.isnan(s):
+                sims.append(s)
+                labels.append(a.label)
+        return done, np.array(sims, dtype=np.float64), np.array(labels, dtype=np.int64)
+
+    def stats(self) -> dict:
+        with self.lock:
+            _, sims, labels = self._answered()
+            if self._stats is None or self._seen != self.store.version():
+                self._stats = stats.summary(
+                    sims,
+                    labels,
+                    self.c.similarity,
+                    model_threshold=self.model_threshold,
+                    target_precision=self.target_precision,
+                )
+                self._seen = self.store.version()
+            return self._stats
+
+    def threshold(self) -> float:
+        """The threshold fitted on the answers so far (the model's until both labels were given):
+        the statistics' when they are up to date, else the quick Platt crossing."""
+        with self.lock:
+            _, sims, labels = self._answered()
+            if self._stats is not None and self._seen == self.store.version():
+                t = self._stats["threshold"]
+            else:
+                t = stats.threshold(sims, labels)[0]
+            return self.model_threshold if t is None else t
+
+    # -- the loop -----------------------------------------------------------------------------------
+
+    def next(self, tab: str = "") -> dict | None:
+        """The pair to show ``tab``: the one it was shown and has not answered, else a new choice."""
+        with self.lock:
+            done, sims, labels = self._answered()
+            now, answered = time.monotonic(), set(done)
+            self.reserved = {
+                n: (who, when)
+                for n, (who, when) in self.reserved.items()
+                if now - when < RESERVE_SECONDS and n not in answered
+            }
+            mine = [n for n, (who, _) in self.reserved.items() if who == tab]
+            if mine:
+                return self.show(mine[0])
+            unavailable = np.zeros(len(self.c), bool)
+            unavailable[done] = True
+            unavailable[list(self.skipped | set(self.reserved))] = True
+            t, width = stats.threshold(sims, labels)
+            n = self.selector.choose(done, unavailable, t, width)
+            if n is None:
+                return None
+            self.reserved[n] = (tab, now)
+            return self.show(n)
+
+    def show(self, n: int) -> dict:
+        text1, text2 = self.c.pair(n)
+        s = float(self.c.similarity[n])
+        t = self.threshold()
+        return {
+            "index": int(n),
+            "text1": text1,
+            "text2": text2,
+            "id1": self.c.ids[n][0],
+            "id2": self.c.ids[n][1],
+            "similarity": s,
+            "threshold": t,
+            "duplicate": bool(s > t),
+        }
+
+    def answer(self, n: int, label: int | None, tab: str = "") -> bool:
+        """Record ``label`` (1 duplicate, 0 not, None skip) for candidate ``n``; False when the pair
+        was answered already (in another tab: the first answer stands)."""
+        if not 0 <= n < len(self.c):
+            raise DataError(f"no candidate pair {n} (there are {len(self.c)})")
+        with self.lock:
+            self.reserved.pop(n, None)
+            if label is None:
+                self.skipped.add(n)
+                return True
+            text1, text2 = self.c.pair(n)
+            id1, id2 = self.c.ids[n]
+            return self.store.add(answer(text1, text2, label, id1, id2, self.c.similarity[n]))
+
+    def undo(self, tab: str = "") -> dict | None:
+        """Take back the last answer; its pair is shown to ``tab`` again (None: nothing to undo)."""
+        with self.lock:
+            gone = self.store.undo()
+            if gone is None:
+                return None
+            n = self.index_of.get(gone.key)
+            if n is None:
+                return {"undone": gone.text1, "next": None}
+            for other in [m for m, (who, _) in self.reserved.items() if who == tab]:
+                del self.reserved[other]
+            self.reserved[n] = (tab, time.monotonic())
+            return self.show(n)
+
+    def save(self, choice: str = "fitted") -> dict:
+        """Write the model with the calibration fitted on the answers (as ``siamese calibrate``
+        fits it) and the chosen threshold (``fitted``: the most accurate; ``target``: the one for
+        the target precision) to ``save_to``, atomically."""
+        from ..calibration import calibrate
+        from ..data import Pairs
+
+        if choice not in ("fitted", "target"):
+            raise ConfigError(f"choice must be 'fitted' or 'target', got {choice!r}")
+        if self.save_to is None:
+            raise ConfigError("this session has no folder to save the model to")
+        with self.lock:
+            summary = self.stats()
+            t = summary["threshold"] if choice == "fitted" else summary.get("target_threshold")
+            if summary["calibration"] is None or t is None:
+                raise DataError(
+                    "too few answers to save: the calibration needs at least 2 duplicates and 2 non-duplicates"
+                    + ("" if choice == "fitted" else f", and a threshold reaching precision {self.target_precision}")
+                )
+            answers = self.store.answers
+            pairs = Pairs(
+                [a.text1 for a in answers],
+                [a.text2 for a in answers],
+                np.array([a.label for a in answers], dtype=np.int8),
+                source=str(self.store.path),
+            )
+            scores = np.array([self._similarity(a) for a in answers])
+            fitted = calibrate(self.model, pairs, scores=scores)
+            self.model.set_threshold(t)
+            self.model.info["threshold_choice"] = {"by": "label", "choice": choice, **_choice(summary, choice)}
+            self.model.save(self.save_to)
+            return {"path": str(self.save_to), "threshold": self.model.threshold, "calibration": fitted["method"]}
+
+    def _similarity(self, a) -> float:
+        n = self.index_of.get(a.key)
+        if n is not None:
+            return float(self.c.similarity[n])
+        if not math.isnan(a.similarity):
+            return a.similarity
+        return float(self.model.similarity([a.text1], [a.text2])[0])
+
+
+def _choice(summary: dict, choice: str) -> dict:
+    if choice == "fitted":
+        keys = {"precision": "precision", "recall": "recall", "flags": "flags"}
+    else:
+        keys = {"target": "target_precision", "recall": "target_recall", "flags": "target_flags"}
+    return {"answers": summary["answers"], **{k: summary.get(v) for k, v in keys.items()}}
+
+
+# -- candidates from files ----------------------------------------------------------------------------
+
+
+def corpus(model, path: str | os.PathLike, column: str | None = None, *, k: int = 10, progress: bool = False):
+    """The corpus's candidate pairs and, per distinct text, its row's other columns (for an oracle)."""
+    from ..search.index import require_cosine
+    from ..search.records import exact_groups, read_records
+
+    require_cosine(model)
+    records = read_records(path, column)
+    distinct, _ = exact_groups([r.text for r in records])
+    kept = [records[r] for r in distinct.tolist()]
+    if len(kept) < 2:
+        raise DataError(f"{path}: fewer than 2 distinct texts: no pairs to label")
+    vectors = model.encode([r.text for r in kept], progress=progress)
+    found = corpus_candidates(vectors, [r.text for r in kept], [r.id for r in kept], k=k)
+    return found, [r.columns for r in kept]
+
+
+def given_pairs(model, path: str | os.PathLike, *, format="auto", text1=None, text2=None):
+    """The pairs of a file as candidates (ids: their line numbers) and each pair's other columns."""
+    from ..data import open_pairs, resolve_format
+
+    fmt = resolve_format(path, format, text1, text2, labelled=False)
+    lines, first, second, fields = [], [], [], []
+    with open_pairs(path, fmt, labelled=False) as stream:
+        for row in stream.rows:
+            lines.append(row.line)
+            first.append(row.text1)
+            second.append(row.text2)
+            fields.append(dict(zip(stream.header, row.fields)))
+    if not first:
+        raise DataError(f"{path}: no pairs after the header")
+    return pair_candidates(first, second, model.similarity(first, second), lines), fields
+
+
+def oracle(candidates: Candidates, columns: list[dict], column: str, *, pairs: bool, source="") -> Callable:
+    """``label(n)`` from ``column``: a pair file's 0/1 label, or for a corpus whether the pair's
+    two texts have the same value there (an answer id, a cluster)."""
+    if not columns or column not in columns[0]:
+        found = ", ".join(list(columns[0])[:12]) if columns else "none"
+        raise DataError(f"{source}: no oracle column {column!r} (found: {found})")
+
+    def label(n: int) -> int | None:
+        if pairs:
+            value = columns[n][column].strip()
+            if value not in ("0", "1"):
+                raise DataError(
+                    f"{source}: pair {candidates.ids[n][0]}: column {column!r} must be 0 or 1, got {value!r}"
+                )
+            return int(value)
+        a, b = (columns[i][column].strip() for i in (candidates.first[n], candidates.second[n]))
+        return None if not a or not b else int(a == b)
+
+    return label
+
+
+def replay(session: LabelSession, label: Callable[[int], int | None], budget: int) -> dict:
+    """Answer from ``label`` until the labels file holds ``budget`` answers or no pair is left."""
+    while len(session.store) < budget:
+        shown = session.next("oracle")
+        if shown is None:
+            break
+        session.answer(shown["index"], label(shown["index"]), "oracle")
+    return session.stats()
+
+
+__all__ = ["LabelSession", "corpus", "given_pairs", "oracle", "replay"]

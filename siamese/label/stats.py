@@ -1,0 +1,208 @@
+"""What the answers so far say: the threshold, the calibration, and the estimated precision and
+recall over the corpus's candidate pairs, with bootstrap intervals.
+
+The answers are not a random sample (the loop asks near the threshold), so metrics counted on
+them would be biased. What is not biased by choosing pairs by their similarity is the chance of
+a duplicate *at* a similarity, P(duplicate | s): a Platt fit (:mod:`siamese.calibration`) on the
+answers estimates it, and every figure is read off it over the candidate pairs:
+
+* the threshold is the most accurate cut of the candidates by the chances of the calibrator
+  ``siamese calibrate`` fits (with Platt alone: where the chance crosses 1/2, which is what the
+  choice of the next pair aims at, refitted for every pair);
+* precision at t: the mean chance over the candidates above t; recall: their share of the sum of
+  chances over all candidates;
+* the threshold for a target precision: the lowest t whose estimated precision reaches it;
+* intervals: the 2.5 and 97.5 percentiles over fits on resampled answers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..calibration import PLATT_C, cross_fitted, expected_calibration_error, fit_calibrator
+from ..errors import DataError
+from ..evaluation import choose_threshold
+
+UNCERTAIN = math.log(3.0)  # Platt's a·(s - t) between ±ln 3: a chance between 0.25 and 0.75
+
+
+def platt(similarity, labels) -> tuple[float, float] | None:
+    """Platt's ``(a, b)`` (chance = 1 / (1 + exp(-(a·s + b)))), or None without both labels.
+
+    The fit of :mod:`siamese.calibration` (the same objective: log-loss plus ``a² / (2·PLATT_C)``),
+    solved by Newton's method on its two numbers: the loop refits it for every pair it chooses and
+    a hundred times per bootstrap, where scikit-learn's solver costs ~100x more per call."""
+    x = np.asarray(similarity, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    if len(y) < 2 or y.min() == y.max():
+        return None
+    w = np.zeros(2)  # (a, b)
+    ridge = np.array([1.0 / PLATT_C, 0.0])
+    loss = _platt_loss(w, x, y, ridge)
+    for _ in range(100):
+        p = 1.0 / (1.0 + np.exp(-np.clip(w[0] * x + w[1], -500, 500)))
+        g = np.array([np.dot(p - y, x), np.sum(p - y)]) + ridge * w
+        h = p * (1 - p)
+        hess = np.array([[np.dot(h, x * x), np.dot(h, x)], [np.dot(h, x), h.sum()]]) + np.diag(ridge + 1e-12)
+        step = np.linalg.solve(hess, g)
+        scale = 1.0
+        while scale > 1e-6:  # halve the step until the loss falls
+            trial = w - scale * step
+            trial_loss = _platt_loss(trial, x, y, ridge)
+            if trial_loss <= loss:
+                break
+            scale /= 2
+        if scale <= 1e-6 or loss - trial_loss < 1e-12 * max(1.0, loss):
+            w, loss = (trial, trial_loss) if scale > 1e-6 else (w, loss)
+            break
+        w, loss = trial, trial_loss
+    return float(w[0]), float(w[1])
+
+
+def _platt_loss(w, x, y, ridge) -> float:
+    z = w[0] * x + w[1]
+    return float(np.sum(np.logaddexp(0, z) - y * z) + 0.5 * np.dot(ridge * w, w))
+
+
+def chance(fit: tuple[float, float], similarity) -> np.ndarray:
+    z = np.clip(fit[0] * np.asarray(similarity, dtype=np.float64) + fit[1], -500, 500)
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def threshold(similarity, labels) -> tuple[float | None, float | None]:
+    """``(threshold, width)``: where the fitted chance of a duplicate is 1/2, and the half-width of
+    the band where it is between 0.25 and 0.75; (None, None) until both labels were given."""
+    similarity = np.asarray(similarity, dtype=np.float64)
+    fit = platt(similarity, labels)
+    if fit is None:
+        return None, None
+    a, b = fit
+    if a <= 1e-9:  # duplicates no likelier at a higher similarity: the best cut on the answers
+        return choose_threshold(similarity, labels)[0], float(np.ptp(similarity) / 4 or 0.05)
+    t = float(np.clip(-b / a, similarity.min() - 0.05, similarity.max() + 0.05))
+    return t, float(np.clip(UNCERTAIN / a, 0.005, 0.25))
+
+
+def estimate(fit: tuple[float, float], candidates: np.ndarray, t: float) -> tuple[float, float, int]:
+    """Estimated precision and recall over ``candidates`` at ``t``, and how many are above it."""
+    p = chance(fit, candidates)
+    above = candidates > t
+    flagged = int(above.sum())
+    precision = float(p[above].mean()) if flagged else math.nan
+    recall = float(p[above].sum() / p.sum()) if p.sum() > 0 else math.nan
+    return precision, recall, flagged
+
+
+def for_precision(fit: tuple[float, float], candidates: np.ndarray, target: float) -> float | None:
+    """The lowest threshold whose estimated precision over ``candidates`` reaches ``target``."""
+    s = np.sort(candidates)[::-1]
+    if not len(s):
+        return None
+    running = np.cumsum(chance(fit, s)) / np.arange(1, len(s) + 1)  # precision cutting after each
+    ok = np.flatnonzero(running >= target)
+    if not len(ok):
+        return None
+    k = ok[-1]
+    below = s[k + 1] if k + 1 < len(s) else s[k] - 1e-3
+    return float((s[k] + below) / 2)
+
+
+def summary(
+    similarity,
+    labels,
+    candidates,
+    *,
+    model_threshold: float,
+    target_precision: float = 0.9,
+    resamples: int = 100,
+    seed: int = 0,
+) -> dict:
+    """Everything the page shows about the answers so far (see the module's doc)."""
+    similarity = np.asarray(similarity, dtype=np.float64)
+    labels = np.asarray(labels, dtype=np.int64)
+    candidates = np.asarray(candidates, dtype=np.float64)
+    out = {
+        "answers": int(len(labels)),
+        "duplicates": int(labels.sum()),
+        "model_threshold": model_threshold,
+        "model_flags": int((candidates > model_threshold).sum()),
+        "candidates": int(len(candidates)),
+        "target_precision": target_precision,
+        "threshold": None,
+        "calibration": None,
+    }
+    t, _ = threshold(similarity, labels)
+    fit = platt(similarity, labels)
+    if t is None or fit is None:
+        return out
+    calibrator = fitted_calibrator(similarity, labels)
+    if calibrator is not None:
+        t = most_accurate(calibrator, candidates)
+    precision, recall, flagged = estimate(fit, candidates, t)
+    out.update(threshold=t, precision=precision, recall=recall, flags=flagged)
+    out.update(_intervals(similarity, labels, candidates, t, resamples, seed))
+    target = for_precision(fit, candidates, target_precision)
+    out["target_threshold"] = target
+    if target is not None:
+        out["target_recall"], out["target_flags"] = estimate(fit, candidates, target)[1:]
+    out["calibration"] = _calibration(calibrator, similarity, labels)
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in out.items()}
+
+
+def _intervals(similarity, labels, candidates, t: float, resamples: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    found = []
+    for _ in range(resamples):
+        pick = rng.integers(0, len(labels), len(labels))
+        fit = platt(similarity[pick], labels[pick])
+        if fit is not None:
+            found.append(estimate(fit, candidates, t)[:2])
+    found = np.array(found).reshape(-1, 2)
+    found = found[np.isfinite(found).all(axis=1)]  # a resample whose fit flags no candidate has no precision
+    if len(found) < 10:
+        return {}
+    lo, hi = np.percentile(found, [2.5, 97.5], axis=0)
+    return {"precision_interval": [float(lo[0]), float(hi[0])], "recall_interval": [float(lo[1]), float(hi[1])]}
+
+
+def fitted_calibrator(similarity, labels):
+    """The calibrator ``siamese calibrate`` would fit on these answers (None: under 2 of a label)."""
+    try:
+        return fit_calibrator(similarity, labels)
+    except DataError:
+        return None
+
+
+def most_accurate(calibrator, candidates) -> float:
+    """The threshold with the most accurate cut of ``candidates`` by the calibrated chances: each
+    candidate above it counts its chance of a duplicate, each below it the chance of not one.
+    For Platt alone it is the crossing of 1/2; an isotonic or blended calibrator whose chance stays
+    under 1/2 (as on PAWS, where duplicates and not score alike) flags nothing."""
+    s = np.sort(np.asarray(candidates, dtype=np.float64))
+    if not len(s):
+        return 0.5
+    p = calibrator(s)
+    above = np.cumsum(p[::-1])[::-1]  # cutting just under s[i]: the chances of s[i:]
+    below = np.concatenate([[0.0], np.cumsum(1 - p)[:-1]])  # ... and 1 - chance of s[:i]
+    gain = np.concatenate([above + below, [np.sum(1 - p)]])
+    i = int(np.argmax(gain))
+    if i == len(s):
+        return float(s[-1] + 1e-3)  # nothing flagged
+    return float((s[i] + s[i - 1]) / 2) if i > 0 else float(s[0] - 1e-3)
+
+
+def _calibration(fitted, similarity, labels) -> dict | None:
+    """The calibrator's method, cross-validated log-loss and cross-fitted ECE on the answers."""
+    if fitted is None:
+        return None
+    out = cross_fitted(similarity, labels, fitted.method, folds=fitted.folds)
+    return {
+        "method": fitted.method,
+        "cv_log_loss": fitted.cv_log_loss[fitted.method],
+        "cv_ece": expected_calibration_error(out, labels),
+    }
+
+
+__all__ = ["chance", "estimate", "fitted_calibrator", "for_precision", "most_accurate", "platt", "summary", "threshold"]
