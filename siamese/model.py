@@ -382,12 +382,13 @@ class SiameseModel:
         t = self.threshold if threshold is None else threshold
         return self.similarity(texts_a, texts_b) > t
 
-    def explain(self, text1: str, text2: str):
+    def explain(self, text1: str, text2: str, *, similarity: float | None = None):
         """Which words of each text drove their similarity: a :class:`siamese.explain.Explanation`
-        (per-word weights; ``method`` "exact" for the bag of words, else "occlusion")."""
+        (per-word weights; ``method`` "exact" for the bag of words, else "occlusion"). Pass the
+        ``similarity`` already reported for the pair to have the explanation state the same number."""
         from .explain import explain_pair
 
-        return explain_pair(self, text1, text2)
+        return explain_pair(self, text1, text2, similarity=similarity)
 
     def summary(self) -> str:
         """A Keras-like table of layers, output shapes and parameter counts."""
