@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SIAMESE_DATA ?= $(abspath ../shared/data)
 
-.PHONY: install mpnet browser demo test bench bench-quality bench-speed clean
+.PHONY: install mpnet browser demo test bench bench-quality bench-speed bench-startup clean
 
 install: $(VENV)/.installed
 
@@ -39,6 +39,10 @@ bench-speed: install
 
 bench-quality: install
 	$(PY) bench/quality.py
+
+# start-up of predict, search and an error, median of 5 (issue 35: under 2 s on 2 cores)
+bench-startup: install
+	$(PY) bench/startup.py
 
 bench: bench-speed bench-quality
 

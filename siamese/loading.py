@@ -20,8 +20,25 @@ def folder_format(path: str | os.PathLike) -> str | None:
     return read_json_object(file, ModelError).get("format")
 
 
+def require_model_folder(path: str | os.PathLike) -> None:
+    """Refuse, before any heavy import, a path with no config.json; a pretrained model's name
+    (``minilm``) is pointed to :func:`siamese.from_pretrained`, which builds it."""
+    if (Path(path) / "config.json").is_file():
+        return
+    from .pretrained import NAMED
+
+    name = os.fspath(path)
+    if name in NAMED:
+        raise ModelError(
+            f"{name}: not a model folder but a pretrained model's name; build it with "
+            f"siamese.from_pretrained({name!r}) (CLI: siamese pretrained {name} --out FOLDER), then load FOLDER"
+        )
+    raise ModelError(f"{path}: not a siamese model folder (no config.json)")
+
+
 def load_model(path: str | os.PathLike, *, precision: str | None = None, device: str | None = None):
     """A :class:`siamese.SiameseModel` or a :class:`siamese.cross.CrossEncoder`, by the folder's format."""
+    require_model_folder(path)  # a wrong path answers at once, without importing torch
     if folder_format(path) == CROSS_FORMAT:
         from .cross import CrossEncoder
 

@@ -26,6 +26,7 @@ from .atomic import atomic_dir, atomic_file
 from .calibration import Calibrator
 from .devices import is_cpu, resolve_device
 from .encoders import ENCODERS, Encoder, TransformerEncoder, build_encoder, encoder_class
+from .encoders.transformer import weights_follow
 from .errors import ConfigError, ModelError, SiameseError
 from .glove import embedding_matrix, load_glove
 from .heads import HEADS, build_head, clip_threshold
@@ -491,8 +492,9 @@ class SiameseModel:
         """Open a model folder (PyTorch or exported). ``precision``: what :meth:`encode` computes
         in (auto, bf16, fp32; default $SIAMESE_PRECISION, else auto). ``device``: auto (a GPU
         when there is one; an exported model stays on the CPU), cpu, cuda, cuda:N or mps."""
-        from .loading import refuse_cross
+        from .loading import refuse_cross, require_model_folder
 
+        require_model_folder(path)
         path = Path(path)
         auto = device is None or str(device).strip().lower() == "auto"
         device = resolve_device(device)  # an unavailable device is refused before the weights are read
@@ -550,7 +552,8 @@ class SiameseModel:
                 except RuntimeError as e:  # e.g. sizes whose product overflows
                     raise ValueError(str(e)) from None
                 check_shapes(weights, read_header(weights, ModelError), shapes, ModelError)
-            encoder = build_encoder(config.encoder, vocab, **options)
+            with weights_follow():  # every weight is loaded below: no random initialisation first
+                encoder = build_encoder(config.encoder, vocab, **options)
             head = build_head(config.head, encoder.dim)
         except (KeyError, TypeError, ValueError, AttributeError, NotImplementedError) as e:
             raise ModelError(
