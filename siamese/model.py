@@ -475,8 +475,11 @@ class SiameseModel:
 
     def write(self, folder: Path) -> None:
         """The model folder's files, written into ``folder`` (an empty temporary folder: see :meth:`save`)."""
+        from .model_card import write_card
+
         (folder / "config.json").write_text(self._config_json())
         self.vectorizer.save(folder / "tokenizer.json")
+        write_card(self, folder)  # README.md (and history.png): what the model is, from its config and info
         if self.encoder.exported:
             self.encoder.save_to(folder)  # the graph file, as exported
             return
@@ -530,7 +533,18 @@ class SiameseModel:
         with atomic_file(file) as tmp:
             tmp.write_text(self._config_json())
             os.chmod(tmp, mode)  # the temporary file is private (0600); keep the config's own permissions
+        self._rewrite_card(path, mode)
         return path
+
+    def _rewrite_card(self, path: Path, mode: int) -> None:
+        """The card states the new threshold and calibration; a README.md of the user's stays as it is."""
+        from .model_card import CARD, card, ours
+
+        if not ours(path):
+            return
+        with atomic_file(path / CARD) as tmp:
+            tmp.write_text(card(self, plotted=(path / "history.png").is_file()), encoding="utf-8")
+            os.chmod(tmp, mode & 0o666)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Encoder weights under their own names (as the first format had them), head weights under ``head.``."""

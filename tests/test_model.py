@@ -114,7 +114,13 @@ def test_build_is_seeded():
 
 def test_save_load_round_trip(trained, tmp_path):
     loaded = SiameseModel.load(trained.path)
-    assert sorted(p.name for p in trained.path.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
+    assert sorted(p.name for p in trained.path.iterdir()) == [
+        "README.md",  # the model card
+        "config.json",
+        "history.png",
+        "model.safetensors",
+        "tokenizer.json",
+    ]
     texts = PROBES + trained.val_pairs.text1[:50]
     np.testing.assert_allclose(loaded.encode(texts), trained.model.encode(texts), atol=1e-6)
     assert loaded.threshold == trained.model.threshold
