@@ -379,13 +379,13 @@ class SiameseModel:
         a, b = self._vectors(a, batch_size), self._vectors(b, batch_size)
         if self.config.head == "cosine":  # one product of the unit rows
             unit = torch.nn.functional.normalize
-            return np.clip((unit(a, dim=1) @ unit(b, dim=1).T).numpy(), -1.0, 1.0)
+            return np.clip((unit(a.cpu(), dim=1) @ unit(b.cpu(), dim=1).T).numpy(), -1.0, 1.0)
         return np.stack([self.score(row.expand(len(b), -1), b) for row in a]) if len(a) else np.empty((0, len(b)))
 
     def _vectors(self, x, batch_size: int | None) -> torch.Tensor:
         """Texts encoded, or vectors as they are: a 2-D float32 tensor."""
         if isinstance(x, (np.ndarray, torch.Tensor)):
-            vectors = torch.as_tensor(x).float()
+            vectors = torch.as_tensor(x).detach().float()
             if vectors.dim() == 1:
                 vectors = vectors.unsqueeze(0)
             if vectors.dim() != 2 or vectors.shape[1] != self.dim:
