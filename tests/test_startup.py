@@ -40,3 +40,22 @@ def test_loading_and_predicting_import_no_sklearn_or_matplotlib(minilm_folder):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_loading_a_word_model_imports_no_dynamo_or_transformers(tmp_path):
+    # the shape check builds the encoder on the meta device: no random fill there (torch._dynamo, 1-2 s)
+    from siamese import ModelConfig
+
+    model = SiameseModel.build(["how do i learn python", "what is a premium"] * 5, ModelConfig(encoder="bow"))
+    folder = model.save(tmp_path / "bow")
+    code = (
+        "import sys; from siamese.loading import load_model; "
+        f"m = load_model({str(folder)!r}); print(float(m.similarity(['learn python'], ['a premium'])[0])); "
+        "print(sorted({n.split('.')[0] for n in sys.modules} & {'transformers', 'sklearn'}), "
+        "'torch._dynamo' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    similarity, modules = proc.stdout.strip().splitlines()
+    assert modules == "[] False"
+    assert float(similarity) == pytest.approx(float(model.similarity(["learn python"], ["a premium"])[0]), abs=1e-6)
