@@ -57,7 +57,7 @@ def test_train(data_dir, tmp_path):
 
 def test_student(data_dir, tmp_path):
     out = run_example("student", "800", cwd=tmp_path, data_dir=data_dir)
-    assert "student distilled on 800 sentences" in out and "student: ROC-AUC on STS-B test" in out
+    assert "student distilled on 800 sentences" in out and "student: ROC-AUC on 400 STS-B test pairs" in out
 
 
 def test_emoji(data_dir, tmp_path):
