@@ -50,7 +50,8 @@ $(VENV)/.docs: $(VENV)/.installed
 # table for that question comes (the zoo and answers targets also rewrite their table there).
 # Every one takes minutes to hours on 2 cores: run them on a quiet machine.
 BENCHES := bench-speed bench-quality bench-zoo bench-static bench-fast-transformer bench-calibration \
-	bench-answers bench-search bench-dedupe-models bench-serve-load bench-distributed bench-emoji
+	bench-answers bench-search bench-dedupe-models bench-serve-load bench-distributed bench-emoji \
+	bench-label bench-dedupe-defaults bench-startup bench-robustness
 .PHONY: $(BENCHES)
 SIAMESE := $(PY) -m siamese
 export HF_HUB_OFFLINE := 1
@@ -118,12 +119,19 @@ bench-emoji: install mpnet runs/emoji/vae runs/student
 bench-label: install
 	$(PY) bench/label.py
 
+# greedy vs chained clusters on InsuranceQA's question bank (issue 35's dedupe defaults)
+bench-dedupe-defaults: install
+	$(PY) bench/dedupe_defaults.py
+
+# start-up of predict, search and an error, median of 5 (issue 35: under 2 s on 2 cores)
+bench-startup: install
+	$(PY) bench/startup.py
+
 bench: bench-speed bench-quality
 
 # Issue 36's hostile probe (bad inputs, kills, damaged folders, concurrency, outputs): ~10 minutes.
 bench-robustness: install
 	$(PY) bench/probe.py
-=======
 # A user's install into a fresh environment with a torch in range: torch kept, the core pulls no
 # extra, an LSTM trains, serve names its pip command (~2 min; tools/check_install.sh).
 check-install:

@@ -11,6 +11,8 @@ from .version import __version__
 __getattr__, __dir__, __all__ = lazy_exports(
     globals(),
     {
+        "Deduplicated": ".api",
+        "dedupe": ".api",
         "Calibrator": ".calibrator",
         "fit_calibrator": ".calibration",
         "FORMATS": ".data",

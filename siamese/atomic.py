@@ -68,6 +68,8 @@ KINDS = {"config.json": "model", "index.json": "index", "run.json": "dedupe run"
 OWN_NAMES = frozenset(
     {
         "config.json",
+        "README.md",  # the model card (siamese.model_card)
+        "history.png",
         "model.safetensors",
         "tokenizer.json",
         "model.onnx",

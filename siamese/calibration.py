@@ -14,10 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from sklearn.isotonic import IsotonicRegression
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import brier_score_loss, log_loss
-from sklearn.model_selection import StratifiedKFold
 
 from .calibrator import METHODS, Calibrator  # noqa: F401 (Calibrator: re-exported)
 from .errors import ConfigError, DataError
@@ -34,11 +30,15 @@ if TYPE_CHECKING:
 
 
 def _fit_platt(scores: np.ndarray, labels: np.ndarray) -> dict:
+    from sklearn.linear_model import LogisticRegression  # here: loading a calibrated model needs no sklearn
+
     lr = LogisticRegression(C=PLATT_C, max_iter=1000).fit(scores.reshape(-1, 1), labels)
     return {"a": float(lr.coef_[0, 0]), "b": float(lr.intercept_[0])}
 
 
 def _fit_isotonic(scores: np.ndarray, labels: np.ndarray) -> dict:
+    from sklearn.isotonic import IsotonicRegression
+
     iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip").fit(scores, labels)
     # Isotonic regression puts exactly 0 or 1 on its end blocks; n pairs cannot justify more
     # certainty than Laplace's rule of succession, 1/(n+2), and a hard 0/1 makes log-loss infinite.
@@ -87,6 +87,8 @@ def fit_calibrator(scores, labels, *, method: str = "auto", folds: int = 5, seed
             f"and {len(labels) - positives} non-duplicates"
         )
     folds = min(folds, fewest)
+    from sklearn.metrics import log_loss
+
     cv = {
         m: float(log_loss(labels, cross_fitted(scores, labels, m, folds=folds, seed=seed), labels=[0, 1]))
         for m in METHODS
@@ -100,6 +102,8 @@ def cross_fitted(scores, labels, method: str, *, folds: int = 5, seed: int = 0) 
     stratified folds (``auto``: chosen inside each fold, as :func:`fit_calibrator` chooses)."""
     check_method(method)
     scores, labels = _check(scores, labels)
+    from sklearn.model_selection import StratifiedKFold
+
     out = np.empty(len(scores))
     for train, test in StratifiedKFold(folds, shuffle=True, random_state=seed).split(scores.reshape(-1, 1), labels):
         if method == "auto":
@@ -125,6 +129,8 @@ def expected_calibration_error(probabilities, labels, bins: int = 10) -> float:
 
 def calibration_metrics(probabilities, labels) -> dict:
     """Brier score, ECE (10 bins) and log-loss of duplicate probabilities against 0/1 labels."""
+    from sklearn.metrics import brier_score_loss, log_loss
+
     p = np.clip(np.asarray(probabilities, dtype=np.float64), 0.0, 1.0)
     y = np.asarray(labels).astype(int)
     return {

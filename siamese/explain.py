@@ -47,16 +47,21 @@ class Explanation:
         return asdict(self)
 
 
-def explain_pair(model, text1: str, text2: str) -> Explanation:
-    """Per-word weights of both texts for ``model``'s score of the pair (see the module doc)."""
+def explain_pair(model, text1: str, text2: str, *, similarity: float | None = None) -> Explanation:
+    """Per-word weights of both texts for ``model``'s score of the pair (see the module doc).
+
+    ``similarity``: the pair's score as already reported (e.g. by :meth:`similarity` beside it);
+    the explanation states that number and weighs the words against it, so one pair never shows
+    two similarities (encoding in another batch can move the last digits)."""
     for name, text in (("text1", text1), ("text2", text2)):
         if not isinstance(text, str) or not text.strip():
             raise DataError(f"{name} is empty: there is nothing to explain")
     if getattr(model, "kind", None) == "cross":
-        return _pair_occlusion(model, text1, text2)
+        return _pair_occlusion(model, text1, text2, similarity)
     if exact_method_applies(model):
-        return _exact(model, text1, text2)
-    return _occlusion(model, text1, text2)
+        found = _exact(model, text1, text2)
+        return found if similarity is None else Explanation(float(similarity), found.method, found.text1, found.text2)
+    return _occlusion(model, text1, text2, similarity)
 
 
 def exact_method_applies(model) -> bool:
@@ -120,7 +125,7 @@ def _words_with_weights(text: str, owners: list[list[int]], per_token: np.ndarra
 
 
 @torch.inference_mode()
-def _occlusion(model, text1: str, text2: str) -> Explanation:
+def _occlusion(model, text1: str, text2: str, similarity: float | None = None) -> Explanation:
     words1, words2 = words_of(text1), words_of(text2)
     shortened1 = [_without(text1, s, e) for _, s, e in words1]
     shortened2 = [_without(text2, s, e) for _, s, e in words2]
@@ -128,7 +133,7 @@ def _occlusion(model, text1: str, text2: str) -> Explanation:
     vectors = torch.from_numpy(model.encode([text1, text2, *shortened1, *shortened2]))
     a, b = vectors[:1], vectors[1:2]
     rest1, rest2 = vectors[2 : 2 + len(words1)], vectors[2 + len(words1) :]
-    full = float(model.score(a, b)[0])
+    full = float(model.score(a, b)[0]) if similarity is None else float(similarity)
     drop1 = full - model.score(rest1, b.expand(len(rest1), -1))
     drop2 = full - model.score(a.expand(len(rest2), -1), rest2)
     return Explanation(
@@ -139,13 +144,14 @@ def _occlusion(model, text1: str, text2: str) -> Explanation:
     )
 
 
-def _pair_occlusion(model, text1: str, text2: str) -> Explanation:
+def _pair_occlusion(model, text1: str, text2: str, similarity: float | None = None) -> Explanation:
     """Occlusion for a model that scores pairs only (a cross-encoder): every shortened pair in one call."""
     words1, words2 = words_of(text1), words_of(text2)
     firsts = [text1] + [_without(text1, s, e) for _, s, e in words1] + [text1] * len(words2)
     seconds = [text2] * (1 + len(words1)) + [_without(text2, s, e) for _, s, e in words2]
     scores = model.similarity(firsts, seconds)
-    full, drops = float(scores[0]), float(scores[0]) - scores[1:]
+    full = float(scores[0]) if similarity is None else float(similarity)
+    drops = full - scores[1:]
     return Explanation(
         full,
         "occlusion",

@@ -1,7 +1,7 @@
 """The optional parts of the install (pyproject.toml's extras) and the one-line error when one is missing.
 
 The core install trains, evaluates, encodes, indexes, searches and dedupes with the word encoders;
-the rest is an extra: ``pip install 'siamese[serve]'``, ``[transformer]``, ``[all]`` for everything.
+the rest is an extra: ``pip install 'siamese-sim[serve]'``, ``[transformer]``, ``[all]`` for everything.
 A command that needs a missing one says which pip command brings it, and nothing else."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import importlib
 from types import ModuleType
 
 from .errors import ConfigError
+from .version import DISTRIBUTION  # what `pip install` takes
 
-DISTRIBUTION = "siamese"  # the project's name on PyPI: what `pip install` takes
 
 EXTRAS = {  # extra → what needs it (the error's first words)
     "transformer": "transformer encoders, cross-encoders, pretrained sentence encoders and distillation",

@@ -27,6 +27,7 @@ from .calibrator import Calibrator
 from .configs import ModelConfig
 from .devices import host_bytes, is_cpu, resolve_device, to_device
 from .encoders import Encoder, TransformerEncoder, build_encoder, encoder_class
+from .encoders.transformer import weights_follow
 from .errors import ConfigError, ModelError, SiameseError
 from .glove import embedding_matrix, load_glove
 from .heads import HEADS, build_head, clip_threshold
@@ -193,17 +194,19 @@ class SiameseModel:
     @torch.inference_mode()
     def encode(
         self,
-        texts: Sequence[str],
+        texts: str | Sequence[str],
         *,
         batch_size: int | None = None,
         progress: bool = False,
         precision: str | None = None,
     ) -> np.ndarray:
-        """One row per text (float32): unit vectors for the cosine head, the encoder's raw
-        features for the others. Texts are length-sorted into batches. ``precision``: see
-        :meth:`encoding_precision`."""
+        """One row per text (float32), or one vector for a single ``str`` (as sentence-transformers
+        does): unit vectors for the cosine head, the encoder's raw features for the others. Texts
+        are length-sorted into batches. ``precision``: see :meth:`encoding_precision`."""
+        if isinstance(texts, str):
+            return self.encode([texts], batch_size=batch_size, progress=progress, precision=precision)[0]
         batch_size = batch_size or self.encoder.encode_batch_size
-        texts = [texts] if isinstance(texts, str) else list(texts)
+        texts = list(texts)
         self.encoder.eval()
         chosen = self.encoding_precision(precision)
         runner = self._runner(chosen)
@@ -256,17 +259,51 @@ class SiameseModel:
         return self._parallel
 
     def similarity(
-        self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int | None = None
+        self,
+        a: str | Sequence[str] | np.ndarray | torch.Tensor,
+        b: str | Sequence[str] | np.ndarray | torch.Tensor,
+        *,
+        batch_size: int | None = None,
     ) -> np.ndarray:
-        """Head score per pair: a cosine in [-1, 1], or a duplicate probability in [0, 1] for the
-        manhattan and classifier heads."""
-        texts_a = [texts_a] if isinstance(texts_a, str) else list(texts_a)
-        texts_b = [texts_b] if isinstance(texts_b, str) else list(texts_b)
-        if len(texts_a) != len(texts_b):
-            raise ValueError(f"texts_a has {len(texts_a)} texts but texts_b has {len(texts_b)}")
-        a = torch.from_numpy(self.encode(texts_a, batch_size=batch_size))
-        b = torch.from_numpy(self.encode(texts_b, batch_size=batch_size))
+        """The head's score of each aligned pair ``(a[i], b[i])``: a cosine in [-1, 1], or a
+        duplicate probability in [0, 1] for the manhattan and classifier heads.
+
+        ``a`` and ``b``: texts (a ``str`` is one text), or vectors from :meth:`encode` (NumPy or
+        torch, one row per text or a single vector). Pairwise, not a matrix: for every text of
+        ``a`` against every text of ``b`` use :meth:`similarity_matrix`."""
+        a, b = self._vectors(a, batch_size), self._vectors(b, batch_size)
+        if len(a) != len(b):
+            raise ValueError(f"a has {len(a)} texts or vectors but b has {len(b)}; pairs need as many of each")
         return self.score(a, b)
+
+    def similarity_matrix(
+        self,
+        a: str | Sequence[str] | np.ndarray | torch.Tensor,
+        b: str | Sequence[str] | np.ndarray | torch.Tensor,
+        *,
+        batch_size: int | None = None,
+    ) -> np.ndarray:
+        """The ``len(a) × len(b)`` matrix of the head's scores of every text (or vector) of ``a``
+        against every one of ``b``, as sentence-transformers' ``similarity`` returns."""
+        a, b = self._vectors(a, batch_size), self._vectors(b, batch_size)
+        if self.config.head == "cosine":  # one product of the unit rows
+            unit = torch.nn.functional.normalize
+            return np.clip((unit(a.cpu(), dim=1) @ unit(b.cpu(), dim=1).T).numpy(), -1.0, 1.0)
+        return np.stack([self.score(row.expand(len(b), -1), b) for row in a]) if len(a) else np.empty((0, len(b)))
+
+    def _vectors(self, x, batch_size: int | None) -> torch.Tensor:
+        """Texts encoded, or vectors as they are: a 2-D float32 tensor."""
+        if isinstance(x, (np.ndarray, torch.Tensor)):
+            vectors = torch.as_tensor(x).detach().float()
+            if vectors.dim() == 1:
+                vectors = vectors.unsqueeze(0)
+            if vectors.dim() != 2 or vectors.shape[1] != self.dim:
+                raise ValueError(
+                    f"vectors of shape {tuple(x.shape)}: expected (n, {self.dim}) from this model's encode"
+                )
+            return vectors
+        texts = [x] if isinstance(x, str) else list(x)
+        return torch.from_numpy(self.encode(texts, batch_size=batch_size))
 
     @torch.inference_mode()
     def score(self, a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
@@ -276,27 +313,45 @@ class SiameseModel:
         return np.clip(scores, *self.head.score_range)  # float rounding: a cosine of 1.0000001 is 1
 
     def probability(
-        self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int | None = None
-    ) -> np.ndarray:
-        """Calibrated duplicate probability per pair (see :mod:`siamese.calibration`)."""
+        self,
+        a: str | Sequence[str] | np.ndarray | torch.Tensor,
+        b: str | Sequence[str] | np.ndarray | torch.Tensor,
+        *,
+        batch_size: int | None = None,
+    ) -> np.ndarray | None:
+        """Calibrated duplicate probability per aligned pair (see :mod:`siamese.calibration`), or
+        ``None`` when the model is not calibrated (as the CLI's and the server's ``null``):
+        calibrate it with ``siamese calibrate`` or :func:`siamese.calibration.calibrate`."""
         if self.calibrator is None:
-            raise ModelError(
-                f"{self.path or 'this model'}: not calibrated; run `siamese calibrate` "
-                "(siamese.calibration.calibrate) on labelled pairs first"
-            )
-        return self.calibrator(self.similarity(texts_a, texts_b, batch_size=batch_size))
+            return None
+        return self.calibrator(self.similarity(a, b, batch_size=batch_size))
 
-    def predict(self, texts_a: Sequence[str], texts_b: Sequence[str], *, threshold: float | None = None) -> np.ndarray:
-        """True where a pair is a duplicate: similarity above the threshold."""
+    def predict(
+        self,
+        pairs_or_a: Sequence[tuple[str, str]] | Sequence[str],
+        b: Sequence[str] | None = None,
+        *,
+        threshold: float | None = None,
+    ) -> np.ndarray:
+        """True where a pair is a duplicate: similarity above the threshold (the model's unless
+        given). Takes a list of ``(text1, text2)`` pairs, or two aligned lists of texts."""
+        if b is None:
+            pairs = list(pairs_or_a)
+            if not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in pairs):
+                raise ValueError("predict takes a list of (text1, text2) pairs, or two lists of texts")
+            a, b = [p[0] for p in pairs], [p[1] for p in pairs]
+        else:
+            a = pairs_or_a
         t = self.threshold if threshold is None else threshold
-        return self.similarity(texts_a, texts_b) > t
+        return self.similarity(a, b) > t
 
-    def explain(self, text1: str, text2: str):
+    def explain(self, text1: str, text2: str, *, similarity: float | None = None):
         """Which words of each text drove their similarity: a :class:`siamese.explain.Explanation`
-        (per-word weights; ``method`` "exact" for the bag of words, else "occlusion")."""
+        (per-word weights; ``method`` "exact" for the bag of words, else "occlusion"). Pass the
+        ``similarity`` already reported for the pair to have the explanation state the same number."""
         from .explain import explain_pair
 
-        return explain_pair(self, text1, text2)
+        return explain_pair(self, text1, text2, similarity=similarity)
 
     def summary(self) -> str:
         """A Keras-like table of layers, output shapes and parameter counts."""
@@ -329,8 +384,11 @@ class SiameseModel:
 
     def write(self, folder: Path) -> None:
         """The model folder's files, written into ``folder`` (an empty temporary folder: see :meth:`save`)."""
+        from .model_card import write_card
+
         (folder / "config.json").write_text(self._config_json())
         self.vectorizer.save(folder / "tokenizer.json")
+        write_card(self, folder)  # README.md (and history.png): what the model is, from its config and info
         if self.encoder.exported:
             self.encoder.save_to(folder)  # the graph file, as exported
             return
@@ -384,7 +442,18 @@ class SiameseModel:
         with atomic_file(file) as tmp:
             tmp.write_text(self._config_json())
             os.chmod(tmp, mode)  # the temporary file is private (0600); keep the config's own permissions
+        self._rewrite_card(path, mode)
         return path
+
+    def _rewrite_card(self, path: Path, mode: int) -> None:
+        """The card states the new threshold and calibration; a README.md of the user's stays as it is."""
+        from .model_card import CARD, card, ours
+
+        if not ours(path):
+            return
+        with atomic_file(path / CARD) as tmp:
+            tmp.write_text(card(self, plotted=(path / "history.png").is_file()), encoding="utf-8")
+            os.chmod(tmp, mode & 0o666)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Encoder weights under their own names (as the first format had them), head weights under ``head.``."""
@@ -400,10 +469,12 @@ class SiameseModel:
         in (auto, bf16, fp32; default $SIAMESE_PRECISION, else auto). ``device``: auto (a GPU
         when there is one; an exported model stays on the CPU), cpu, cuda, cuda:N or mps."""
         from .atomic import clear_leftovers
+        from .loading import require_model_folder
         from .manifest import refuse_cross
 
         path = Path(path)
         clear_leftovers(path)  # what a killed save of this folder left beside it
+        require_model_folder(path)
         auto = device is None or str(device).strip().lower() == "auto"
         device = resolve_device(device)  # an unavailable device is refused before the weights are read
         config_file = path / "config.json"
@@ -441,7 +512,8 @@ class SiameseModel:
                 except RuntimeError as e:  # e.g. sizes whose product overflows
                     raise ValueError(str(e)) from None
                 check_shapes(weights, read_header(weights, ModelError), shapes, ModelError)
-            encoder = build_encoder(config.encoder, vocab, **options)
+            with weights_follow():  # every weight is loaded below: no random initialisation first
+                encoder = build_encoder(config.encoder, vocab, **options)
             head = build_head(config.head, encoder.dim)
         except (KeyError, TypeError, ValueError, AttributeError, NotImplementedError) as e:
             raise ModelError(

@@ -1,6 +1,6 @@
 """Corpus jobs on a Ray cluster (``--engine ray``): encoding with Ray Data, the pair search with Ray tasks.
 
-Imported only when a command is given ``--engine ray`` (``pip install siamese[ray]``).
+Imported only when a command is given ``--engine ray`` (``pip install 'siamese-sim[ray]'``).
 
 * Encoding: the corpus becomes a Ray Dataset in blocks of ``block_size`` texts (each row keeps
   its line number); ``map_batches`` runs them through a pool of actors, each holding one model

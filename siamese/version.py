@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-try:
-    __version__ = version("siamese")
-except PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0+unknown"
+DISTRIBUTION = "siamese-sim"  # the name on PyPI ("siamese" there is another package); imported as siamese
+
+
+def _installed() -> str:
+    for name in (DISTRIBUTION, "siamese"):  # "siamese": an editable install made before the rename
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            continue
+    return "0+unknown"  # run from a source tree that was never installed
+
+
+__version__ = _installed()

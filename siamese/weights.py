@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
+from torch.overrides import TorchFunctionMode
 
 _MAX_HEADER = 100 << 20
 
@@ -88,13 +89,34 @@ def load_finite(file: Path, error: type[Exception]) -> dict[str, torch.Tensor]:
     except (SafetensorError, OSError, RuntimeError) as e:
         raise error(f"{file}: unreadable weights ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     for name, tensor in state.items():
-        if tensor.is_floating_point() and tensor.numel() and not bool(torch.isfinite(tensor).all()):
+        if not tensor.is_floating_point() or not tensor.numel():
+            continue
+        # NaN and infinity carry through a sum (a float64 sum of float32 values cannot overflow), so a
+        # finite sum clears the tensor in one pass, without a mask as large as the weights.
+        if not bool(torch.isfinite(tensor.sum(dtype=torch.float64))):
             bad = int((~torch.isfinite(tensor)).sum())
             raise error(f"{file}: tensor {name!r} holds {bad} NaN or infinite value{'s' if bad > 1 else ''}")
     return state
 
 
+_RANDOM_FILLS = frozenset({"normal_", "uniform_", "bernoulli_", "exponential_", "random_", "cauchy_", "log_normal_"})
+
+
+class _SkipInit(TorchFunctionMode):
+    """Within it, ``torch.nn.init`` functions return their tensor untouched: a meta tensor has no
+    values to fill, and filling one runs PyTorch's Python decompositions, whose first use imports
+    torch._dynamo (1-2 s of every model load on 2 cores). Modes are per thread."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            return args[0] if args else kwargs.get("tensor")
+        if getattr(func, "__name__", None) in _RANDOM_FILLS and args and getattr(args[0], "is_meta", False):
+            return args[0]  # an encoder's own random start (weight.normal_()), on a meta tensor
+        return func(*args, **kwargs)
+
+
 def meta_build(build):
     """``build()`` on the meta device: shapes only, so a config asking for 10^15 parameters costs nothing."""
-    with torch.device("meta"):
+    with torch.device("meta"), _SkipInit():
         return build()

@@ -53,17 +53,17 @@ def pytest_configure(config):
 # instead of failing to collect: the core install (pip install siamese) runs the rest of the suite.
 OPTIONAL = {
     "faiss": "pip install faiss-cpu",
-    "fastapi": "pip install 'siamese[serve]'",
-    "uvicorn": "pip install 'siamese[serve]'",
-    "prometheus_client": "pip install 'siamese[serve]'",
-    "ray": "pip install 'siamese[ray]'",
-    "PIL": "pip install 'siamese[emoji]'",
-    "matplotlib": "pip install 'siamese[report]'",
-    "transformers": "pip install 'siamese[transformer]'",
-    "onnx": "pip install 'siamese[onnx]'",
-    "onnxruntime": "pip install 'siamese[onnx]'",
-    "hypothesis": "pip install 'siamese[test]'",
-    "sentence_transformers": "pip install 'siamese[test]'",
+    "fastapi": "pip install 'siamese-sim[serve]'",
+    "uvicorn": "pip install 'siamese-sim[serve]'",
+    "prometheus_client": "pip install 'siamese-sim[serve]'",
+    "ray": "pip install 'siamese-sim[ray]'",
+    "PIL": "pip install 'siamese-sim[emoji]'",
+    "matplotlib": "pip install 'siamese-sim[report]'",
+    "transformers": "pip install 'siamese-sim[transformer]'",
+    "onnx": "pip install 'siamese-sim[onnx]'",
+    "onnxruntime": "pip install 'siamese-sim[onnx]'",
+    "hypothesis": "pip install 'siamese-sim[test]'",
+    "sentence_transformers": "pip install 'siamese-sim[test]'",
 }
 _MISSING = re.compile(r"No module named '([\w.]+)'|import of ([\w.]+) halted|'([\w.]+)' is not installed")
 
@@ -269,7 +269,7 @@ def serving(model_path, index_path=None, *args: str, log: Path | None = None, en
 
 @pytest.fixture(scope="session")
 def server(model_path, data_dir, tmp_path_factory):
-    pytest.importorskip("fastapi", reason="the web stack is not installed (pip install 'siamese[serve]')")
+    pytest.importorskip("fastapi", reason="the web stack is not installed (pip install 'siamese-sim[serve]')")
     from siamese.search import DuplicateIndex  # FAISS: imported by the tests that search, not here
 
     model = SiameseModel.load(model_path)

@@ -142,7 +142,13 @@ def cli_model(data_dir, tmp_path_factory):
 
 def test_train_writes_model_and_reports_json(cli_model):
     out, result = cli_model
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "README.md",  # the model card
+        "config.json",
+        "history.png",
+        "model.safetensors",
+        "tokenizer.json",
+    ]
     assert {"pairs_per_second", "seconds", "epochs", "val_loss", "threshold"} <= set(result)
     assert result["epochs"] == 1
     assert result["calibration"]["fitted"] is True

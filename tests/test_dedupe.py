@@ -188,7 +188,7 @@ def test_csv_ids_and_columns_are_kept(trained, data_dir, tmp_path):
     assert [r.id for r in read_records(src, "question")[:3]] == ["1", "2", "3"]
 
 
-@pytest.mark.parametrize("clustering", ["components", "communities"])
+@pytest.mark.parametrize("clustering", ["greedy", "components", "communities"])
 def test_rethreshold_equals_a_fresh_run(trained, data_dir, tmp_path, clustering):
     texts, _ = _texts_with_copies(read_texts(data_dir / "insuranceqa/questions.csv", "question"), 3000)
     first = dedupe(trained.model, texts, tmp_path / "low", threshold=0.9, floor=0.85, clustering=clustering)

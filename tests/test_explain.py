@@ -105,6 +105,17 @@ def test_occlusion_finds_the_word_that_matters_with_minilm(minilm):
     assert cat.weight == pytest.approx(e.similarity - without, abs=1e-5)
 
 
+@pytest.mark.slow  # loads MiniLM
+def test_explanation_states_the_similarity_reported_beside_it(minilm):
+    # the seed's pair sits within 1e-3 of MiniLM's threshold: two numbers for it would read as two verdicts
+    a, b = "When will I see you?", "When can I see you again?"
+    reported = float(minilm.similarity([a], [b])[0])
+    e = minilm.explain(a, b, similarity=reported)
+    assert e.similarity == reported
+    without = float(minilm.similarity(["will I see you?"], [b])[0])
+    assert e.text1[0].weight == pytest.approx(reported - without, abs=2e-3)  # weighed against the same number
+
+
 def test_occlusion_with_the_lstm(trained):
     model = trained.model
     e = model.explain("How do I learn Python?", "How can I learn Python fast?")
@@ -140,6 +151,7 @@ def test_cli_predict_explain_json(small_calibrated):
         float(model.similarity(["How do I learn Python?"], ["What is the best way to learn Python?"])[0]), abs=1e-5
     )
     ex = out["explanation"]
+    assert ex["similarity"] == out["similarity"]  # one similarity per pair
     assert ex["method"] == "occlusion"
     assert [w["word"] for w in ex["text1"]] == ["How", "do", "I", "learn", "Python?"]
     assert set(ex["text2"][0]) == {"word", "start", "end", "weight"}
@@ -173,6 +185,7 @@ def test_http_explain_field(server):
     assert status == 200
     for result, (a, b) in zip(body["results"], pairs):
         expected = model.explain(a, b).to_dict()
+        assert result["explanation"]["similarity"] == result["similarity"]  # one similarity per pair
         assert result["explanation"]["method"] == "occlusion"
         assert [w["word"] for w in result["explanation"]["text1"]] == a.split()
         assert [w["weight"] for w in result["explanation"]["text2"]] == pytest.approx(

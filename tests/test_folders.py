@@ -85,7 +85,7 @@ def test_overwrite_replaces_a_foreign_folder(tmp_path):
     target.mkdir()
     (target / "notes.txt").write_text("x")
     small_model().save(target, overwrite=True)
-    assert names(target) == ["config.json", "model.safetensors", "tokenizer.json"]
+    assert names(target) == ["README.md", "config.json", "model.safetensors", "tokenizer.json"]
 
 
 def test_empty_folder_and_siamese_folder_are_written(tmp_path):

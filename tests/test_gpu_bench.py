@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_gpu_check_runs_every_family_on_the_cpu(data_dir, tmp_path):
-    pytest.importorskip("transformers", reason="the transformer rows need siamese[transformer]")
+    pytest.importorskip("transformers", reason="the transformer rows need siamese-sim[transformer]")
     out = tmp_path / "gpu.json"
     ran = subprocess.run(
         [

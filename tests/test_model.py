@@ -47,7 +47,7 @@ def test_encode_returns_unit_vectors(trained):
     vectors = trained.model.encode(PROBES)
     assert vectors.shape == (len(PROBES), trained.model.dim) and vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
-    assert trained.model.encode("one text").shape == (1, trained.model.dim)
+    assert trained.model.encode("one text").shape == (trained.model.dim,)  # a str: one vector
 
 
 def test_encode_keeps_input_order_despite_length_sorting(trained):
@@ -85,7 +85,7 @@ def test_similarity_is_symmetric_bounded_and_one_for_identical(trained):
 
 
 def test_similarity_needs_equal_lengths(trained):
-    with pytest.raises(ValueError, match="texts_a has 2 texts but texts_b has 1"):
+    with pytest.raises(ValueError, match="a has 2 texts or vectors but b has 1"):
         trained.model.similarity(["a", "b"], ["c"])
 
 
@@ -114,7 +114,13 @@ def test_build_is_seeded():
 
 def test_save_load_round_trip(trained, tmp_path):
     loaded = SiameseModel.load(trained.path)
-    assert sorted(p.name for p in trained.path.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
+    assert sorted(p.name for p in trained.path.iterdir()) == [
+        "README.md",  # the model card
+        "config.json",
+        "history.png",
+        "model.safetensors",
+        "tokenizer.json",
+    ]
     texts = PROBES + trained.val_pairs.text1[:50]
     np.testing.assert_allclose(loaded.encode(texts), trained.model.encode(texts), atol=1e-6)
     assert loaded.threshold == trained.model.threshold

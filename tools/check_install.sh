@@ -29,7 +29,7 @@ set +e
 "$work/venv/bin/siamese" serve "$work/model" >"$work/serve.out" 2>&1
 code=$?
 set -e
-if [ "$code" != 2 ] || ! grep -q "pip install 'siamese\[serve\]'" "$work/serve.out" || [ "$(wc -l <"$work/serve.out")" != 1 ]; then
+if [ "$code" != 2 ] || ! grep -q "pip install 'siamese-sim\[serve\]'" "$work/serve.out" || [ "$(wc -l <"$work/serve.out")" != 1 ]; then
     echo "FAIL: serve without the extra (exit $code):"; cat "$work/serve.out"; exit 1
 fi
 echo "ok: $(cat "$work/serve.out")"

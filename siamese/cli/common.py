@@ -50,7 +50,7 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         help=(
-            "local (this process) or ray (a Ray cluster: Ray Data actors, one model each; pip install 'siamese[ray]')."
+            "local (this process) or ray (a Ray cluster: Ray Data actors, one model each; pip install 'siamese-sim[ray]')."
         ),
     ),
 ]

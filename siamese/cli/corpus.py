@@ -253,7 +253,8 @@ def dedupe(
         ),
     ] = None,
     threshold: Annotated[
-        Optional[float], typer.Option(callback=finite, help="Duplicate threshold (default: the model's).")
+        Optional[float],
+        typer.Option(callback=finite, help="Duplicate threshold (default: the model's, but at least 0.9 cosine)."),
     ] = None,
     floor: Annotated[
         Optional[float],
@@ -279,8 +280,9 @@ def dedupe(
     clusters: Annotated[
         Optional[str],
         typer.Option(
-            help="components (all texts linked by a chain of duplicates; the default) or communities (tight: each "
-            "member a duplicate of its cluster's centre)."
+            help="greedy (the default: in input order, each text joins the earlier kept text it duplicates, or is "
+            "kept; no chains), components (all texts linked by a chain of duplicates) or communities (each member "
+            "a duplicate of its cluster's most connected centre)."
         ),
     ] = None,
     min_size: Annotated[Optional[int], typer.Option(min=2, help="Smallest cluster written (default 2).")] = None,
@@ -310,6 +312,7 @@ def dedupe(
     """Group near-duplicate texts (or, with --against, flag the texts that duplicate a reference set);
     the run folder can be re-thresholded later without encoding."""
     from ..search import DedupeRun
+    from ..search.pairs import DEFAULT_CLUSTERING
 
     if rethreshold is not None:
         given = [
@@ -345,7 +348,7 @@ def dedupe(
             against_id_column=against_id_column,
             k=k,
             kind=kind,
-            clustering=clusters or "components",
+            clustering=clusters or DEFAULT_CLUSTERING,
             min_size=min_size or 2,
             quiet=quiet,
             device=device,
@@ -360,15 +363,15 @@ def dedupe(
     if summary["mode"] == "self":
         lines = [
             f"{summary['pairs']} duplicate pairs in {summary['clusters']} clusters ({summary['clustered_texts']} "
-            f"of {summary['texts']} texts, {summary['exact_duplicates']} exact copies) at {summary['threshold']}; "
+            f"of {summary['texts']} texts, {summary['exact_duplicates']} exact copies) at {summary['threshold']:.3f}; "
             f"written to {summary['out']}"
         ]
     else:
         lines = [
             f"{summary['flagged']} of {summary['texts']} texts duplicate the reference ({summary['exact_matches']} "
-            f"exactly) at {summary['threshold']}; written to {summary['out']}"
+            f"exactly) at {summary['threshold']:.3f}; written to {summary['out']}"
         ]
-    lines += [f"{a.similarity:.4f} [{a.first.id}] {a.first.text} ~ [{a.second.id}] {a.second.text}" for a in least]
+    lines += [f"{a.similarity:.3f} [{a.first.id}] {a.first.text} ~ [{a.second.id}] {a.second.text}" for a in least]
     _emit(summary, as_json, lines)
 
 

@@ -140,7 +140,7 @@ def predict(
         f"{t:.4f})"
     ]
     if explain:
-        explanation = result["explanation"] = model.explain(text1, text2).to_dict()
+        explanation = result["explanation"] = model.explain(text1, text2, similarity=similarity).to_dict()
         for side in ("text1", "text2"):
             ranked = sorted(explanation[side], key=lambda w: -w["weight"])
             lines.append(

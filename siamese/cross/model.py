@@ -262,11 +262,12 @@ class CrossEncoder:
         self.threshold = float(min(max(threshold, 0.0), 1.0))
         return self.threshold
 
-    def explain(self, text1: str, text2: str):
-        """Which words drove the verdict, by occlusion (:mod:`siamese.explain`)."""
+    def explain(self, text1: str, text2: str, *, similarity: float | None = None):
+        """Which words drove the verdict, by occlusion (:mod:`siamese.explain`); ``similarity``: the
+        score already reported for the pair, stated by the explanation too."""
         from ..explain import explain_pair
 
-        return explain_pair(self, text1, text2)
+        return explain_pair(self, text1, text2, similarity=similarity)
 
     def fingerprint(self) -> str:
         h = hashlib.sha256(json.dumps(asdict(self.config), sort_keys=True).encode())

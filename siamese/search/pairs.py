@@ -6,6 +6,10 @@ in a few hundred MB. Two ways to group them:
 
 * ``components``: connected components of the duplicate graph. Complete, but a chain of
   near-duplicates (a ~ b ~ c) can join texts that are not similar themselves.
+* ``greedy`` (the default, as SemHash does): records are taken in order; each joins the cluster
+  of the earlier *kept* record it is most similar to, if it is a duplicate of one, or is kept.
+  Every member is above the threshold to its kept record, so clusters do not chain, and the kept
+  record is the first of its cluster in the input.
 * ``communities``: tight groups. The text with the most duplicates becomes a centre and takes
   its not-yet-grouped neighbours, then the next; every member is above the threshold *to its
   centre*, so clusters do not chain.
@@ -24,7 +28,8 @@ from ..errors import ConfigError
 from ..progress import tqdm
 from .index import KINDS, faiss_index, fill_index
 
-CLUSTERINGS = ("components", "communities")
+CLUSTERINGS = ("greedy", "components", "communities")
+DEFAULT_CLUSTERING = "greedy"
 
 
 @dataclass
@@ -168,17 +173,37 @@ def communities(n: int, pairs: DuplicatePairs, *, min_size: int = 2) -> list[lis
     return sorted(found, key=lambda g: -len(g))
 
 
+def greedy(n: int, pairs: DuplicatePairs, *, min_size: int = 2) -> list[list[int]]:
+    """Clusters that do not chain: rows in order, each joins the most similar earlier kept row it
+    has a pair with, or is kept. Each cluster is its kept row (listed first) and its members."""
+    graph = pairs.graph(n)
+    owner = np.arange(n)
+    kept = np.ones(n, dtype=bool)
+    for row in np.flatnonzero(np.diff(graph.indptr)).tolist():
+        lo, hi = graph.indptr[row], graph.indptr[row + 1]
+        others, sims = graph.indices[lo:hi], graph.data[lo:hi]
+        earlier = (others < row) & kept[others]
+        if earlier.any():
+            owner[row] = others[earlier][int(np.argmax(sims[earlier]))]
+            kept[row] = False
+    return _groups(owner, np.bincount(owner, minlength=n) >= min_size)
+
+
 def check_clustering(clustering: str) -> str:
     if clustering not in CLUSTERINGS:
         raise ConfigError(f"unknown clustering {clustering!r}; choose one of: {', '.join(CLUSTERINGS)}")
     return clustering
 
 
-def clusters(n: int, pairs: DuplicatePairs, clustering: str = "components", *, min_size: int = 2) -> list[list[int]]:
-    """Clusters by ``clustering``, each with a centre first: a community's own centre, or the
-    component's member with the most duplicates (the earliest row on a tie)."""
+def clusters(
+    n: int, pairs: DuplicatePairs, clustering: str = DEFAULT_CLUSTERING, *, min_size: int = 2
+) -> list[list[int]]:
+    """Clusters by ``clustering``, each with a centre first: greedy's kept row, a community's own
+    centre, or the component's member with the most duplicates (the earliest row on a tie)."""
     if check_clustering(clustering) == "communities":
         return communities(n, pairs, min_size=min_size)
+    if clustering == "greedy":
+        return greedy(n, pairs, min_size=min_size)
     degree = np.bincount(np.concatenate([pairs.first, pairs.second]), minlength=n)
     found = []
     for group in components(n, pairs, min_size=min_size):

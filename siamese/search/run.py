@@ -39,7 +39,16 @@ from ..errors import ConfigError
 from ..manifest import Field, check_fields, read_json_object, read_manifest
 from ..model import SiameseModel
 from .index import DuplicateIndex, SearchIndexError, require_cosine
-from .pairs import DuplicatePairs, check_clustering, check_kind, clusters, cross_pairs, duplicate_pairs, vector_index
+from .pairs import (
+    DEFAULT_CLUSTERING,
+    DuplicatePairs,
+    check_clustering,
+    check_kind,
+    clusters,
+    cross_pairs,
+    duplicate_pairs,
+    vector_index,
+)
 from .records import Record, as_records, exact_groups, normalise
 
 FORMAT = "siamese-dedupe/1"
@@ -61,6 +70,16 @@ RESULT_FIELDS = {
 }
 MODES = ("self", "against")
 FLOOR_MARGIN = 0.05  # default floor: this far under the threshold, so a run can be re-thresholded a little lower
+# A pair verdict's threshold is chosen on balanced validation pairs, most of them related texts; in a
+# corpus nearly every pair is unrelated and a false merge drops a record, so dedupe needs precision.
+# At MiniLM's pair threshold (~0.81) a question bank such as InsuranceQA chains into one cluster of
+# most of it; at 0.9 cosine (SemHash's default) the pairs it accepts are paraphrases.
+DEDUPE_MIN_THRESHOLD = 0.9
+
+
+def default_threshold(model: SiameseModel) -> float:
+    """The dedupe threshold when none is given: the model's, but at least :data:`DEDUPE_MIN_THRESHOLD`."""
+    return max(float(model.threshold), DEDUPE_MIN_THRESHOLD)
 
 
 @dataclass
@@ -125,7 +144,7 @@ class Accepted:
 def _floor(threshold: float, floor: float | None) -> float:
     floor = round(threshold - FLOOR_MARGIN, 6) if floor is None else floor
     if floor > threshold:
-        raise ConfigError(f"floor {floor} is above the threshold {threshold}; it must be at or below it")
+        raise ConfigError(f"floor {floor:g} is above the threshold {threshold:g}; it must be at or below it")
     return floor
 
 
@@ -198,7 +217,9 @@ class DedupeRun:
     def least_similar(self, n: int = 10) -> list[Accepted]:
         """The ``n`` least similar pairs accepted as duplicates (exact copies left out): the borderline
         cases to review. Self: a kept record and a member; against: a new record and a reference match."""
-        if self.mode == "self":
+        if self.mode == "self" and self.clustering == "components":
+            pairs = self._accepted_links()
+        elif self.mode == "self":
             pairs = [
                 Accepted(c.kept, d.record, d.similarity)
                 for c in self.clusters()
@@ -213,6 +234,19 @@ class DedupeRun:
                 if m.exact_of is None
             ]
         return sorted(pairs, key=lambda p: (p.similarity, p.first.row, p.second.row))[:n]
+
+    def _accepted_links(self) -> list[Accepted]:
+        """Components: the pairs above the threshold that link the written clusters (a member can sit
+        under the threshold to its cluster's centre, joined by a chain; that is not an accepted pair)."""
+        written = {
+            int(self.text_of[r.row]) for c in self.clusters() for r in (c.kept, *(d.record for d in c.duplicates))
+        }
+        pairs = self.pairs.above(self.threshold)
+        return [
+            Accepted(self.records[self.distinct[a]], self.records[self.distinct[b]], round(float(s), 6))
+            for a, b, s in pairs
+            if a in written
+        ]
 
     def results(self) -> list[Cluster] | list[Flagged]:
         """The clusters (self) or the flagged new records (against) at the current threshold."""
@@ -253,10 +287,10 @@ class DedupeRun:
         candidate pairs, and rewrite the results in the folder. Returns the new summary."""
         if threshold < self.meta["floor"]:
             raise ConfigError(
-                f"{self.path}: threshold {threshold} is under this run's floor {self.meta['floor']}; "
+                f"{self.path}: threshold {threshold:g} is under this run's floor {self.meta['floor']:g}; "
                 "run the dedupe again with a lower --floor"
             )
-        self._set(threshold, clustering or self.clustering or "components", min_size or self.min_size or 2)
+        self._set(threshold, clustering or self.clustering or DEFAULT_CLUSTERING, min_size or self.min_size or 2)
         with target_lock(self.path):  # a dedupe writing this folder meanwhile would replace it
             recover(self.path)
             return self._write_results(self.path)
@@ -408,7 +442,7 @@ def dedupe(
     floor: float | None = None,
     k: int = 20,
     kind: str = "auto",
-    clustering: str = "components",
+    clustering: str = DEFAULT_CLUSTERING,
     min_size: int = 2,
     progress: bool = False,
     sources: dict | None = None,
@@ -433,7 +467,7 @@ def dedupe(
     check_clustering(clustering)
     check_kind(kind)  # before the (long) encoding
     require_cosine(model)
-    t = model.threshold if threshold is None else threshold
+    t = default_threshold(model) if threshold is None else threshold
     floor = _floor(t, floor)
     if verify is not None and verify_band is not None:
         floor = min(floor, t - verify_band)
@@ -508,7 +542,7 @@ def dedupe_against(
 
     check_kind(kind)
     require_cosine(model)
-    t = model.threshold if threshold is None else threshold
+    t = default_threshold(model) if threshold is None else threshold
     floor = _floor(t, floor)
     records = as_records(texts)
     distinct, text_of = exact_groups([r.text for r in records])

@@ -215,7 +215,8 @@ def _pair_routes(app: FastAPI, model, checks: _Checks, batcher: Batcher | None, 
             # explaining re-encodes each text once per word, beside the batcher: it waits in its queue's count
             with batcher.admitted() if batcher is not None else nullcontext(), explaining:
                 for result, (a, b) in zip(results, req.pairs):
-                    result["explanation"] = model.explain(a, b).to_dict()
+                    # the explanation states the result's similarity: one number per pair
+                    result["explanation"] = model.explain(a, b, similarity=result["similarity"]).to_dict()
         return JSONResponse({"threshold": t, "results": results})
 
 

@@ -1,0 +1,99 @@
+"""The Python habits of a sentence-transformers user, on the real MiniLM: encode a str or a list,
+similarity on texts or vectors (pairwise, and the matrix), predict on a list of pairs, probability
+None when uncalibrated, one-line dedupe of a list, and loading by name pointing to from_pretrained."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import siamese
+from siamese import SiameseModel, datasets, fit_calibrator, read_texts
+from siamese.errors import ModelError
+
+SEED_PAIRS = [
+    ("When will I see you?", "When can I see you again?"),
+    ("Do they enjoy eating the dessert?", "Do they like hiking in the desert?"),
+]
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    model = siamese.from_pretrained("minilm")
+    model.set_threshold(0.778)  # what the demo chooses on the shared validation sets (F1)
+    return model
+
+
+@pytest.mark.slow  # loads MiniLM
+def test_encode_a_str_gives_one_vector(minilm):
+    one = minilm.encode("When will I see you?")
+    many = minilm.encode(["When will I see you?", "When can I see you again?"])
+    assert one.shape == (384,) and many.shape == (2, 384)
+    np.testing.assert_allclose(one, many[0], atol=1e-3)
+    assert minilm.encode([]).shape == (0, 384)
+
+
+@pytest.mark.slow
+def test_similarity_on_texts_or_vectors_pairwise_and_as_a_matrix(minilm):
+    a, b = [p[0] for p in SEED_PAIRS], [p[1] for p in SEED_PAIRS]
+    on_texts = minilm.similarity(a, b)
+    va, vb = minilm.encode(a), minilm.encode(b)
+    assert on_texts.shape == (2,)
+    np.testing.assert_allclose(minilm.similarity(va, vb), on_texts, atol=1e-6)
+    np.testing.assert_allclose(minilm.similarity(torch.from_numpy(va), torch.from_numpy(vb)), on_texts, atol=1e-6)
+    np.testing.assert_allclose(minilm.similarity(va[0], vb[0]), on_texts[:1], atol=1e-6)  # single vectors
+    assert minilm.similarity(a[0], b[0]).shape == (1,)
+    matrix = minilm.similarity_matrix(a, [*b, "a question about insurance"])
+    assert matrix.shape == (2, 3)
+    np.testing.assert_allclose(np.diag(matrix[:, :2]), on_texts, atol=1e-5)
+    np.testing.assert_allclose(matrix, va @ minilm.encode([*b, "a question about insurance"]).T, atol=1e-5)
+    with pytest.raises(ValueError, match="pairs need as many"):
+        minilm.similarity(a, b[:1])
+    with pytest.raises(ValueError, match="expected \\(n, 384\\)"):
+        minilm.similarity(np.zeros((2, 3)), vb)
+
+
+@pytest.mark.slow
+def test_predict_on_a_list_of_pairs_judges_the_seed_examples(minilm):
+    verdicts = minilm.predict(SEED_PAIRS)
+    assert verdicts.tolist() == [True, False]
+    assert minilm.predict([p[0] for p in SEED_PAIRS], [p[1] for p in SEED_PAIRS]).tolist() == [True, False]
+    assert minilm.predict(SEED_PAIRS, threshold=0.99).tolist() == [False, False]
+    with pytest.raises(ValueError, match="pairs"):
+        minilm.predict(["just one list"])
+
+
+@pytest.mark.slow
+def test_probability_is_none_until_calibrated(minilm, data_dir):
+    a, b = [p[0] for p in SEED_PAIRS], [p[1] for p in SEED_PAIRS]
+    assert minilm.probability(a, b) is None
+    val = datasets.load("msrp-val", data_dir)
+    minilm.calibrator = fit_calibrator(minilm.similarity(val.text1, val.text2), val.labels)
+    try:
+        p = minilm.probability(a, b)
+        assert p.shape == (2,) and 0 <= p[1] < p[0] <= 1
+    finally:
+        minilm.calibrator = None
+
+
+@pytest.mark.slow
+def test_one_line_dedupe_of_a_list(minilm, data_dir):
+    questions = read_texts(data_dir / "insuranceqa/questions.csv", "question")[:400]
+    texts = [*questions, questions[3], "  " + questions[10]]  # two planted copies
+    found = siamese.dedupe(texts, model=minilm)
+    assert found.threshold == 0.9
+    assert len(found.kept) + found.removed == len(texts)
+    assert questions[3] in found.kept and found.kept.count(questions[3]) == 1
+    duplicates = {d.record.row for c in found.clusters for d in c.duplicates}
+    assert {len(questions), len(questions) + 1} <= duplicates  # the copies are not kept
+    assert all(d.similarity > 0.9 for c in found.clusters for d in c.duplicates)
+    assert found.kept == [t for row, t in enumerate(texts) if row not in duplicates]
+    with pytest.raises(TypeError, match="list of texts"):
+        siamese.dedupe("one text", model=minilm)
+
+
+def test_loading_a_pretrained_name_points_to_from_pretrained(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no folder called minilm here
+    with pytest.raises(ModelError, match=r"siamese.from_pretrained\('minilm'\)"):
+        SiameseModel.load("minilm")
