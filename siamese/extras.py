@@ -12,7 +12,6 @@ from types import ModuleType
 from .errors import ConfigError
 from .version import DISTRIBUTION  # what `pip install` takes
 
-
 EXTRAS = {  # extra → what needs it (the error's first words)
     "transformer": "transformer encoders, cross-encoders, pretrained sentence encoders and distillation",
     "minilm": "the bundled all-MiniLM-L6-v2 (minilm)",

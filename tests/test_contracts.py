@@ -66,7 +66,8 @@ def test_cli_defaults_agree_with_the_configuration(command, configs):
                 continue
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             assert options[f.name] == default, (
-                f"siamese {command} --{f.name.replace('_', '-')}: {options[f.name]!r} != {config.__name__}.{f.name} = {default!r}"
+                f"siamese {command} --{f.name.replace('_', '-')}: {options[f.name]!r} "
+                f"!= {config.__name__}.{f.name} = {default!r}"
             )
             checked += 1
     assert checked >= 5

@@ -151,7 +151,8 @@ def test_cli_trains_a_cross_encoder_and_the_pair_commands_use_it(cross_model, da
     small_file.write_text(
         "question1,question2,is_duplicate\n"
         + "".join(
-            f'"how do i cook rice {i}","what is the way to cook rice {i}",1\n"how do i cook rice {i}","where is paris {i}",0\n'
+            f'"how do i cook rice {i}","what is the way to cook rice {i}",1\n'
+            f'"how do i cook rice {i}","where is paris {i}",0\n'
             for i in range(12)
         )
     )

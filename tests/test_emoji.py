@@ -503,7 +503,8 @@ def small_tweets(data_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def minilm_sqam(small_vae, small_tweets, emoji_dir, tmp_path_factory):
-    """`siamese emoji train --text-encoder minilm` (frozen) on 2,000 tweets, 8 epochs (seconds: the vectors are computed once)."""
+    """`siamese emoji train --text-encoder minilm` (frozen) on 2,000 tweets, 8 epochs (seconds: the
+    vectors are computed once)."""
     out = tmp_path_factory.mktemp("sqam-minilm") / "model"
     result = run_json(
         "emoji",

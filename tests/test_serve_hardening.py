@@ -425,7 +425,7 @@ def test_security_headers_on_every_response(hardened):
         "bad": client.call("POST", "/similarity", b"{"),
         "ok": client.call("POST", "/similarity", b'{"pairs": [["a b", "a c"]]}'),
     }
-    for name, (status, headers, _) in responses.items():
+    for name, (_status, headers, _) in responses.items():
         assert headers["x-content-type-options"] == "nosniff", name
         assert headers["x-frame-options"] == "DENY", name
         assert headers["referrer-policy"] == "no-referrer", name
@@ -560,7 +560,7 @@ def test_batcher_keeps_each_request_apart(small_calibrated):
             on_batch=lambda waits, n: batches.append(len(waits)),
         )
 
-        def one(t):
+        def one(t, batcher=batcher):
             try:
                 return batcher.encode(t)
             except Exception as e:

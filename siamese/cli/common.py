@@ -50,7 +50,8 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         help=(
-            "local (this process) or ray (a Ray cluster: Ray Data actors, one model each; pip install 'siamese-sim[ray]')."
+            "local (this process) or ray (a Ray cluster: Ray Data actors, one model each; "
+            "pip install 'siamese-sim[ray]')."
         ),
     ),
 ]
