@@ -112,3 +112,19 @@ def refuse_cross(path: str | os.PathLike) -> None:
             f"{path}: a cross-encoder scores pairs and has no vectors; use it with evaluate, predict, score, "
             "calibrate or serve (or to verify a bi-encoder's candidates: dedupe --verify, search --rerank)"
         )
+
+
+def require_model_folder(path: str | os.PathLike) -> None:
+    """Refuse, before any heavy import, a path with no config.json; a pretrained model's name
+    (``minilm``) is pointed to :func:`siamese.from_pretrained`, which builds it."""
+    if (Path(path) / "config.json").is_file():
+        return
+    from .pretrained import NAMED
+
+    name = os.fspath(path)
+    if name in NAMED:
+        raise ModelError(
+            f"{name}: not a model folder but a pretrained model's name; build it with "
+            f"siamese.from_pretrained({name!r}) (CLI: siamese pretrained {name} --out FOLDER), then load FOLDER"
+        )
+    raise ModelError(f"{path}: not a siamese model folder (no config.json)")

@@ -70,9 +70,19 @@ def test_two_workers_train_the_model_one_process_trains(data_dir, one_process, t
     model = SiameseModel.load(out, device="cpu")
     assert model.info["training"]["workers"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # rank 0 wrote it, atomically
-    # Gathered batches: the same global batch, negatives and gradient as one process.
+    # Gathered batches: the same global batch, negatives and gradient as one process, so the same
+    # model: every epoch's validation loss agrees to float rounding (the sums run in another order).
+    # The training loss is a hinge mean near 0 by the last epoch (~0.004), where a triplet that sits
+    # on the margin in one run and 1e-7 past it in the other moves it by a few per cent: it is
+    # compared exactly on the first epoch and loosely after.
     assert result["train_pairs"] == one_process[1]["train_pairs"]
-    assert result["loss"] == pytest.approx(one_process[1]["loss"], rel=1e-3)
+    ours = model.info["training"]["history"]
+    theirs = SiameseModel.load(one_process[0], device="cpu").info["training"]["history"]
+    assert len(ours) == len(theirs) == 3
+    for a, b in zip(ours, theirs):
+        assert a["val_loss"] == pytest.approx(b["val_loss"], rel=1e-5)
+    assert ours[0]["loss"] == pytest.approx(theirs[0]["loss"], rel=1e-4)
+    assert result["loss"] == pytest.approx(one_process[1]["loss"], rel=0.05)
     one, two = val_auc(data_dir, one_process[0]), val_auc(data_dir, out)
     assert one > 0.65 and abs(one - two) < 0.02
 

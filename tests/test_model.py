@@ -254,7 +254,7 @@ def test_save_over_an_existing_model_replaces_it(tmp_path):
         new.save(target)  # replacing the folder would delete them
     assert (target / "notes.txt").read_text() == "the user's, not ours"
     assert new.save(target, overwrite=True) == target  # the user's consent
-    assert sorted(os.listdir(target)) == ["config.json", "model.safetensors", "tokenizer.json"]
+    assert sorted(os.listdir(target)) == ["README.md", "config.json", "model.safetensors", "tokenizer.json"]
     assert leftovers(tmp_path, "model") == []
     np.testing.assert_array_equal(SiameseModel.load(target).encode(PROBES), new.encode(PROBES))
 

@@ -28,6 +28,7 @@ SCRIPT = Path(sys.executable).parent / "siamese"
 LONG = "How do siamese networks share their weights between the two branches? " * 40  # > 256 tokens: truncated
 TEXTS = ["When will I see you?", "When can I see you again?", "Do they enjoy eating the dessert?", LONG]
 ST_LAYOUT = {
+    "README.md",  # the model card
     "config.json",
     "tokenizer.json",
     "model.safetensors",

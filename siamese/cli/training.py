@@ -299,7 +299,8 @@ def _run_train(options: dict) -> None:
         options = {**_saved_train_options(resume), **{k: options[k] for k in ("resume", "quiet", "as_json")}}
     if not options["data"] or options["out"] is None:
         raise ConfigError("give --data FILE and --out DIR (or --resume CHECKPOINT to continue a run)")
-    _check_out(options["out"], options["overwrite"])
+    reads = [*options["data"], *(options[k] for k in ("val_data", "glove", "teacher", "prior", "transformer"))]
+    _check_out(options["out"], options["overwrite"], inputs=reads)
     from ..training import train as run_training
 
     recipe = _recipe(options)  # the configurations checked before reading or training
