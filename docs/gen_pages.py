@@ -55,7 +55,7 @@ def _param_rows(command, ctx) -> list[str]:
         else:
             name = ", ".join(f"`{opt}`" for opt in [*param.opts, *param.secondary_opts])
             kind = "required" if param.required else ""
-        help_text = getattr(param, "help", None) or ""
+        help_text = (getattr(param, "help", None) or "").replace("\\[", "[")  # rich markup escapes
         rows.append(f"| {name} | {kind} | {_default(param, ctx)} | {_cell(help_text)} |")
     return rows
 

@@ -62,6 +62,10 @@ class Decision:
     calibrator: object | None = None
     calibration: dict = field(default_factory=lambda: {"fitted": False})
 
+    def record(self) -> dict:
+        """The decision's part of a model's ``info["training"]``."""
+        return {"threshold": self.threshold, "threshold_choice": self.choice, "calibration": self.calibration}
+
 
 def decide(
     similarity: Callable,

@@ -56,6 +56,16 @@ class Fitted:
             seconds, items = self.seconds, self.items
         return round(items / seconds, 1) if seconds else None
 
+    def record(self) -> dict:
+        """The run's part of a model's ``info["training"]``: epochs, best epoch, speed."""
+        return {
+            "best_epoch": self.best_epoch,
+            "history": self.history,
+            "train_seconds": round(self.seconds, 3),
+            "warmup_seconds": None if self.warmup_seconds is None else round(self.warmup_seconds, 3),
+            "pairs_per_second": self.per_second,  # after the warm-up step
+        }
+
 
 class Trainer:
     """Runs ``epochs`` epochs over ``module`` (every trained weight: an ``nn.Module`` or ``ModuleList``)

@@ -297,15 +297,9 @@ def _train(recipe: Recipe, train_pairs: Pairs, val_pairs: Pairs | None, *, initi
         "given_pairs": len(train_pairs),
         "train_pairs": len(data),
         "val_pairs": 0 if val_pairs is None else len(val_pairs),
-        "best_epoch": fitted.best_epoch,
-        "history": fitted.history,
         "seconds": round(time.perf_counter() - started, 3),
-        "train_seconds": round(fitted.seconds, 3),
-        "warmup_seconds": None if fitted.warmup_seconds is None else round(fitted.warmup_seconds, 3),
-        "pairs_per_second": fitted.per_second,  # after the warm-up step
-        "threshold": model.threshold,
-        "threshold_choice": decision.choice,
-        "calibration": decision.calibration,
+        **fitted.record(),
+        **decision.record(),
         "sources": [train_pairs.source] + ([val_pairs.source] if val_pairs is not None else []),
     }
     return model
@@ -508,7 +502,7 @@ def _decide(model: SiameseModel, recipe: Recipe, train_pairs: Pairs, val_pairs: 
         calibrate=config.calibrate,
         seed=config.seed,
     )
-    model.set_threshold(decision.threshold)
+    decision.threshold = model.set_threshold(decision.threshold)  # clipped to the head's range
     model.calibrator = decision.calibrator
     if progress and "note" in decision.choice:
         tqdm.write(f"threshold {model.threshold:.3f}: {decision.choice['note']}")

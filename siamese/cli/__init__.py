@@ -8,6 +8,7 @@
     corpus.py      encode, index build / index add, search, dedupe
     serving.py     serve, formats
     emoji.py       the ``siamese emoji ...`` sub-app (the emoji package's commands)
+    labeling.py    label (the labelling loop's local page, or an --oracle-column replay)
     declared.py    commands generated from declared options (train)
 
 Importing this package costs nothing: ``app`` and ``main`` are loaded on first use (PEP 562), so

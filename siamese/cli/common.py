@@ -51,7 +51,7 @@ EngineOpt = Annotated[
         "--engine",
         help=(
             "local (this process) or ray (a Ray cluster: Ray Data actors, one model each; "
-            "pip install 'siamese-sim[ray]')."
+            "pip install 'siamese-sim\\[ray]')."  # escaped: Typer's rich help reads [ray] as markup
         ),
     ),
 ]

@@ -111,14 +111,9 @@ def train_cross(
         "given_pairs": len(train_pairs),
         "train_pairs": len(train_pairs),
         "val_pairs": 0 if val_pairs is None else len(val_pairs),
-        "best_epoch": fitted.best_epoch,
-        "history": fitted.history,
         "seconds": round(time.perf_counter() - started, 3),
-        "warmup_seconds": None if fitted.warmup_seconds is None else round(fitted.warmup_seconds, 3),
-        "pairs_per_second": fitted.per_second,  # after the warm-up step
-        "threshold": model.threshold,
-        "threshold_choice": decision.choice,
-        "calibration": decision.calibration,
+        **fitted.record(),
+        **decision.record(),
         "sources": [train_pairs.source] + ([val_pairs.source] if val_pairs is not None else []),
     }
     return model

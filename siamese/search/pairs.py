@@ -1,6 +1,7 @@
 """De-duplication: every pair above a threshold (within a corpus or against a reference), then clusters.
 
-Pairs come from a k-nearest-neighbour search of every text against the corpus (exact or HNSW),
+Pairs come from a k-nearest-neighbour search of every text against the corpus (exact up to
+EXACT_UP_TO texts, else IVF, or the index kind asked for),
 a chunk at a time, kept as three NumPy arrays — a million texts with a few million pairs fit
 in a few hundred MB. Two ways to group them:
 
