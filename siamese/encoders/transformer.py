@@ -20,6 +20,7 @@ import torch
 from ..errors import ConfigError, ModelError
 from ..extras import require
 from ..pretrained import model_folder, quiet_loading, require_safetensors
+from . import bert
 from .base import Encoder
 from .common import check_pooling, finish, padding_mask
 
@@ -54,6 +55,28 @@ def _refuse_siamese_folder(folder) -> None:
         )
 
 
+def _rebuilt(hf_config: dict) -> torch.nn.Module:
+    """The network a saved ``hf_config`` describes: BERT-family encoders in plain PyTorch
+    (siamese.encoders.bert: no transformers import, ~1.2 s of a command's start), others through
+    transformers. Within :func:`weights_follow` the weights are left uninitialised."""
+    follow = _WEIGHTS_FOLLOW.get()
+    if bert.supports(hf_config):
+        network = bert.Bert(hf_config)
+        return network if follow else network.init_weights()
+    require("transformer", "transformers")
+    from transformers import CONFIG_MAPPING, AutoModel
+
+    # A copy: transformers' from_dict adds keys (attn_implementation) to the dict it is given,
+    # which is our config's, and the loaded model's fingerprint then differed from the saved one's.
+    config = CONFIG_MAPPING[hf_config["model_type"]].from_dict(copy.deepcopy(hf_config))
+    if not follow:
+        return AutoModel.from_config(config)
+    from transformers.initialization import no_init_weights
+
+    with no_init_weights():
+        return AutoModel.from_config(config)
+
+
 class TransformerEncoder(Encoder):
     """A Hugging Face encoder model → mean / cls / pooler pooling → (L2 norm).
 
@@ -81,10 +104,10 @@ class TransformerEncoder(Encoder):
         normalize: bool = True,
     ):
         super().__init__()
-        require("transformer", "transformers")
-        from transformers import CONFIG_MAPPING, AutoModel
-
         if hf_config is None:  # first build: pretrained weights from the folder
+            require("transformer", "transformers")
+            from transformers import AutoModel
+
             folder = model_folder(path)
             if not (folder / "config.json").is_file():
                 raise ModelError(f"{folder}: not a Hugging Face model folder (no config.json)")
@@ -95,16 +118,7 @@ class TransformerEncoder(Encoder):
             hf_config = json.loads(self.model.config.to_json_string())
             path = str(folder)
         else:  # rebuilt from a saved Siamese model: the weights follow from model.safetensors
-            # A copy: transformers' from_dict adds keys (attn_implementation) to the dict it is given,
-            # which is our config's, and the loaded model's fingerprint then differed from the saved one's.
-            config = CONFIG_MAPPING[hf_config["model_type"]].from_dict(copy.deepcopy(hf_config))
-            if _WEIGHTS_FOLLOW.get():
-                from transformers.initialization import no_init_weights
-
-                with no_init_weights():
-                    self.model = AutoModel.from_config(config)
-            else:
-                self.model = AutoModel.from_config(config)
+            self.model = _rebuilt(hf_config)
         self.path, self.hf_config = path, hf_config
         self.pooling = check_pooling(pooling, ("mean", "cls", "pooler"))
         self.frozen_layers = frozen_layers
