@@ -1,46 +1,27 @@
 """Duplicate search: a FAISS index of a model's encodings, corpus de-duplication (within a set or
-against a reference, saved as a run that can be re-thresholded), retrieval metrics."""
+against a reference, saved as a run that can be re-thresholded), retrieval metrics.
 
-from .index import KINDS, DuplicateIndex, Hit, SearchIndexError, faiss_index, fill_index
-from .metrics import retrieval_metrics
-from .pairs import (
-    CLUSTERINGS,
-    DuplicatePairs,
-    clusters,
-    communities,
-    components,
-    cross_pairs,
-    duplicate_pairs,
-    vector_index,
-)
-from .records import Record, exact_groups, normalise, read_records
-from .run import Accepted, Cluster, DedupeRun, Duplicate, Flagged, dedupe, dedupe_against
+Names load on first use (``siamese search`` needs the index, not scipy's graphs for dedupe)."""
 
-__all__ = [
-    "CLUSTERINGS",
-    "KINDS",
-    "Accepted",
-    "Cluster",
-    "DedupeRun",
-    "Duplicate",
-    "DuplicateIndex",
-    "DuplicatePairs",
-    "Flagged",
-    "Hit",
-    "Record",
-    "SearchIndexError",
-    "clusters",
-    "communities",
-    "components",
-    "cross_pairs",
-    "dedupe",
-    "dedupe_against",
-    "duplicate_pairs",
-    "exact_groups",
-    "faiss_index",
-    "fill_index",
-    "normalise",
-    "read_records",
-    "retrieval_metrics",
-    "vector_index",
-]
+from .._lazy import lazy_exports
+
+_WHERE = {
+    **dict.fromkeys(["KINDS", "DuplicateIndex", "Hit", "SearchIndexError", "faiss_index", "fill_index"], ".index"),
+    "retrieval_metrics": ".metrics",
+    **dict.fromkeys(
+        [
+            "CLUSTERINGS",
+            "DuplicatePairs",
+            "clusters",
+            "communities",
+            "components",
+            "cross_pairs",
+            "duplicate_pairs",
+            "vector_index",
+        ],
+        ".pairs",
+    ),
+    **dict.fromkeys(["Record", "exact_groups", "normalise", "read_records"], ".records"),
+    **dict.fromkeys(["Accepted", "Cluster", "DedupeRun", "Duplicate", "Flagged", "dedupe", "dedupe_against"], ".run"),
+}
+__getattr__, __dir__, __all__ = lazy_exports(globals(), _WHERE)
