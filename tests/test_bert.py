@@ -61,6 +61,24 @@ def test_the_same_weights_give_the_same_outputs(reference):
     torch.testing.assert_close(mine.pooler_output, theirs.pooler_output, atol=2e-5, rtol=1e-4)
 
 
+def test_pairs_with_token_types_as_a_cross_encoder_reads_them(reference):
+    """[CLS] a [SEP] b [SEP]: segment B's token type, and no pooler (add_pooling_layer=False)."""
+    _, config = reference
+    hf = transformers.BertModel(transformers.BertConfig.from_dict(config), add_pooling_layer=False).eval()
+    ours = bert.Bert(config, pooler=False)
+    ours.load_state_dict(hf.state_dict(), strict=True)
+    ours.eval()
+    ids, mask = _batch()
+    types = torch.zeros_like(ids)
+    types[:, 5:] = 1
+    types[mask == 0] = 0
+    with torch.no_grad():
+        theirs = hf(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+        mine = ours(ids, mask, token_type_ids=types)
+    assert mine.pooler_output is None
+    torch.testing.assert_close(mine.last_hidden_state[mask.bool()], theirs[mask.bool()], atol=2e-5, rtol=1e-4)
+
+
 def test_the_same_gradients_when_training(reference):
     _, config = reference
     config = {**config, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}  # deterministic

@@ -55,6 +55,26 @@ def test_scores_are_symmetric_probabilities_and_survive_save_and_load(cross_mode
     assert info["calibration"]["fitted"] and 0 < model.threshold < 1
 
 
+def test_a_saved_cross_encoder_loads_without_transformers(cross_model):
+    """Its MiniLM is rebuilt by siamese.encoders.bert: a command that scores pairs starts fast."""
+    import subprocess
+    import sys
+
+    model, path = cross_model
+    code = (
+        "import sys; from siamese.loading import load_model; "
+        f"m = load_model({str(path)!r}, device='cpu'); "
+        "print(float(m.similarity(['how do i cook rice'], ['how is rice cooked'])[0]), 'transformers' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    score, imported = done.stdout.split()
+    assert imported == "False"
+    assert float(score) == pytest.approx(
+        float(model.similarity(["how do i cook rice"], ["how is rice cooked"])[0]), abs=1e-5
+    )
+
+
 def test_training_moves_the_weights_and_evaluates_like_any_model(cross_model, small):
     model, _ = cross_model
     start = CrossEncoder.build(CrossConfig(max_length=64))

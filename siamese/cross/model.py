@@ -36,6 +36,7 @@ from torch import nn
 from ..atomic import atomic_dir, atomic_file
 from ..calibrator import Calibrator
 from ..devices import host_bytes, resolve_device, to_device
+from ..encoders import bert
 from ..errors import ConfigError, ModelError
 from ..extras import require
 from ..manifest import read_manifest
@@ -66,15 +67,27 @@ class CrossConfig:
             raise ConfigError(f"max_length must be an integer in [8, 4096], got {self.max_length!r}")
 
 
+def _rebuilt(hf_config: dict) -> nn.Module:
+    """The transformer a saved ``hf_config`` describes, its weights to be loaded next (strictly):
+    BERT-family ones in plain PyTorch (siamese.encoders.bert: no transformers import at load)."""
+    if bert.supports(hf_config):
+        return bert.Bert(hf_config, pooler=False)
+    require("transformer", "transformers")
+    from transformers import CONFIG_MAPPING, AutoModel
+
+    hf = CONFIG_MAPPING[hf_config["model_type"]].from_dict(copy.deepcopy(hf_config))
+    return AutoModel.from_config(hf, add_pooling_layer=False)
+
+
 class CrossNetwork(nn.Module):
     """transformer([CLS] a [SEP] b [SEP]) → mean of the token states → Linear → one logit per pair."""
 
     def __init__(self, config: CrossConfig):
         super().__init__()
-        require("transformer", "transformers")
-        from transformers import CONFIG_MAPPING, AutoModel
-
         if config.hf_config is None:  # first build: pretrained weights
+            require("transformer", "transformers")
+            from transformers import AutoModel
+
             folder = model_folder(config.transformer)
             if not (folder / "config.json").is_file():
                 raise ModelError(f"{folder}: not a Hugging Face model folder (no config.json)")
@@ -85,8 +98,7 @@ class CrossNetwork(nn.Module):
                 )
             config.hf_config = json.loads(self.transformer.config.to_json_string())
         else:  # rebuilt from a saved folder: the weights follow
-            hf = CONFIG_MAPPING[config.hf_config["model_type"]].from_dict(copy.deepcopy(config.hf_config))
-            self.transformer = AutoModel.from_config(hf, add_pooling_layer=False)
+            self.transformer = _rebuilt(config.hf_config)
         self.head = nn.Linear(self.transformer.config.hidden_size, 1)
         nn.init.normal_(self.head.weight, std=0.02)
         nn.init.zeros_(self.head.bias)

@@ -71,11 +71,12 @@ class _Embeddings(nn.Module):
         self.LayerNorm = _LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
         self.dropout = nn.Dropout(c.hidden_dropout_prob)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, types: torch.Tensor | None = None) -> torch.Tensor:
         positions = torch.arange(ids.shape[1], device=ids.device)
         words = F.embedding(ids, self.word_embeddings.weight, padding_idx=self.pad_id)  # no gradient to padding
+        segments = self.token_type_embeddings.weight[0] if types is None else self.token_type_embeddings.weight[types]
         # BertModel's order of the sums: the same floats
-        x = words + self.token_type_embeddings.weight[0] + self.position_embeddings.weight[positions]
+        x = words + segments + self.position_embeddings.weight[positions]
         return self.dropout(self.LayerNorm(x))
 
 
@@ -170,14 +171,14 @@ class Bert(nn.Module):
     strictly, or calls :meth:`init_weights` (initialising on the meta device, or through nn.Linear's
     own reset, cost ~1 s of start-up: it imports torch._dynamo)."""
 
-    def __init__(self, hf_config: dict):
+    def __init__(self, hf_config: dict, *, pooler: bool = True):
         super().__init__()
         defaults = {"pad_token_id": 0, "layer_norm_eps": 1e-12, "hidden_act": "gelu", "type_vocab_size": 2}
         defaults |= {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
         self.config = c = SimpleNamespace(**(defaults | hf_config))
         self.embeddings = _Embeddings(c)
         self.encoder = _Encoder(c)
-        self.pooler = _Pooler(c)
+        self.pooler = _Pooler(c) if pooler else None  # BertModel(add_pooling_layer=False): none
 
     @torch.no_grad()
     def init_weights(self) -> Bert:
@@ -192,9 +193,11 @@ class Bert(nn.Module):
                     module.bias.zero_()
         return self
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> SimpleNamespace:
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
+    ) -> SimpleNamespace:
         keep = attention_mask.bool()[:, None, None, :]  # the keys each query may attend to
-        x = self.embeddings(input_ids)
+        x = self.embeddings(input_ids, token_type_ids)
         for layer in self.encoder.layer:
             x = layer(x, keep)
-        return SimpleNamespace(last_hidden_state=x, pooler_output=self.pooler(x))
+        return SimpleNamespace(last_hidden_state=x, pooler_output=self.pooler(x) if self.pooler else None)
