@@ -6,14 +6,14 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from .errors import ConfigError
+from .extras import MissingExtra, install_hint
 
 
 def check_log_dir(log_dir: str | os.PathLike | None) -> None:
     """Refuse a log folder when TensorBoard is not installed (before any work is done)."""
     if log_dir is not None and importlib.util.find_spec("tensorboard") is None:
-        raise ConfigError(
-            f"--log-dir {log_dir}: TensorBoard logging needs the tensorboard package: pip install tensorboard"
+        raise MissingExtra(
+            f"--log-dir {log_dir}: TensorBoard logging needs the tensorboard package: {install_hint('board')}"
         )
 
 

@@ -230,7 +230,7 @@ class TrainConfig:
     )
     log_dir: str | None = option(
         None,
-        "Write TensorBoard logs here: the loss of every step, each epoch's validation loss (pip install tensorboard).",
+        "Write TensorBoard logs here: the loss of every step, each epoch's validation loss (the board extra).",
         cli_type=Optional[Path],
         parse=str,
     )

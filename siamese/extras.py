@@ -21,6 +21,7 @@ EXTRAS = {  # extra → what needs it (the error's first words)
     "report": "plots (evaluate --report, summary --png)",
     "ray": "--engine ray",
     "kernels": "building the C++ kernels",
+    "board": "TensorBoard logging (train --log-dir)",
 }
 
 

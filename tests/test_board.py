@@ -68,6 +68,6 @@ def test_log_dir_without_tensorboard_is_one_line_naming_the_install(data_dir, tm
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"error: --log-dir {tmp_path / 'logs'}: TensorBoard logging needs the tensorboard package: "
-        "pip install tensorboard"
+        "pip install 'siamese-sim[board]'"
     ]
     assert not (tmp_path / "m").exists() and not (tmp_path / "logs").exists()
