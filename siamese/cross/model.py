@@ -36,7 +36,7 @@ from torch import nn
 from ..atomic import atomic_dir, atomic_file
 from ..calibrator import Calibrator
 from ..devices import host_bytes, resolve_device, to_device
-from ..encoders import bert
+from ..encoders.transformer import rebuild_transformer
 from ..errors import ConfigError, ModelError
 from ..extras import require
 from ..manifest import read_manifest
@@ -67,18 +67,6 @@ class CrossConfig:
             raise ConfigError(f"max_length must be an integer in [8, 4096], got {self.max_length!r}")
 
 
-def _rebuilt(hf_config: dict) -> nn.Module:
-    """The transformer a saved ``hf_config`` describes, its weights to be loaded next (strictly):
-    BERT-family ones in plain PyTorch (siamese.encoders.bert: no transformers import at load)."""
-    if bert.supports(hf_config):
-        return bert.Bert(hf_config, pooler=False)
-    require("transformer", "transformers")
-    from transformers import CONFIG_MAPPING, AutoModel
-
-    hf = CONFIG_MAPPING[hf_config["model_type"]].from_dict(copy.deepcopy(hf_config))
-    return AutoModel.from_config(hf, add_pooling_layer=False)
-
-
 class CrossNetwork(nn.Module):
     """transformer([CLS] a [SEP] b [SEP]) → mean of the token states → Linear → one logit per pair."""
 
@@ -98,7 +86,8 @@ class CrossNetwork(nn.Module):
                 )
             config.hf_config = json.loads(self.transformer.config.to_json_string())
         else:  # rebuilt from a saved folder: the weights follow
-            self.transformer = _rebuilt(config.hf_config)
+            # load() reads every weight next, strictly
+            self.transformer = rebuild_transformer(config.hf_config, pooler=False, initialise=False)
         self.head = nn.Linear(self.transformer.config.hidden_size, 1)
         nn.init.normal_(self.head.weight, std=0.02)
         nn.init.zeros_(self.head.bias)

@@ -55,26 +55,27 @@ def _refuse_siamese_folder(folder) -> None:
         )
 
 
-def _rebuilt(hf_config: dict) -> torch.nn.Module:
+def rebuild_transformer(hf_config: dict, *, pooler: bool = True, initialise: bool = True) -> torch.nn.Module:
     """The network a saved ``hf_config`` describes: BERT-family encoders in plain PyTorch
     (siamese.encoders.bert: no transformers import, ~1.2 s of a command's start), others through
-    transformers. Within :func:`weights_follow` the weights are left uninitialised."""
-    follow = _WEIGHTS_FOLLOW.get()
+    transformers. ``pooler=False``: without the pooling layer (a cross-encoder's);
+    ``initialise=False``: weights left uninitialised, for a caller that loads every one next."""
     if bert.supports(hf_config):
-        network = bert.Bert(hf_config)
-        return network if follow else network.init_weights()
+        network = bert.Bert(hf_config, pooler=pooler)
+        return network.init_weights() if initialise else network
     require("transformer", "transformers")
     from transformers import CONFIG_MAPPING, AutoModel
 
     # A copy: transformers' from_dict adds keys (attn_implementation) to the dict it is given,
     # which is our config's, and the loaded model's fingerprint then differed from the saved one's.
     config = CONFIG_MAPPING[hf_config["model_type"]].from_dict(copy.deepcopy(hf_config))
-    if not follow:
-        return AutoModel.from_config(config)
+    options = {} if pooler else {"add_pooling_layer": False}
+    if initialise:
+        return AutoModel.from_config(config, **options)
     from transformers.initialization import no_init_weights
 
     with no_init_weights():
-        return AutoModel.from_config(config)
+        return AutoModel.from_config(config, **options)
 
 
 class TransformerEncoder(Encoder):
@@ -118,7 +119,7 @@ class TransformerEncoder(Encoder):
             hf_config = json.loads(self.model.config.to_json_string())
             path = str(folder)
         else:  # rebuilt from a saved Siamese model: the weights follow from model.safetensors
-            self.model = _rebuilt(hf_config)
+            self.model = rebuild_transformer(hf_config, initialise=not _WEIGHTS_FOLLOW.get())
         self.path, self.hf_config = path, hf_config
         self.pooling = check_pooling(pooling, ("mean", "cls", "pooler"))
         self.frozen_layers = frozen_layers
