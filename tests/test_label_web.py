@@ -4,7 +4,6 @@ keyboard alone: label, skip, undo, the server killed and started again, save."""
 from __future__ import annotations
 
 import csv
-import shutil
 
 import pytest
 from conftest import free_port
@@ -12,27 +11,7 @@ from test_label import TOPICS, corpus, labelling  # noqa: F401  (corpus: the fix
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 TOPIC = {t: k for k, texts in TOPICS.items() for t in texts}
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not shutil.which("chromium"):
-        pytest.skip("Debian's chromium is not installed (make test installs it)")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        b.close()
 
 
 def shown(page) -> tuple[str, str]:
