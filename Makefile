@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0
 	# [test] = [all] (every extra) + the test tools
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
-	$(PY) -c "from siamese import kernels; kernels.load()"  # build the C++ kernels now, not in a first training
+	$(PY) -c "from siamese.runtime import kernels; kernels.load()"  # build the C++ kernels now, not in a first training
 	touch $@
 
 # all-mpnet-base-v2 (--transformer mpnet, --teacher mpnet; bench/zoo.py's mpnet rows), ~430 MB from

@@ -22,8 +22,8 @@ import torch
 from zoo import GLOVE, write_docs
 
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
-from siamese.answers import load_answers, make_triplets, ranking_report
-from siamese.baselines import TfidfBaseline
+from siamese.data.answers import load_answers, make_triplets, ranking_report
+from siamese.evaluation.baselines import TfidfBaseline
 
 HERE = Path(__file__).resolve().parent
 RECIPES = {

@@ -3,7 +3,7 @@ duplicate probability, and how much of the measured ECE is the estimator's own n
 
 Only 300 Quora pairs are shared, so the ECE on "other Quora pairs" is estimated by cross-fitting:
 for each of ``--repeats`` shuffles, 5 folds; each pair gets the probability of a calibrator fitted
-on the other four folds (``siamese.calibration.cross_fitted``, the code ``siamese calibrate``
+on the other four folds (``siamese.decision.calibration.cross_fitted``, the code ``siamese calibrate``
 chooses with), and the ECE (10 equal-width bins) is taken over all 300 out-of-fold probabilities.
 
 An ECE measured on n pairs is above zero even for a perfectly calibrated model: with labels drawn
@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from siamese import datasets
-from siamese.calibration import cross_fitted, expected_calibration_error
-from siamese.sentence_encoder import sentence_encoder
+from siamese.decision.calibration import cross_fitted, expected_calibration_error
+from siamese.models.sentence_encoder import sentence_encoder
 
 HERE = Path(__file__).resolve().parent
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from siamese import datasets
+from siamese.models.sentence_encoder import from_pretrained
 from siamese.search.pairs import clusters, duplicate_pairs
-from siamese.sentence_encoder import from_pretrained
 
 OUT = Path(__file__).parent / "results" / "dedupe_defaults.json"
 

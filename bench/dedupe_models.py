@@ -23,8 +23,8 @@ from search import corpus_texts, peak_mb
 from sklearn.metrics import roc_auc_score
 
 from siamese import SiameseModel, datasets
+from siamese.models.sentence_encoder import from_pretrained
 from siamese.search import dedupe
-from siamese.sentence_encoder import from_pretrained
 
 HERE = Path(__file__).resolve().parent
 

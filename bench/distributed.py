@@ -38,7 +38,7 @@ def record(section: str, result: dict) -> None:
 
 def bench_train(args) -> dict:
     from siamese import SiameseModel, datasets
-    from siamese.evaluation import evaluate
+    from siamese.evaluation.metrics import evaluate
 
     root = datasets.data_root()
     files = [root / datasets.CATALOGUE[name][0] for name in ("paws-qqp-train", "msrp-train", "twitter-url-train")]
@@ -90,7 +90,7 @@ def bench_train(args) -> dict:
 def fast_model(folder: Path):
     """A bag of words trained in seconds on MSRP: fast enough that the engine's own cost shows."""
     from siamese import ModelConfig, datasets, train
-    from siamese.training import TrainConfig
+    from siamese.training.bi_encoder import TrainConfig
 
     model = train(
         datasets.load("msrp-train"),
@@ -116,8 +116,8 @@ def sample_texts(size: int) -> list[str]:
 def bench_ray(args) -> dict:
     import ray
 
-    from siamese.ray_engine import RayEngine
     from siamese.search.pairs import duplicate_pairs
+    from siamese.search.ray_engine import RayEngine
 
     texts = sample_texts(args.size)
     with tempfile.TemporaryDirectory() as tmp:

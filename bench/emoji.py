@@ -24,17 +24,17 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from siamese.atomic import atomic_file
-from siamese.datasets import data_root
+from siamese.data.datasets import data_root
 from siamese.emoji.generate import write_sheets
 from siamese.emoji.images import load_emojis, name_to_char
 from siamese.emoji.sheets import save_strip
-from siamese.emoji.sqam import SQAMConfig
-from siamese.emoji.sqam_evaluation import train_and_evaluate
-from siamese.emoji.sqam_training import SQAMTrainConfig
+from siamese.emoji.text_model import SQAMConfig
+from siamese.emoji.text_model_eval import train_and_evaluate
+from siamese.emoji.text_model_train import SQAMTrainConfig
 from siamese.emoji.tweets import read_tweets
 from siamese.emoji.vae import EmojiVAE, VAEConfig
-from siamese.emoji.vae_training import VAETrainConfig, train_vae
+from siamese.emoji.vae_train import VAETrainConfig, train_vae
+from siamese.io.atomic import atomic_file
 
 HERE = Path(__file__).resolve().parent
 DOCS = HERE.parent / "docs" / "images"

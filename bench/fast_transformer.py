@@ -37,11 +37,11 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from siamese import ModelConfig, SiameseModel, datasets  # noqa: E402
-from siamese.atomic import atomic_file  # noqa: E402
-from siamese.evaluation import classification_report, correlation_report  # noqa: E402
-from siamese.export import export_model  # noqa: E402
-from siamese.precision import native_bf16  # noqa: E402
-from siamese.pretrained import model_folder  # noqa: E402
+from siamese.evaluation.metrics import classification_report, correlation_report  # noqa: E402
+from siamese.io.atomic import atomic_file  # noqa: E402
+from siamese.models.export import export_model  # noqa: E402
+from siamese.models.pretrained import model_folder  # noqa: E402
+from siamese.runtime.precision import native_bf16  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ST = "sentence-transformers"

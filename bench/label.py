@@ -8,7 +8,7 @@ set's labels play the person (the oracle replay). With all-MiniLM-L6-v2 as it is
 * ``loop``: the first B answers the loop asks for (siamese.label: the selection, the threshold
   where the fitted chance of a duplicate is 1/2, the calibrator ``siamese calibrate`` fits);
 * ``random``: B pool pairs drawn at random, the same threshold and calibrator fitted on them;
-  ``random_cut``: the accuracy-maximising cut on those random answers (siamese.evaluation);
+  ``random_cut``: the accuracy-maximising cut on those random answers (siamese.evaluation.metrics);
 
 each scored on the set's test split: accuracy at the threshold and ECE (10 bins) of the
 probabilities, beside the accuracy of the best threshold on the test split itself (``oracle``,
@@ -31,12 +31,12 @@ from pathlib import Path
 import numpy as np
 
 from siamese import datasets
-from siamese.calibration import expected_calibration_error
-from siamese.data import split_pairs
-from siamese.evaluation import choose_threshold
+from siamese.data.pairs import split_pairs
+from siamese.decision.calibration import expected_calibration_error
+from siamese.evaluation.metrics import choose_threshold
 from siamese.label import stats
 from siamese.label.selection import Selector, pair_candidates
-from siamese.sentence_encoder import from_pretrained
+from siamese.models.sentence_encoder import from_pretrained
 
 HERE = Path(__file__).resolve().parent
 # name -> (pool, test): a train split and a test split (MQP has none: a fixed stratified half each;

@@ -1,6 +1,6 @@
 """Quality of the Siamese LSTM trained on the shared data, next to a TF-IDF cosine baseline.
 
-Trains on the duplicates of siamese.datasets.TRAIN, validates on VALIDATION, and tests on
+Trains on the duplicates of siamese.data.datasets.TRAIN, validates on VALIDATION, and tests on
 BENCHMARKS, each test set with the threshold chosen on its own validation split (Quora: the
 threshold chosen on VALIDATION during training). Prints a markdown table and writes JSON.
 
@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 
 from siamese import TrainConfig, datasets, train
-from siamese.baselines import TfidfBaseline
-from siamese.evaluation import benchmark, choose_threshold
+from siamese.evaluation.baselines import TfidfBaseline
+from siamese.evaluation.metrics import benchmark, choose_threshold
 
 HERE = Path(__file__).resolve().parent
 

@@ -48,7 +48,7 @@ def peak_rss_mb() -> float:
 def quality(model) -> dict:
     """ROC-AUC on held-out Quora questions, to check the speed levers cost no accuracy."""
     from siamese import datasets
-    from siamese.evaluation import classification_report
+    from siamese.evaluation.metrics import classification_report
 
     out = {}
     for name in ("quora-sample", "paws-qqp-dev-test"):
@@ -77,7 +77,7 @@ def worker_naive(args) -> dict:
     from torch import nn
 
     from siamese import ModelConfig, SiameseModel, datasets, triplet_loss
-    from siamese.text import pad
+    from siamese.data.vocabulary import pad
 
     torch.manual_seed(args.seed)
     pairs = datasets.load(args.pairs).positives()
@@ -124,7 +124,7 @@ def worker_naive(args) -> dict:
 
 
 def _as_encoder(branch):
-    from siamese.encoders import LSTMEncoder
+    from siamese.models.encoders import LSTMEncoder
 
     enc = LSTMEncoder(branch.embedding.num_embeddings)
     enc.load_state_dict(branch.state_dict())

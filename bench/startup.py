@@ -43,10 +43,10 @@ def median_of(label: str, run) -> dict:
 
 def main() -> None:
     from siamese import SiameseModel
-    from siamese.data import read_texts
-    from siamese.datasets import data_root
+    from siamese.data.datasets import data_root
+    from siamese.data.pairs import read_texts
+    from siamese.models.sentence_encoder import from_pretrained
     from siamese.search import DuplicateIndex
-    from siamese.sentence_encoder import from_pretrained
 
     load_before = os.getloadavg()[0]
     cli = [sys.executable, "-m", "siamese"]

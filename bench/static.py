@@ -29,7 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from siamese import SiameseModel, datasets  # noqa: E402
-from siamese.pretrained import default_model_path  # noqa: E402
+from siamese.models.pretrained import default_model_path  # noqa: E402
 
 SETS = {"quora-sample": "auc", "sts-test": "spearman", "msrp-test": "auc", "paws-wiki-test": "auc", "mqp": "auc"}
 RESULTS = Path(__file__).parent / "results" / "static.json"
@@ -116,7 +116,7 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     minilm_dir = args.minilm
     if minilm_dir is None:
-        from siamese.sentence_encoder import from_pretrained
+        from siamese.models.sentence_encoder import from_pretrained
 
         minilm_dir = args.work / "minilm"
         if not (minilm_dir / "config.json").is_file():

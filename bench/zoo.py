@@ -1,6 +1,6 @@
 """The model zoo benchmark: every sensible recipe trained on the same shared data, one table.
 
-Each recipe trains on siamese.datasets.TRAIN (its duplicates for the in-batch losses, every
+Each recipe trains on siamese.data.datasets.TRAIN (its duplicates for the in-batch losses, every
 labelled pair for bce/contrastive), validates on VALIDATION, and is tested on ZOO_BENCHMARKS
 with each set's threshold chosen on its own validation split (Quora sample, SemEval CQA dev and
 MQP: the threshold chosen on VALIDATION at training time). Reference rows: all-MiniLM-L6-v2 used
@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
-from siamese.baselines import TfidfBaseline
-from siamese.evaluation import benchmark, choose_threshold
+from siamese.evaluation.baselines import TfidfBaseline
+from siamese.evaluation.metrics import benchmark, choose_threshold
 
 HERE = Path(__file__).resolve().parent
 DOCS = HERE.parent / "docs" / "benchmarks.md"

@@ -128,7 +128,8 @@ def api_page() -> str:
     for module, names in public_names().items():
         lines += [f"## `{module}`", ""]
         for name in sorted(names):
-            lines += [f"::: {module}.{name}", ""]
+            # a name that is its module's own last part is the module itself (``siamese.datasets``)
+            lines += [f"::: {module if module.rpartition('.')[2] == name else f'{module}.{name}'}", ""]
     return "\n".join(lines)
 
 

@@ -20,9 +20,9 @@ import time
 import numpy as np
 
 from siamese import datasets
-from siamese.data import Pairs, read_texts
+from siamese.data.pairs import Pairs, read_texts
 from siamese.errors import SiameseError
-from siamese.evaluation import choose_threshold, classification_report
+from siamese.evaluation.metrics import choose_threshold, classification_report
 
 EXAMPLES = [
     ("When will I see you?", "When can I see you again?"),  # duplicate
@@ -46,7 +46,7 @@ def pair_scores(model, pairs: Pairs) -> np.ndarray:
 
 
 def load_model(root):
-    from siamese.sentence_encoder import from_pretrained
+    from siamese.models.sentence_encoder import from_pretrained
 
     step("all-MiniLM-L6-v2 as a Siamese model (pretrained, used as it is)")
     model = from_pretrained("minilm").to("auto")

@@ -18,11 +18,11 @@ import urllib.request
 from pathlib import Path
 
 from siamese import datasets, read_texts
-from siamese.calibration import calibrate
-from siamese.evaluation import evaluate_pairs
-from siamese.report import write_report
+from siamese.decision.calibration import calibrate
+from siamese.evaluation.metrics import evaluate_pairs
+from siamese.evaluation.report import write_report
+from siamese.models.sentence_encoder import from_pretrained
 from siamese.search import DuplicateIndex
-from siamese.sentence_encoder import from_pretrained
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu"]
 

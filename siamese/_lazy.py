@@ -8,13 +8,15 @@ import importlib
 
 def lazy_exports(namespace: dict, names: dict[str, str]):
     """``__getattr__``, ``__dir__`` and ``__all__`` for the package whose ``globals()`` is
-    ``namespace``: each public name lives in the given relative module, imported on first access."""
+    ``namespace``: each public name lives in the given relative module, imported on first access
+    (a name that is the module's own last part is the module itself, e.g. ``"datasets": ".data.datasets"``)."""
     package = namespace["__name__"]
 
     def __getattr__(name: str):
         if name not in names:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(names[name], package), name)
+        module = importlib.import_module(names[name], package)
+        value = module if module.__name__.rpartition(".")[2] == name else getattr(module, name)
         namespace[name] = value  # later look-ups skip __getattr__
         return value
 

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from siamese import SiameseModel, TrainConfig, datasets, read_texts, train
-from siamese.data import Pairs
+from siamese.data.pairs import Pairs
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import invoke
 
-from siamese.answers import Question, load_answers, make_triplets, ranking_report, read_trecqa
+from siamese.data.answers import Question, load_answers, make_triplets, ranking_report, read_trecqa
 from siamese.errors import DataError
 
 

@@ -1,4 +1,4 @@
-"""siamese.encoders.bert against transformers' BertModel (the independent reference): the same
+"""siamese.models.encoders.bert against transformers' BertModel (the independent reference): the same
 weights give the same hidden states, pooler output and gradients; a saved MiniLM folder loads and
 encodes without importing transformers; configurations it does not cover go through transformers."""
 
@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from siamese.encoders import bert
+from siamese.models.encoders import bert
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def reference():
-    from siamese.pretrained import model_folder
+    from siamese.models.pretrained import model_folder
 
     folder = model_folder("minilm")
     hf = transformers.AutoModel.from_pretrained(str(folder), local_files_only=True, use_safetensors=True)
@@ -28,7 +28,7 @@ def reference():
 
 @pytest.fixture(scope="module")
 def minilm_folder(tmp_path_factory):
-    from siamese.sentence_encoder import from_pretrained
+    from siamese.models.sentence_encoder import from_pretrained
 
     return from_pretrained("minilm").save(tmp_path_factory.mktemp("minilm") / "model")
 

@@ -14,10 +14,10 @@ from sklearn import metrics
 from typer.testing import CliRunner
 
 from siamese import ConfigError, DataError, ModelError, SiameseModel, TrainConfig, datasets, train
-from siamese.calibration import Calibrator, calibration_metrics, expected_calibration_error, fit_calibrator
 from siamese.cli import app
-from siamese.data import split_pairs
-from siamese.evaluation import evaluate, threshold_for_target
+from siamese.data.pairs import split_pairs
+from siamese.decision.calibration import Calibrator, calibration_metrics, expected_calibration_error, fit_calibrator
+from siamese.evaluation.metrics import evaluate, threshold_for_target
 
 runner = CliRunner()
 
@@ -370,9 +370,9 @@ def test_save_fitted_refuses_another_models_folder(folder, small_calibrated, tmp
         other.save_fitted(folder)
     assert (folder / "config.json").read_bytes() == config
     # a target needs labelled validation pairs: refused before any training
-    import siamese.training
+    import siamese.training.bi_encoder
 
-    monkeypatch.setattr(siamese.training, "batches", lambda *a, **k: pytest.fail("training started"))
+    monkeypatch.setattr(siamese.training.bi_encoder, "batches", lambda *a, **k: pytest.fail("training started"))
     with pytest.raises(DataError, match="validation pairs with both labels"):
         train(small_calibrated.train_pairs, None, config=TrainConfig(target_recall=0.9), progress=False)
 
@@ -387,7 +387,7 @@ def test_minilm_on_the_shared_quora_pairs_gets_the_blend_and_it_beats_platt_out_
     """What the README and docs/benchmarks.md "Calibration" say: fitted on the 300 shared Quora pairs,
     `auto` keeps the blend, whose cross-fitted ECE is below Platt's (0.054 vs 0.068 over 20 shuffles)."""
     from siamese import ModelConfig
-    from siamese.calibration import cross_fitted
+    from siamese.decision.calibration import cross_fitted
 
     pairs = datasets.load("quora-sample", data_dir)
     s = SiameseModel.build([], ModelConfig(encoder="transformer")).similarity(pairs.text1, pairs.text2)

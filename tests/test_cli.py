@@ -17,7 +17,7 @@ import torch
 from conftest import SCRIPT, invoke
 
 from siamese import SiameseModel, datasets
-from siamese.evaluation import evaluate
+from siamese.evaluation.metrics import evaluate
 
 EVAL_KEYS = {
     "accuracy",

@@ -14,14 +14,14 @@ import torch
 import typer
 import typer.testing
 
-from siamese.answers import Triplets
 from siamese.cli import app
-from siamese.data import Pairs
-from siamese.distill.config import StaticConfig
-from siamese.encoders import ENCODERS, Encoder
-from siamese.heads import HEADS, Head, build_head
-from siamese.model import ModelConfig
-from siamese.training import TrainConfig, train
+from siamese.config.static import StaticConfig
+from siamese.data.answers import Triplets
+from siamese.data.pairs import Pairs
+from siamese.models.encoders import ENCODERS, Encoder
+from siamese.models.heads import HEADS, Head, build_head
+from siamese.models.siamese import ModelConfig
+from siamese.training.bi_encoder import TrainConfig, train
 
 
 @pytest.mark.parametrize("name", sorted(ENCODERS))
@@ -76,9 +76,9 @@ def test_cli_defaults_agree_with_the_configuration(command, configs):
 def test_every_train_option_is_one_declaration():
     """siamese train is generated from declared fields: each CLI option is exactly one declared
     field (flag, default, help, bounds from it), and every declared configuration field is an option."""
-    from siamese.cli.training import TrainCommand
-    from siamese.configs import LossConfig
-    from siamese.options import declared_options
+    from siamese.cli.train import TrainCommand
+    from siamese.config.configs import LossConfig
+    from siamese.config.options import declared_options
 
     command = typer.main.get_command(app).commands["train"]
     params = {p.name: p for p in command.params}
@@ -95,9 +95,9 @@ def test_every_train_option_is_one_declaration():
 
 
 def test_train_help_lists_the_registries():
-    from siamese.encoders import ENCODERS
-    from siamese.heads import HEADS
-    from siamese.losses import LOSSES
+    from siamese.models.encoders import ENCODERS
+    from siamese.models.heads import HEADS
+    from siamese.models.losses import LOSSES
 
     out = typer.testing.CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "2000"}).output
     for registry in (ENCODERS, HEADS, LOSSES):
@@ -162,7 +162,7 @@ def test_encoder_options_are_checked_in_one_place():
 
 def test_loss_options_are_refused_where_the_loss_has_none():
     from siamese.errors import ConfigError
-    from siamese.losses import LossConfig, build_loss
+    from siamese.models.losses import LossConfig, build_loss
 
     assert build_loss("mnr", LossConfig(scale=30)).scale == 30
     assert build_loss("triplet", LossConfig()).margin == 0.25 and build_loss("triplet", None).scale is None
@@ -192,8 +192,8 @@ def test_the_saved_train_options_come_back_as_given(tmp_path):
     import json
     from pathlib import Path
 
-    from siamese.cli.training import TrainCommand, _restored, _serialised
-    from siamese.options import declared_options
+    from siamese.cli.train import TrainCommand, _restored, _serialised
+    from siamese.config.options import declared_options
 
     options = {d.name: d.default for d in declared_options(TrainCommand, ModelConfig, TrainConfig)}
     options |= {

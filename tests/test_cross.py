@@ -12,8 +12,8 @@ from conftest import invoke
 
 from siamese import ModelError, SiameseModel, datasets
 from siamese.cross import CrossConfig, CrossEncoder, CrossTrainConfig, train_cross
-from siamese.evaluation import evaluate
-from siamese.loading import load_model
+from siamese.evaluation.metrics import evaluate
+from siamese.models.loading import load_model
 
 
 @pytest.fixture(scope="module")
@@ -56,13 +56,13 @@ def test_scores_are_symmetric_probabilities_and_survive_save_and_load(cross_mode
 
 
 def test_a_saved_cross_encoder_loads_without_transformers(cross_model):
-    """Its MiniLM is rebuilt by siamese.encoders.bert: a command that scores pairs starts fast."""
+    """Its MiniLM is rebuilt by siamese.models.encoders.bert: a command that scores pairs starts fast."""
     import subprocess
     import sys
 
     model, path = cross_model
     code = (
-        "import sys; from siamese.loading import load_model; "
+        "import sys; from siamese.models.loading import load_model; "
         f"m = load_model({str(path)!r}, device='cpu'); "
         "print(float(m.similarity(['how do i cook rice'], ['how is rice cooked'])[0]), 'transformers' in sys.modules)"
     )
@@ -92,7 +92,7 @@ def test_vector_commands_refuse_a_cross_encoder(cross_model):
 
 
 def test_resume_after_a_crash_ends_as_the_uninterrupted_run(small, tmp_path, monkeypatch):
-    from siamese.trainer import Checkpoint
+    from siamese.training.loop import Checkpoint
 
     train_pairs, val = small
     kw = dict(

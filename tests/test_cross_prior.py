@@ -11,9 +11,9 @@ from sklearn.metrics import roc_auc_score
 
 from siamese import ConfigError, ModelConfig, ModelError, TrainConfig, datasets, train
 from siamese.cross import CrossConfig, CrossEncoder, CrossTrainConfig, train_cross
-from siamese.cross.training import fit_prior
-from siamese.loading import load_model
-from siamese.sentence_encoder import sentence_encoder
+from siamese.cross.train import fit_prior
+from siamese.models.loading import load_model
+from siamese.models.sentence_encoder import sentence_encoder
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from siamese import DataError, Pairs, datasets, read_pairs, read_texts, split_pairs
-from siamese.data import FORMATS, detect_format
+from siamese.data.pairs import FORMATS, detect_format
 
 # Rows and positives (label 1) per catalogue name, as documented in shared/data/DATA.md.
 # None: DATA.md gives no positive count (graded sets; checked against an independent read below).

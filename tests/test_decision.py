@@ -1,4 +1,4 @@
-"""One decision for every trainer (siamese.decision): the threshold and calibration are chosen on
+"""One decision for every trainer (siamese.decision.decide): the threshold and calibration are chosen on
 the validation pairs, and too few or one-sided ones fall back to the training pairs or the head's
 default, saying so. The CLI repro of issue 35: 30 validation pairs chose 0.9969 (recall 0.03)."""
 
@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from siamese import datasets
-from siamese.decision import MIN_VAL_PAIRS, decide, too_few
-from siamese.evaluation import choose_threshold
-from siamese.model import ModelConfig
-from siamese.training import TrainConfig, train
+from siamese.decision.decide import MIN_VAL_PAIRS, decide, too_few
+from siamese.evaluation.metrics import choose_threshold
+from siamese.models.siamese import ModelConfig
+from siamese.training.bi_encoder import TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[1]
 

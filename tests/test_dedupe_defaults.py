@@ -20,7 +20,7 @@ PAIR_THRESHOLD = 0.8112  # what MiniLM's threshold comes to on the shared valida
 
 @pytest.fixture(scope="module")
 def minilm(tmp_path_factory):
-    from siamese.sentence_encoder import from_pretrained
+    from siamese.models.sentence_encoder import from_pretrained
 
     model = from_pretrained("minilm")
     model.set_threshold(PAIR_THRESHOLD)

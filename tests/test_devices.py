@@ -23,14 +23,14 @@ import typer
 from torch.overrides import TorchFunctionMode
 
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
-from siamese.devices import resolve_device, to_device
-from siamese.encoders.common import POOLINGS, AttentionPooling, pool
-from siamese.heads import HEADS, build_head
-from siamese.losses import LOSSES, LossConfig, build_loss
-from siamese.parallel import ParallelEncoder
-from siamese.precision import autocast, grad_scaler, resolve_precision
-from siamese.trainer import Fitted, Trainer
-from siamese.training import BatchLoss, PairTensors
+from siamese.models.encoders.common import POOLINGS, AttentionPooling, pool
+from siamese.models.heads import HEADS, build_head
+from siamese.models.losses import LOSSES, LossConfig, build_loss
+from siamese.runtime.devices import resolve_device, to_device
+from siamese.runtime.parallel import ParallelEncoder
+from siamese.runtime.precision import autocast, grad_scaler, resolve_precision
+from siamese.training.bi_encoder import BatchLoss, PairTensors
+from siamese.training.loop import Fitted, Trainer
 
 META = torch.device("meta")
 DIM = 8
@@ -273,7 +273,7 @@ def test_every_model_running_command_declares_device():
 def test_a_worker_of_several_takes_its_own_gpu(monkeypatch):
     """--nproc N / torchrun on N GPUs: "cuda" and "auto" are the worker's cuda:LOCAL_RANK, and more
     workers than GPUs is refused before NCCL would fail on a shared GPU."""
-    from siamese.distributed import World, process_group
+    from siamese.runtime.distributed import World, process_group
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
@@ -287,7 +287,7 @@ def test_a_worker_of_several_takes_its_own_gpu(monkeypatch):
 
 def test_explain_and_summary_make_no_host_tensor(pairs):
     """predict --explain (the bag of words' exact shares) and summary run where the model is."""
-    from siamese.summary import summary_rows
+    from siamese.models.summary import summary_rows
 
     model = small_model(pairs, "bow")
     with HostFactories():

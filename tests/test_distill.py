@@ -13,11 +13,11 @@ from conftest import invoke
 from scipy.stats import spearmanr
 
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
-from siamese.data import Pairs
+from siamese.data.pairs import Pairs
 from siamese.errors import ConfigError, ModelError
-from siamese.losses import DistillLoss, check_head_and_loss
-from siamese.st_layout import read_layout
-from siamese.teachers import TeacherVectors, load_teacher
+from siamese.models.losses import DistillLoss, check_head_and_loss
+from siamese.models.st_layout import read_layout
+from siamese.training.teacher import TeacherVectors, load_teacher
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 

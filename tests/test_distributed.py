@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 from siamese import SiameseModel, datasets
 from siamese.cli import app
-from siamese.devices import resolve_device
 from siamese.errors import ConfigError
-from siamese.evaluation import evaluate
-from siamese.training import TrainConfig, train
+from siamese.evaluation.metrics import evaluate
+from siamese.runtime.devices import resolve_device
+from siamese.training.bi_encoder import TrainConfig, train
 
 NO_GPU = not torch.cuda.is_available()
 

@@ -14,11 +14,11 @@ from test_cli import assert_user_error, run, run_json
 from siamese.emoji.images import char_to_name, load_emojis, name_to_char
 from siamese.emoji.sentiment import sentiment_classes, sentiment_priors
 from siamese.emoji.sheets import grid_codes, pattern_code
-from siamese.emoji.sqam import EmojiSQAM
-from siamese.emoji.sqam_training import answer_hinge
+from siamese.emoji.text_model import EmojiSQAM
+from siamese.emoji.text_model_train import answer_hinge
 from siamese.emoji.tweets import SENTIMENTS, read_tweets
 from siamese.emoji.vae import ConvVAE, EmojiVAE, VAEConfig
-from siamese.emoji.vae_training import VAETrainConfig, train_vae
+from siamese.emoji.vae_train import VAETrainConfig, train_vae
 from siamese.errors import DataError, ModelError
 
 
@@ -252,7 +252,7 @@ def test_small_sqam_run_beats_the_majority_class(trained_sqam):
     assert 0.6 < result["baselines"]["tfidf_logreg"]["accuracy"] <= 1
     assert result["glove"]["covered"] > 1000
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
-    # trained by the one Trainer (siamese/trainer.py): its per-epoch record, the epoch kept the best on validation
+    # trained by the one Trainer (siamese/training/loop.py): its per-epoch record, the epoch kept the best on validation
     history = result["history"]
     assert all({"tweets", "tweets_per_second", "val_loss", "val_accuracy"} <= set(h) for h in history)
     assert result["val_accuracy"] == max(h["val_accuracy"] for h in history) or result.get("averaged_epochs")
@@ -670,7 +670,7 @@ def test_evaluate_another_file_and_refuse_a_changed_training_file(minilm_sqam, s
 @pytest.fixture(scope="module")
 def tiny_student(tmp_path_factory):
     """A Siamese model folder standing in for a student (`student:FOLDER` takes any): a word encoder, untrained."""
-    from siamese.model import ModelConfig, SiameseModel
+    from siamese.models.siamese import ModelConfig, SiameseModel
 
     texts = [t for t in read_tweets().texts[:500]]
     return SiameseModel.build(texts, ModelConfig(encoder="bow", dim=32)).save(
@@ -680,9 +680,9 @@ def tiny_student(tmp_path_factory):
 
 @pytest.mark.parametrize("kind", ["student", "folder", "fine-tuned"])
 def test_round_trip_with_each_encoder_kind(kind, tiny_student, small_vae, emojis, tmp_path):
-    from siamese.emoji.sqam import SQAMConfig
-    from siamese.emoji.sqam_training import SQAMTrainConfig, train_sqam
-    from siamese.pretrained import default_model_path
+    from siamese.emoji.text_model import SQAMConfig
+    from siamese.emoji.text_model_train import SQAMTrainConfig, train_sqam
+    from siamese.models.pretrained import default_model_path
 
     spec = {"student": f"student:{tiny_student}", "folder": str(default_model_path()), "fine-tuned": "minilm"}[kind]
     tweets = read_tweets()
@@ -706,7 +706,7 @@ def test_round_trip_with_each_encoder_kind(kind, tiny_student, small_vae, emojis
     np.testing.assert_allclose(loaded.scores(texts), model.scores(texts), atol=1e-5)
     assert loaded.temperature == model.temperature
     if kind == "fine-tuned":  # the encoder itself moved, and the saved copy is the moved one
-        from siamese.sentence_encoder import sentence_encoder
+        from siamese.models.sentence_encoder import sentence_encoder
 
         original = sentence_encoder("minilm")[0].encode(texts)
         assert np.abs(loaded.encoder.encode(texts) - original).max() > 1e-4

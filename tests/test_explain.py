@@ -1,4 +1,4 @@
-"""Explanations (siamese.explain): exact per-word shares for the bag of words and the static
+"""Explanations (siamese.evaluation.explain): exact per-word shares for the bag of words and the static
 student, occlusion for the LSTM and MiniLM; the CLI's --explain and the HTTP explain field."""
 
 from __future__ import annotations

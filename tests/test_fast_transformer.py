@@ -107,7 +107,7 @@ def test_bf16_encoding_is_close_to_fp32_and_auto_picks_it(minilm, texts, monkeyp
 
 def test_precision_auto_is_fp32_without_native_bf16_and_for_word_encoders(minilm, monkeypatch):
     monkeypatch.delenv("SIAMESE_PRECISION", raising=False)
-    monkeypatch.setattr("siamese.precision.native_bf16", lambda: False)  # an AVX2-only CPU
+    monkeypatch.setattr("siamese.runtime.precision.native_bf16", lambda: False)  # an AVX2-only CPU
     assert minilm.encoding_precision() == "fp32"
     with pytest.raises(ConfigError, match="needs a CPU with native bfloat16"):
         minilm.encode(["a question"], precision="bf16")
@@ -241,7 +241,7 @@ def test_export_refusals_write_nothing(minilm, exported, tmp_path):
     lstm = SiameseModel.build(["how do I learn python", "what is a siamese network"]).save(tmp_path / "lstm")
     refused("export", lstm, "--out", out, fragment="export supports the transformer encoder")
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
-    from siamese.export import export_model
+    from siamese.models.export import export_model
 
     concat = SiameseModel.build([], ModelConfig(encoder="transformer", head="concat", loss="bce"))
     with pytest.raises(ConfigError, match="export writes cosine-head models"):
@@ -268,7 +268,7 @@ def test_a_damaged_graph_is_refused(exported, tmp_path):
 
 def test_import_siamese_stays_light():
     code = (
-        "import sys, siamese; from siamese.model import SiameseModel; import siamese.cli; "
+        "import sys, siamese; from siamese.models.siamese import SiameseModel; import siamese.cli; "
         "print(sorted(m for m in ('onnxruntime', 'onnx') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -291,9 +291,9 @@ def test_int8_weights_use_seven_bits_so_cpus_without_vnni_do_not_overflow(export
 def test_int8_keeps_the_matmuls_with_outliers_in_fp32_when_accuracy_needs_it(minilm, texts, tmp_path, monkeypatch):
     """all-mpnet-base-v2 needs this (quantised whole: mean cosine 0.88); MiniLM passes the default
     bar whole, so a stricter bar makes it keep its worst matmuls (the FFN down-projections) in fp32."""
-    from siamese.export import export_model
+    from siamese.models.export import export_model
 
-    monkeypatch.setattr("siamese.export.MIN_MEAN_COSINE_INT8", 0.996)
+    monkeypatch.setattr("siamese.models.export.MIN_MEAN_COSINE_INT8", 0.996)
     result = export_model(minilm, tmp_path / "strict", quantize="int8")
     kept = result["int8"]["kept_fp32"]
     assert kept and result["int8"]["check_mean_cosine"] >= 0.996

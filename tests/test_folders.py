@@ -1,4 +1,4 @@
-"""Output folders (siamese.atomic): nothing that is not ours is deleted, a crash at any instant
+"""Output folders (siamese.io.atomic): nothing that is not ours is deleted, a crash at any instant
 leaves the old or the new folder complete under its name, concurrent writers are serialized."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from test_cli import assert_user_error, run
 
-import siamese.atomic as atomic
+import siamese.io.atomic as atomic
 from siamese import ModelConfig, SiameseModel
 from siamese.errors import OutputError
 
@@ -233,7 +233,7 @@ def test_a_held_lock_times_out_with_a_clear_error(tmp_path, monkeypatch):
         [
             sys.executable,
             "-c",
-            "import sys, time, siamese.atomic as a, pathlib\n"
+            "import sys, time, siamese.io.atomic as a, pathlib\n"
             "with a.target_lock(pathlib.Path(sys.argv[1])):\n print('held', flush=True); time.sleep(60)",
             str(target),
         ],

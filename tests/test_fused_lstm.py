@@ -8,12 +8,13 @@ import threading
 import pytest
 import torch
 
-from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, kernels, train
-from siamese.encoders import fused_lstm
-from siamese.encoders.lstm import LSTMEncoder
-from siamese.parallel import ParallelEncoder
-from siamese.text import pad
-from siamese.training import gc_frozen
+from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
+from siamese.data.vocabulary import pad
+from siamese.models.encoders import fused_lstm
+from siamese.models.encoders.lstm import LSTMEncoder
+from siamese.runtime import kernels
+from siamese.runtime.parallel import ParallelEncoder
+from siamese.training.bi_encoder import gc_frozen
 
 NATIVE_BF16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
 needs_kernel = pytest.mark.skipif(

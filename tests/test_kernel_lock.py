@@ -1,4 +1,4 @@
-"""The C++ kernel build lock (siamese.kernels): a lock left by a killed build is taken over, a build
+"""The C++ kernel build lock (siamese.runtime.kernels): a lock left by a killed build is taken over, a build
 never waits forever, and the cache is keyed by source, torch, Python and instruction set."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from siamese import kernels
+from siamese.runtime import kernels
 
 REPO = Path(__file__).resolve().parents[1]
 LOAD = (
-    "import warnings, siamese.kernels as k\n"
+    "import warnings, siamese.runtime.kernels as k\n"
     "with warnings.catch_warnings(record=True) as w:\n"
     "    warnings.simplefilter('always')\n"
     "    m = k.load()\n"
@@ -94,7 +94,7 @@ def test_a_build_held_by_a_live_process_times_out_to_pytorch_ops(root):
         [
             sys.executable,
             "-c",
-            "import sys, time, pathlib, siamese.atomic as a\n"
+            "import sys, time, pathlib, siamese.io.atomic as a\n"
             "with a.target_lock(pathlib.Path(sys.argv[1])):\n print('held', flush=True); time.sleep(120)",
             str(build_folder(root)),
         ],
@@ -124,7 +124,7 @@ def test_a_second_load_in_one_process_reuses_the_other_folders_build(tmp_path):
     (~30 s each: the first training of many CLI runs and tests)."""
     first, second = seeded(tmp_path / "a"), seeded(tmp_path / "b")
     script = (
-        "import os, sys, siamese.kernels as k\n"
+        "import os, sys, siamese.runtime.kernels as k\n"
         "os.environ['TORCH_EXTENSIONS_DIR'] = sys.argv[1]; a = k.load(); k._build.cache_clear()\n"
         "os.environ['TORCH_EXTENSIONS_DIR'] = sys.argv[2]; b = k.load()\n"
         "print(a.__name__, b.__name__)"

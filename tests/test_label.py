@@ -166,7 +166,7 @@ def test_store_appends_resumes_refuses_repeats_and_undoes(tmp_path):
     assert gone.text1 == "a, b" and len(LabelStore(path)) == 1
     store.refresh()  # the first store sees the undo (the file was replaced)
     assert len(store) == 1 and store.add(answer("a, b", 'quote " and\nnewline', 1))
-    from siamese.data import read_pairs
+    from siamese.data.pairs import read_pairs
 
     pairs = read_pairs(path)  # what train, calibrate and evaluate read
     assert pairs.labels.tolist() == [1, 1] and pairs.text2[1] == 'quote " and\nnewline'

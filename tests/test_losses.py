@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from siamese.losses import LOSSES, TripletLoss, triplet_loss
+from siamese.models.losses import LOSSES, TripletLoss, triplet_loss
 
 # The seed's example (two pairs; the second pair's vectors point in opposite directions).
 V1 = [[0.26726124, 0.53452248, 0.80178373], [0.5178918, 0.57543534, 0.63297887]]
@@ -131,7 +131,7 @@ def test_batch_of_one_is_rejected():
 
 
 def test_cosent_hand_computed_and_graded():
-    from siamese.losses import CoSENTLoss
+    from siamese.models.losses import CoSENTLoss
 
     a = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
     b = torch.tensor([[0.9, (1 - 0.81) ** 0.5], [0.2, (1 - 0.04) ** 0.5]])  # cosines 0.9 and 0.2

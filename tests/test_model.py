@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-import siamese.model
+import siamese.models.siamese
 from siamese import ModelConfig, ModelError, SiameseModel
 from siamese.errors import OutputError
 
@@ -128,7 +128,7 @@ def test_save_load_round_trip(trained, tmp_path):
     assert loaded.info["training"]["history"] == trained.model.info["training"]["history"]
     assert loaded.vectorizer.vocabulary() == trained.model.vectorizer.vocabulary()
     config = json.loads((trained.path / "config.json").read_text())
-    assert config["format"] == siamese.model.FORMAT
+    assert config["format"] == siamese.models.siamese.FORMAT
     assert config["vocab_size"] == trained.model.vectorizer.vocab_size
     assert config["threshold"] == trained.model.threshold
     # save again from the loaded copy: identical weights and tokenizer on disk
@@ -217,7 +217,7 @@ def failing_save_file(*args, **kwargs):
 
 def test_failed_save_leaves_no_folder(tmp_path, monkeypatch):
     model = small_model()
-    monkeypatch.setattr(siamese.model, "save_file", failing_save_file)
+    monkeypatch.setattr(siamese.models.siamese, "save_file", failing_save_file)
     with pytest.raises(OSError, match="simulated"):
         model.save(tmp_path / "model")
     assert not (tmp_path / "model").exists()
@@ -228,7 +228,7 @@ def test_failed_save_keeps_the_previous_model(tmp_path, monkeypatch):
     old = small_model(seed=1)
     target = old.save(tmp_path / "model")
     before = files(target)
-    monkeypatch.setattr(siamese.model, "save_file", failing_save_file)
+    monkeypatch.setattr(siamese.models.siamese, "save_file", failing_save_file)
     with pytest.raises(OSError, match="simulated"):
         small_model(seed=2).save(target)
     assert files(target) == before
@@ -240,7 +240,7 @@ def test_interrupted_save_cleans_up(tmp_path, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(siamese.model, "save_file", interrupted)
+    monkeypatch.setattr(siamese.models.siamese, "save_file", interrupted)
     with pytest.raises(KeyboardInterrupt):
         small_model().save(tmp_path / "model")
     assert list(tmp_path.iterdir()) == []

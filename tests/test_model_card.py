@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
-from siamese.model_card import MARKER
+from siamese.models.card import MARKER
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def test_refitting_rewrites_the_card_but_not_a_users_readme(trained_two_epochs, 
 
 @pytest.mark.slow  # loads MiniLM
 def test_a_pretrained_model_card_says_where_it_came_from(tmp_path):
-    from siamese.sentence_encoder import from_pretrained
+    from siamese.models.sentence_encoder import from_pretrained
 
     folder = from_pretrained("minilm").save(tmp_path / "minilm")
     text = (folder / "README.md").read_text(encoding="utf-8")

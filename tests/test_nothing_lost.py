@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from siamese import ModelConfig, SiameseModel, read_pairs, read_texts
+from siamese.data.records import read_records
 from siamese.errors import DataError
-from siamese.scoring import score_file
-from siamese.search.records import read_records
+from siamese.evaluation.scoring import score_file
 
 TEXTS = ["how do i learn python", "what is the best way to learn python", "where is the station", "is it raining"]
 
@@ -73,7 +73,7 @@ def test_dedupe_records_refuse_a_bad_byte_in_another_column(tmp_path):
 
 
 def test_a_multibyte_character_across_chunks_is_valid(tmp_path):
-    from siamese import input_files
+    from siamese.data.pairs import input_files
 
     path = tmp_path / "long.txt"
     # é (2 bytes) straddles the 1 MiB chunk boundary
@@ -158,7 +158,7 @@ def test_index_json_dim_names_the_right_widths(ondisk, tmp_path):
 
 
 def synthetic_pairs(n: int = 96):
-    from siamese.data import Pairs
+    from siamese.data.pairs import Pairs
 
     rng = np.random.default_rng(0)
     text1 = [" ".join(rng.choice(WORDS, 4)) for _ in range(n)]
@@ -431,8 +431,8 @@ def test_an_output_never_replaces_or_lands_in_an_input(folders, case):
 
 
 def test_check_not_input_rule(tmp_path):
-    from siamese.atomic import check_not_input
     from siamese.errors import OutputError
+    from siamese.io.atomic import check_not_input
 
     folder, file = tmp_path / "in", tmp_path / "in" / "data.csv"
     folder.mkdir()

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from siamese import pretrained as mpnet
 from siamese.errors import ModelError
-from siamese.pretrained import (
+from siamese.models import pretrained as mpnet
+from siamese.models.pretrained import (
     NAMED,
     assemble,
     default_model_path,

@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 
 from siamese import ModelConfig, SiameseModel, datasets, read_pairs
 from siamese.cli import app
-from siamese.encoders import default_model_path
-from siamese.evaluation import choose_threshold
+from siamese.evaluation.metrics import choose_threshold
+from siamese.models.encoders import default_model_path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 SCRIPT = Path(sys.executable).parent / "siamese"

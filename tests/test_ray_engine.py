@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from siamese import SiameseModel
 from siamese.cli import app
-from siamese.ray_engine import RayEngine
 from siamese.search import DuplicateIndex
+from siamese.search.ray_engine import RayEngine
 
 runner = CliRunner()
 

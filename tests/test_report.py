@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from siamese import SiameseModel, read_pairs
 from siamese.cli import app
-from siamese.evaluation import evaluate_pairs
-from siamese.report import build_report, confident_errors, metrics_over_thresholds
+from siamese.evaluation.metrics import evaluate_pairs
+from siamese.evaluation.report import build_report, confident_errors, metrics_over_thresholds
 
 runner = CliRunner()
 ATTACK = "<script>alert('x')</script> & more"

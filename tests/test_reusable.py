@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from siamese.encoders import ENCODERS, BiLSTMMaxEncoder
+from siamese.data.glove import Coverage, embedding_matrix, load_glove
+from siamese.data.vocabulary import Vectorizer
 from siamese.errors import DataError
-from siamese.glove import Coverage, embedding_matrix, load_glove
-from siamese.losses import HingeLoss, hinge_loss
-from siamese.text import Vectorizer
+from siamese.models.encoders import ENCODERS, BiLSTMMaxEncoder
+from siamese.models.losses import HingeLoss, hinge_loss
 
 # -- hinge loss -----------------------------------------------------------------------------------
 

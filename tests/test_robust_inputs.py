@@ -12,7 +12,7 @@ import pytest
 from test_cli import assert_user_error, run
 
 from siamese import read_pairs, read_texts
-from siamese.answers import read_trecqa
+from siamese.data.answers import read_trecqa
 from siamese.distill import read_corpus
 from siamese.emoji.tweets import read_tweets
 from siamese.errors import DataError, OutputError
@@ -195,7 +195,7 @@ def test_os_errors_on_outputs_are_one_line(tmp_path, model_path):
         "is a folder",
     )
     with pytest.raises(OutputError, match="a folder is there"):
-        from siamese.atomic import atomic_file
+        from siamese.io.atomic import atomic_file
 
         with atomic_file(tmp_path / "dir.npy"):
             pass
@@ -280,7 +280,7 @@ def test_text_arguments_and_thresholds_are_checked(model_path):
 
 def test_a_folder_with_pickled_weights_only_is_refused_unread(tmp_path):
     """pytorch_model.bin is a pickle: refused before anything opens it, whatever it holds."""
-    from siamese.pretrained import model_folder
+    from siamese.models.pretrained import model_folder
 
     folder = tmp_path / "hf"
     folder.mkdir()

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from siamese import SiameseModel, read_pairs
 from siamese.cli import app
-from siamese.scoring import score_file
+from siamese.evaluation.scoring import score_file
 
 runner = CliRunner()
 

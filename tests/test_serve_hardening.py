@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from siamese import SiameseModel, read_texts
 from siamese.search import DuplicateIndex
-from siamese.serve.batching import BatchConfig, Batcher
+from siamese.serve.batcher import BatchConfig, Batcher
 
 KEYS = ["key-one-12345", "key-two-67890"]
 
@@ -398,7 +398,7 @@ def test_health_answers_while_every_worker_is_busy(tmp_path):
 
 def test_explanations_wait_in_the_queue_count():
     """An explanation encodes beside the batcher: admitted against max_queue like a queued request."""
-    from siamese.serve.batching import Overloaded
+    from siamese.serve.batcher import Overloaded
 
     batcher = Batcher(lambda texts: np.zeros((len(texts), 2)), BatchConfig(max_queue=1))
     with batcher.admitted():

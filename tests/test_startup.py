@@ -14,7 +14,7 @@ from siamese import SiameseModel
 
 @pytest.fixture(scope="module")
 def minilm_folder(tmp_path_factory):
-    from siamese.sentence_encoder import from_pretrained
+    from siamese.models.sentence_encoder import from_pretrained
 
     model = from_pretrained("minilm")
     return model, model.save(tmp_path_factory.mktemp("minilm") / "model")
@@ -33,7 +33,7 @@ def test_loaded_transformer_gives_the_saved_vectors(minilm_folder):
 def test_loading_and_predicting_import_no_sklearn_or_matplotlib(minilm_folder):
     _, folder = minilm_folder
     code = (
-        "import sys; from siamese.loading import load_model; "
+        "import sys; from siamese.models.loading import load_model; "
         f"m = load_model({str(folder)!r}); m.similarity(['a'], ['b']); "
         "print(sorted({n.split('.')[0] for n in sys.modules} & {'sklearn', 'matplotlib'}))"
     )
@@ -49,7 +49,7 @@ def test_loading_a_word_model_imports_no_dynamo_or_transformers(tmp_path):
     model = SiameseModel.build(["how do i learn python", "what is a premium"] * 5, ModelConfig(encoder="bow"))
     folder = model.save(tmp_path / "bow")
     code = (
-        "import sys; from siamese.loading import load_model; "
+        "import sys; from siamese.models.loading import load_model; "
         f"m = load_model({str(folder)!r}); print(float(m.similarity(['learn python'], ['a premium'])[0])); "
         "print(sorted({n.split('.')[0] for n in sys.modules} & {'transformers', 'sklearn'}), "
         "'torch._dynamo' in sys.modules)"

@@ -18,7 +18,7 @@ from siamese.cli import app
 from siamese.distill import StaticConfig, default_corpus, distill_static, read_corpus
 from siamese.distill.corpus import CORPUS_SETS
 from siamese.errors import ConfigError, DataError
-from siamese.training import TrainConfig
+from siamese.training.bi_encoder import TrainConfig
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 runner = CliRunner()

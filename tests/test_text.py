@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from siamese import ModelError
-from siamese.text import PAD, PAD_ID, UNK, UNK_ID, PretrainedVectorizer, Vectorizer, pad
+from siamese.data.vocabulary import PAD, PAD_ID, UNK, UNK_ID, PretrainedVectorizer, Vectorizer, pad
 
 
 def ids(v: Vectorizer, text: str) -> list[int]:
@@ -224,7 +224,7 @@ def test_oov_hashing_is_the_same_in_another_process(tmp_path):
     v.save(tmp_path / "tokenizer.json")
     texts = ["a zebra and an okapi", "Ünïcode wörds ça"]
     code = (
-        "import json, sys; from siamese.text import Vectorizer; "
+        "import json, sys; from siamese.data.vocabulary import Vectorizer; "
         "v = Vectorizer.load(sys.argv[1], oov_buckets=4096, char_ngrams=(3, 5), char_buckets=4096); "
         f"print(json.dumps([a.tolist() for a in v.encode({texts!r})]))"
     )
@@ -291,7 +291,7 @@ def test_oov_buckets_refuses_bad_values(bad):
 def _minilm_vectorizer(static: bool = False) -> PretrainedVectorizer:
     """MiniLM's tokenizer as a transformer uses it ([CLS] … [SEP]: the twin tokenizer's path) or
     as a static student does (no post-processor: the word cache's path)."""
-    from siamese.pretrained import model_folder
+    from siamese.models.pretrained import model_folder
 
     vectorizer = PretrainedVectorizer.load(model_folder("minilm") / "tokenizer.json")
     if static:

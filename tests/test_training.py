@@ -11,7 +11,7 @@ import pytest
 import torch
 from sklearn import metrics
 
-import siamese.training
+import siamese.training.bi_encoder
 from siamese import (
     ConfigError,
     DataError,
@@ -21,16 +21,16 @@ from siamese import (
     TrainConfig,
     choose_threshold,
     datasets,
-    kernels,
     train,
     triplet_loss,
 )
-from siamese.batching import batches
-from siamese.data import Pairs
-from siamese.evaluation import classification_report, evaluate
-from siamese.model import DEFAULT_THRESHOLD
-from siamese.optim import LazyAdam
-from siamese.trainer import Checkpoint
+from siamese.data.pairs import Pairs
+from siamese.evaluation.metrics import classification_report, evaluate
+from siamese.models.siamese import DEFAULT_THRESHOLD
+from siamese.runtime import kernels
+from siamese.training.batches import batches
+from siamese.training.loop import Checkpoint
+from siamese.training.optim import LazyAdam
 
 
 def held_out_triplet_loss(model: SiameseModel, pairs: Pairs, batch: int = 64) -> float:
@@ -213,7 +213,7 @@ def test_bad_threshold_metric_is_rejected_before_training(small_pairs, small_val
     def no_training(*args, **kwargs):
         raise AssertionError("training started with an invalid threshold_metric")
 
-    monkeypatch.setattr(siamese.training, "batches", no_training)
+    monkeypatch.setattr(siamese.training.bi_encoder, "batches", no_training)
     with pytest.raises(ValueError, match="recall"):
         quick(small_pairs, small_val, threshold_metric="recall")
 
@@ -413,7 +413,7 @@ def test_trainer_keeps_the_epoch_best_on_the_monitored_metric_either_way():
     import numpy as np
     import torch
 
-    from siamese.trainer import Trainer
+    from siamese.training.loop import Trainer
 
     def run(monitor: str, maximize: bool):
         torch.manual_seed(0)

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
-from siamese.encoders import default_model_path
 from siamese.errors import ConfigError
+from siamese.models.encoders import default_model_path
 
 pytestmark = pytest.mark.slow  # pretrained transformers (MiniLM, mpnet), loaded and fine-tuned
 
@@ -158,7 +158,7 @@ def test_keep_initial_mixes_the_pretrained_weights_back_in(data_dir):
 
 
 def test_transformer_default_lr_is_the_recipes(data_dir):
-    from siamese.encoders import default_lr
+    from siamese.models.encoders import default_lr
 
     assert default_lr("transformer") == 2e-6 and default_lr("lstm") == 0.01
 
@@ -222,8 +222,8 @@ def test_a_transformer_whose_pad_id_is_not_0_pads_with_its_own(tmp_path, wordpie
     tokenizer's id, and a saved model keeps it."""
     from transformers import RobertaConfig, RobertaModel
 
-    from siamese.data import Pairs
-    from siamese.encoders import TransformerEncoder
+    from siamese.data.pairs import Pairs
+    from siamese.models.encoders import TransformerEncoder
 
     folder = tmp_path / "tiny-roberta"
     folder.mkdir()
@@ -284,7 +284,7 @@ def test_mpnet_by_name_matches_hugging_face_and_pads_with_its_own_id(tmp_path):
     test` installs them): the same vectors as Hugging Face's own forward pass with mean pooling,
     over texts of different lengths, so MPNet's padding id (1, not 0) is exercised; and it
     saves and loads without the parts."""
-    from siamese.pretrained import mpnet_path
+    from siamese.models.pretrained import mpnet_path
 
     folder = mpnet_path()  # a one-line ModelError naming `make mpnet` when the parts are missing
     model = SiameseModel.build([], ModelConfig(encoder="transformer", encoder_options={"path": "mpnet"}))

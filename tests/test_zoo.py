@@ -11,11 +11,11 @@ import torch
 from conftest import invoke
 
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
-from siamese.batching import weighted_rows
 from siamese.errors import ConfigError, ModelError
-from siamese.evaluation import evaluate
-from siamese.heads import HEADS
-from siamese.losses import LOSSES, check_head_and_loss
+from siamese.evaluation.metrics import evaluate
+from siamese.models.heads import HEADS
+from siamese.models.losses import LOSSES, check_head_and_loss
+from siamese.training.batches import weighted_rows
 
 # (encoder, head, loss, encoder options): every encoder, head and loss at least once.
 RECIPES = [
@@ -87,7 +87,7 @@ def test_cosent_learns_graded_similarity(data_dir):
 
 def test_encoders_mask_padding():
     """A text encodes the same alone as in a batch padded to a longer text."""
-    from siamese.encoders import build_encoder
+    from siamese.models.encoders import build_encoder
 
     torch.manual_seed(0)
     ids = torch.tensor([[5, 6, 7, 8, 9, 10], [11, 12, 0, 0, 0, 0]])
@@ -288,8 +288,8 @@ def test_word_pairs_in_a_window_read_order_and_mix_as_told(msrp):
 def test_adjacent_word_pairs_keep_the_first_bigram_formula():
     """ngrams=2 without window/pair_mix is the bag of bigrams folders were saved with: one weighted
     mean over word vectors and adjacent pair vectors."""
-    from siamese.encoders import BagOfWordsEncoder
-    from siamese.encoders.bow import _PRIME
+    from siamese.models.encoders import BagOfWordsEncoder
+    from siamese.models.encoders.bow import _PRIME
 
     torch.manual_seed(0)
     enc = BagOfWordsEncoder(
@@ -332,7 +332,7 @@ def test_vocabulary_holds_words_of_pairs_the_loss_skips(msrp):
 
 def test_bilstm_last_states_are_both_directions():
     """'last' = the forward state after the last real token and the backward state after the first."""
-    from siamese.encoders import BiLSTMEncoder
+    from siamese.models.encoders import BiLSTMEncoder
 
     torch.manual_seed(0)
     enc = BiLSTMEncoder(20, embedding_dim=4, hidden=3, normalize=False).eval()

@@ -122,7 +122,7 @@ def _check_out(out: Path, overwrite: bool, kind: str = "model", inputs=()) -> No
     the command writes ("model", "index", "dedupe run"), so it never replaces another kind; never
     equal to, holding or inside a file or folder the command reads (``inputs``: pass them all,
     the model folder included), even with --overwrite."""
-    from ..atomic import check_not_input, check_target
+    from ..io.atomic import check_not_input, check_target
 
     check_not_input(out, inputs)
     check_target(out, overwrite=overwrite, kind=kind)
@@ -130,14 +130,14 @@ def _check_out(out: Path, overwrite: bool, kind: str = "model", inputs=()) -> No
 
 def _check_out_file(out: Path | None, overwrite: bool, inputs=()) -> None:
     """Refuse an --out file that exists (unless ``overwrite``) or is one of the command's inputs."""
-    from ..atomic import check_file_target
+    from ..io.atomic import check_file_target
 
     if out is not None:
         check_file_target(out, overwrite=overwrite, inputs=inputs)
 
 
 def _read(path: Path, format: str, text1, text2, label):
-    from ..data import read_pairs
+    from ..data.pairs import read_pairs
 
     return read_pairs(path, format, text1=text1, text2=text2, label=label)
 

@@ -31,13 +31,13 @@ TextColumnOpt = Annotated[
 
 def _corpus_engine(engine: str, address: str | None, device: str, quiet: bool):
     """None (this process) or the Ray engine; Ray is imported only here."""
-    from ..ray_engine import check_engine
+    from ..search.ray_engine import check_engine
 
     if check_engine(engine) == "local":
         if address is not None:
             raise ConfigError("--address is the Ray cluster to join: give it with --engine ray")
         return None
-    from ..ray_engine import RayEngine
+    from ..search.ray_engine import RayEngine
 
     return RayEngine(address, device=device, progress=not quiet)
 
@@ -66,9 +66,9 @@ def encode(
     as_json: JsonOpt = False,
 ):
     """Embed texts into a .npy file: unit vectors for cosine models, the encoder's raw features for the other heads."""
-    from ..data import read_texts
-    from ..model import SiameseModel
-    from ..vectors import check_target, encode_to_file
+    from ..data.pairs import read_texts
+    from ..models.siamese import SiameseModel
+    from ..search.vectors import check_target, encode_to_file
 
     check_target(out)
     _check_out_file(out, overwrite, inputs=[data, model_dir])
@@ -119,8 +119,8 @@ def index_build(
 ):
     """Encode a corpus into a FAISS index saved with its texts (each distinct text once)."""
     _check_out(out, overwrite, kind="index", inputs=[data, model_dir])
-    from ..data import read_texts
-    from ..model import SiameseModel
+    from ..data.pairs import read_texts
+    from ..models.siamese import SiameseModel
     from ..search import DuplicateIndex
 
     model = SiameseModel.load(model_dir, device=device)
@@ -138,7 +138,7 @@ def index_build(
 
 def _open_index(index_dir: Path, model_dir: Path | None, device: str):
     """The index, with the given model folder or else the one recorded when it was built."""
-    from ..model import SiameseModel
+    from ..models.siamese import SiameseModel
     from ..search import DuplicateIndex
 
     return DuplicateIndex.load(
@@ -165,8 +165,8 @@ def index_add(
     as_json: JsonOpt = False,
 ):
     """Append texts to an index, encoding only the new ones; texts already indexed are skipped."""
-    from ..data import read_texts
-    from ..model import SiameseModel
+    from ..data.pairs import read_texts
+    from ..models.siamese import SiameseModel
     from ..search.index import add_to_index
 
     texts = read_texts(data, column)
@@ -222,7 +222,7 @@ def search(
 
 def _open_cross(path: Path, device: str):
     """A cross-encoder folder, or one line saying what it is instead."""
-    from ..loading import load_model
+    from ..models.loading import load_model
 
     model = load_model(path, device=device)
     if getattr(model, "kind", None) != "cross":
@@ -392,7 +392,7 @@ def _new_dedupe_run(
     **options,
 ):
     """Read the texts (and the reference), load the model and run the dedupe (``engine``: None or Ray)."""
-    from ..model import SiameseModel
+    from ..models.siamese import SiameseModel
     from ..search import dedupe as self_dedupe
     from ..search import dedupe_against, read_records
 

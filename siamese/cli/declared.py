@@ -1,4 +1,4 @@
-"""Typer commands generated from declared options (siamese.options): each configuration field
+"""Typer commands generated from declared options (siamese.config.options): each configuration field
 declared with ``option(...)`` becomes one command-line option, with its flag, default, help and
 bounds from the declaration, so no default or help is written twice."""
 
@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperCommand
 
-from ..options import Declared, declared_options
+from ..config.options import Declared, declared_options
 
 
 def _parameter(d: Declared) -> inspect.Parameter:

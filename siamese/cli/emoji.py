@@ -53,8 +53,8 @@ def train_vae(
 
     from ..emoji.images import load_emojis
     from ..emoji.vae import VAEConfig
-    from ..emoji.vae_training import VAETrainConfig
-    from ..emoji.vae_training import train_vae as run_training
+    from ..emoji.vae_train import VAETrainConfig
+    from ..emoji.vae_train import train_vae as run_training
 
     emojis = load_emojis(images)
     vae = run_training(
@@ -98,8 +98,8 @@ def _codes_csv(path: Path, names: list[str], codes) -> None:
     """Codes as CSV: codepoints, char, z0 … z{d-1}; written atomically."""
     import csv
 
-    from ..atomic import atomic_file
     from ..emoji.images import name_to_char
+    from ..io.atomic import atomic_file
 
     with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f)
@@ -120,9 +120,9 @@ def encode(
     """Encode every emoji image into its VAE code (the Gaussian's mean) and count inf/NaN codes."""
     import numpy as np
 
-    from ..atomic import check_not_input
     from ..emoji.images import load_emojis
     from ..emoji.vae import EmojiVAE
+    from ..io.atomic import check_not_input
 
     check_not_input(out, [vae_dir, images])
     vae = EmojiVAE.load(vae_dir, device=device)
@@ -165,9 +165,9 @@ def generate(
     as_json: JsonOpt = False,
 ):
     """Decode Gaussian samples, the seed's 2-D grids, reconstructions and an interpolation to PNGs."""
-    from ..atomic import check_not_input
     from ..emoji.generate import write_sheets
     from ..emoji.vae import EmojiVAE
+    from ..io.atomic import check_not_input
 
     check_not_input(out, [vae_dir, images])
     ends = None
@@ -278,11 +278,11 @@ def train(
     """Train the text→emoji Siamese model on sentiment-labelled tweets (🎉 / 😈 / 😡) and report
     its held-out accuracy beside the majority class and TF-IDF + logistic regression."""
     _check_out(out, overwrite, inputs=[vae_dir, data])
-    from ..datasets import data_root
+    from ..data.datasets import data_root
     from ..emoji.images import load_emojis
-    from ..emoji.sqam import SQAMConfig
-    from ..emoji.sqam_evaluation import data_record, train_and_evaluate
-    from ..emoji.sqam_training import SQAMTrainConfig
+    from ..emoji.text_model import SQAMConfig
+    from ..emoji.text_model_eval import data_record, train_and_evaluate
+    from ..emoji.text_model_train import SQAMTrainConfig
     from ..emoji.tweets import default_tweets, read_tweets
     from ..emoji.vae import EmojiVAE
 
@@ -396,7 +396,7 @@ def evaluate(
 ):
     """3-way accuracy, per-class recall, confusion matrix and top-5 sentiment agreement of a model
     on labelled tweets, beside the majority class and TF-IDF + LR trained on the model's training tweets."""
-    from ..emoji.sqam_evaluation import evaluate_file
+    from ..emoji.text_model_eval import evaluate_file
 
     result = evaluate_file(model_dir, data, device=device)
     _emit(
@@ -430,8 +430,8 @@ def suggest(
     as_json: JsonOpt = False,
 ):
     """Rank all known emojis (and optionally generated ones) for a text."""
-    from ..atomic import check_not_input
     from ..emoji.suggest import suggest_emojis
+    from ..io.atomic import check_not_input
 
     if png is not None:
         check_not_input(png, [model_dir, vae_dir, images])

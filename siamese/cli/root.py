@@ -10,29 +10,29 @@ import sys
 
 import typer
 
-from . import corpus, evaluation, labeling, serving, training
+from . import corpus, evaluate, label, serve, train
 from .declared import DeclaredCommand
 from .emoji import emoji_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Siamese neural networks for semantic similarity.")
 
-app.command(cls=DeclaredCommand)(training.train)  # generated from the declared options
-app.command()(evaluation.evaluate)
-app.command()(evaluation.predict)
-app.command()(evaluation.calibrate)
-app.command()(evaluation.score)
-app.command("pretrained")(training.pretrained_model)
+app.command(cls=DeclaredCommand)(train.train)  # generated from the declared options
+app.command()(evaluate.evaluate)
+app.command()(evaluate.predict)
+app.command()(evaluate.calibrate)
+app.command()(evaluate.score)
+app.command("pretrained")(train.pretrained_model)
 app.command()(corpus.encode)
-app.command()(evaluation.summary)
-app.command()(evaluation.rank)
-app.command("evaluate-answers")(evaluation.evaluate_answers)
+app.command()(evaluate.summary)
+app.command()(evaluate.rank)
+app.command("evaluate-answers")(evaluate.evaluate_answers)
 app.command()(corpus.search)
 app.command()(corpus.dedupe)
-app.command()(serving.serve)
-app.command()(labeling.label)
-app.command("distill")(training.distill_command)
-app.command()(training.export)
-app.command()(serving.formats)
+app.command()(serve.serve)
+app.command()(label.label)
+app.command("distill")(train.distill_command)
+app.command()(train.export)
+app.command()(serve.formats)
 
 index_app = typer.Typer(no_args_is_help=True, help="Build and extend duplicate-search indexes.")
 index_app.command("build")(corpus.index_build)

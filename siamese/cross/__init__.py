@@ -13,7 +13,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
     {
         "CrossConfig": ".model",
         "CrossEncoder": ".model",
-        "CrossTrainConfig": ".training",
-        "train_cross": ".training",
+        "CrossTrainConfig": ".train",
+        "train_cross": ".train",
     },
 )

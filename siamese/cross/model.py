@@ -33,17 +33,17 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 from torch import nn
 
-from ..atomic import atomic_dir, atomic_file
-from ..calibrator import Calibrator
-from ..devices import host_bytes, resolve_device, to_device
-from ..encoders.transformer import rebuild_transformer
+from ..decision.calibrator import Calibrator
 from ..errors import ConfigError, ModelError
-from ..extras import require
-from ..manifest import read_manifest
-from ..model import FORMAT as SIAMESE_FORMAT
-from ..model import SiameseModel
-from ..precision import autocast, default_precision, resolve_precision
-from ..pretrained import model_folder, quiet_loading, require_safetensors
+from ..io.atomic import atomic_dir, atomic_file
+from ..io.extras import require
+from ..io.manifest import read_manifest
+from ..models.encoders.transformer import rebuild_transformer
+from ..models.pretrained import model_folder, quiet_loading, require_safetensors
+from ..models.siamese import FORMAT as SIAMESE_FORMAT
+from ..models.siamese import SiameseModel
+from ..runtime.devices import host_bytes, resolve_device, to_device
+from ..runtime.precision import autocast, default_precision, resolve_precision
 from ..version import __version__
 
 FORMAT = "siamese-cross/1"
@@ -264,9 +264,9 @@ class CrossEncoder:
         return self.threshold
 
     def explain(self, text1: str, text2: str, *, similarity: float | None = None):
-        """Which words drove the verdict, by occlusion (:mod:`siamese.explain`); ``similarity``: the
+        """Which words drove the verdict, by occlusion (:mod:`siamese.evaluation.explain`); ``similarity``: the
         score already reported for the pair, stated by the explanation too."""
-        from ..explain import explain_pair
+        from ..evaluation.explain import explain_pair
 
         return explain_pair(self, text1, text2, similarity=similarity)
 
@@ -373,8 +373,8 @@ class CrossEncoder:
 
 def load_prior(source: str) -> SiameseModel:
     """The bi-encoder a cross-encoder corrects: a Siamese model folder, or a pretrained encoder as-is."""
-    from ..manifest import folder_format
-    from ..sentence_encoder import sentence_encoder
+    from ..io.manifest import folder_format
+    from ..models.sentence_encoder import sentence_encoder
 
     kind = folder_format(model_folder(source))
     if kind == SIAMESE_FORMAT:

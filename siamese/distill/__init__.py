@@ -16,8 +16,8 @@ from .._lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     globals(),
     {
-        "StaticConfig": ".config",
-        "VOCABULARIES": ".config",
+        "StaticConfig": "..config.static",
+        "VOCABULARIES": "..config.static",
         "default_corpus": ".corpus",
         "read_corpus": ".corpus",
         "distill_static": ".static",

@@ -8,9 +8,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import datasets
+from ..data import datasets
+from ..data.input_files import open_table
 from ..errors import DataError
-from ..input_files import open_table
 
 # Pair sets read for their texts only (labels unused). Test splits are left out on purpose: the
 # student is measured on them (quora-sample, msrp-test, paws-wiki-test, sts-test, mqp, ...); so
@@ -56,10 +56,10 @@ def default_corpus(root: str | os.PathLike | None = None) -> list[str]:
 
 
 def read_corpus(paths: Sequence[str | os.PathLike], *, column: str | None = None) -> list[str]:
-    """Distinct texts of the given files: a pair file (any format :func:`siamese.data.read_pairs`
+    """Distinct texts of the given files: a pair file (any format :func:`siamese.data.pairs.read_pairs`
     recognises) gives both texts of each pair; a ``.txt`` file one text per line; a CSV/TSV with
     ``column`` that column."""
-    from ..data import read_pairs, read_texts
+    from ..data.pairs import read_pairs, read_texts
 
     texts: dict[str, None] = {}
     for path in paths:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from ..data import Pairs
+from ..config.static import StaticConfig
+from ..data.pairs import Pairs
 from ..errors import DataError
-from ..model import SiameseModel
-from .config import StaticConfig
+from ..models.siamese import SiameseModel
 from .corpus import default_corpus
 from .static import distill_static
 
@@ -31,10 +31,10 @@ def distill(
     :func:`default_corpus`), optionally fine-tuned on labelled pairs, with its decision threshold
     chosen on ``val_pairs`` (one set or several, both labels). ``device``: where the teacher and
     the student run (auto: a GPU when there is one)."""
-    from ..model import ModelConfig
-    from ..sentence_encoder import set_threshold, validation_parts
-    from ..teachers import load_teacher
-    from ..training import TrainConfig, train
+    from ..models.sentence_encoder import set_threshold, validation_parts
+    from ..models.siamese import ModelConfig
+    from ..training.bi_encoder import TrainConfig, train
+    from ..training.teacher import load_teacher
 
     config = config or StaticConfig()
     config.check()

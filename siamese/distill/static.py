@@ -1,5 +1,5 @@
 """A static student distilled from a sentence encoder: one vector per token, pooled by the bag of
-words (:class:`siamese.encoders.BagOfWordsEncoder`), so it encodes at bag-of-words speed.
+words (:class:`siamese.models.encoders.BagOfWordsEncoder`), so it encodes at bag-of-words speed.
 
 Two steps, after model2vec (Tulkens & van Dongen 2024) and its tokenlearn recipe:
 
@@ -17,7 +17,7 @@ Two steps, after model2vec (Tulkens & van Dongen 2024) and its tokenlearn recipe
    is run once per distinct text; the student never sees a label here.
 
 Labelled pairs can then fine-tune the student like any bag-of-words model
-(:func:`siamese.training.train` with ``initial=``).
+(:func:`siamese.training.bi_encoder.train` with ``initial=``).
 """
 
 from __future__ import annotations
@@ -34,15 +34,15 @@ import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 
-from ..devices import host_bytes, to_device
-from ..encoders import BagOfWordsEncoder
+from ..config.static import StaticConfig
+from ..data.vocabulary import PAD_ID, UNK_ID, PretrainedVectorizer, Vectorizer, pad
 from ..errors import ConfigError, DataError
-from ..model import ModelConfig, SiameseModel
-from ..optim import LazyAdam
-from ..precision import autocast
-from ..progress import tqdm
-from ..text import PAD_ID, UNK_ID, PretrainedVectorizer, Vectorizer, pad
-from .config import StaticConfig
+from ..io.progress import tqdm
+from ..models.encoders import BagOfWordsEncoder
+from ..models.siamese import ModelConfig, SiameseModel
+from ..runtime.devices import host_bytes, to_device
+from ..runtime.precision import autocast
+from ..training.optim import LazyAdam
 
 
 def distill_static(

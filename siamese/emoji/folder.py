@@ -14,9 +14,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ..atomic import atomic_dir
 from ..errors import ModelError
-from ..manifest import read_manifest
+from ..io.atomic import atomic_dir
+from ..io.manifest import read_manifest
 from ..version import __version__
 
 WEIGHTS = "model.safetensors"

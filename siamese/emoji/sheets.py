@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import atomic_file
 from ..errors import ConfigError
-from ..extras import require
+from ..io.atomic import atomic_file
+from ..io.extras import require
 
 Image = require("emoji", "PIL.Image")
 

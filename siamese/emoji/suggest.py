@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import ConfigError
 from .images import emoji_label, load_emojis, name_to_char
 from .sheets import gaussian_codes, save_strip
-from .sqam import EmojiSQAM
+from .text_model import EmojiSQAM
 from .tweets import SENTIMENTS
 from .vae import EmojiVAE
 

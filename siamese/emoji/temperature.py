@@ -17,7 +17,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax, logsumexp, softmax
 
-from ..calibration import expected_calibration_error
+from ..decision.calibration import expected_calibration_error
 
 BOUNDS = (np.log(1e-3), np.log(10.0))  # temperatures a cosine score can sensibly need
 

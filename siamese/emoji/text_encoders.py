@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigError, ModelError
-from ..model import FORMAT as SIAMESE_FORMAT
-from ..model import SiameseModel
-from ..pretrained import NAMED
+from ..models.pretrained import NAMED
+from ..models.siamese import FORMAT as SIAMESE_FORMAT
+from ..models.siamese import SiameseModel
 
 BILSTM = "bilstm"
 SUBFOLDER = "text_encoder"  # in a model folder: the saved encoder, when it is not referenced by name
@@ -31,7 +31,7 @@ def describe(spec: str) -> str:
 
 def load_text_encoder(spec: str) -> SiameseModel:
     """The sentence encoder named by ``spec`` (anything but ``bilstm``), ready to encode."""
-    from ..sentence_encoder import sentence_encoder
+    from ..models.sentence_encoder import sentence_encoder
 
     if spec == BILSTM:
         raise ConfigError("the bilstm text side is part of the emoji model, not a sentence encoder")

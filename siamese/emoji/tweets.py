@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datasets import data_root
+from ..data.datasets import data_root
+from ..data.input_files import check_utf8, open_table
 from ..errors import DataError
-from ..input_files import check_utf8, open_table
 
 # Class order is fixed: labels are indices into these tuples.
 SENTIMENTS = ("positive", "neutral", "negative")

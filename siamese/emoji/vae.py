@@ -109,7 +109,7 @@ class EmojiVAE:
 
     def to(self, device: str | torch.device | None = "auto") -> EmojiVAE:
         """Run on ``device`` (auto: a GPU when there is one)."""
-        from ..devices import resolve_device
+        from ..runtime.devices import resolve_device
 
         self.device = resolve_device(device)
         self.module.to(self.device)

@@ -163,8 +163,8 @@ class LabelSession:
         """Write the model with the calibration fitted on the answers (as ``siamese calibrate``
         fits it) and the chosen threshold (``fitted``: the most accurate; ``target``: the one for
         the target precision) to ``save_to``, atomically."""
-        from ..calibration import calibrate
-        from ..data import Pairs
+        from ..data.pairs import Pairs
+        from ..decision.calibration import calibrate
 
         if choice not in ("fitted", "target"):
             raise ConfigError(f"choice must be 'fitted' or 'target', got {choice!r}")
@@ -214,8 +214,8 @@ def _choice(summary: dict, choice: str) -> dict:
 
 def corpus(model, path: str | os.PathLike, column: str | None = None, *, k: int = 10, progress: bool = False):
     """The corpus's candidate pairs and, per distinct text, its row's other columns (for an oracle)."""
+    from ..data.records import exact_groups, read_records
     from ..search.index import require_cosine
-    from ..search.records import exact_groups, read_records
 
     require_cosine(model)
     records = read_records(path, column)
@@ -230,7 +230,7 @@ def corpus(model, path: str | os.PathLike, column: str | None = None, *, k: int 
 
 def given_pairs(model, path: str | os.PathLike, *, format="auto", text1=None, text2=None):
     """The pairs of a file as candidates (ids: their line numbers) and each pair's other columns."""
-    from ..data import open_pairs, resolve_format
+    from ..data.pairs import open_pairs, resolve_format
 
     fmt = resolve_format(path, format, text1, text2, labelled=False)
     lines, first, second, fields = [], [], [], []

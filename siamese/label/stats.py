@@ -3,7 +3,7 @@ recall over the corpus's candidate pairs, with bootstrap intervals.
 
 The answers are not a random sample (the loop asks near the threshold), so metrics counted on
 them would be biased. What is not biased by choosing pairs by their similarity is the chance of
-a duplicate *at* a similarity, P(duplicate | s): a Platt fit (:mod:`siamese.calibration`) on the
+a duplicate *at* a similarity, P(duplicate | s): a Platt fit (:mod:`siamese.decision.calibration`) on the
 answers estimates it, and every figure is read off it over the candidate pairs:
 
 * the threshold is the most accurate cut of the candidates by the chances of the calibrator
@@ -21,9 +21,9 @@ import math
 
 import numpy as np
 
-from ..calibration import PLATT_C, cross_fitted, expected_calibration_error, fit_calibrator
+from ..decision.calibration import PLATT_C, cross_fitted, expected_calibration_error, fit_calibrator
 from ..errors import DataError
-from ..evaluation import choose_threshold
+from ..evaluation.metrics import choose_threshold
 
 UNCERTAIN = math.log(3.0)  # Platt's a·(s - t) between ±ln 3: a chance between 0.25 and 0.75
 
@@ -31,7 +31,7 @@ UNCERTAIN = math.log(3.0)  # Platt's a·(s - t) between ±ln 3: a chance between
 def platt(similarity, labels) -> tuple[float, float] | None:
     """Platt's ``(a, b)`` (chance = 1 / (1 + exp(-(a·s + b)))), or None without both labels.
 
-    The fit of :mod:`siamese.calibration` (the same objective: log-loss plus ``a² / (2·PLATT_C)``),
+    The fit of :mod:`siamese.decision.calibration` (the same objective: log-loss plus ``a² / (2·PLATT_C)``),
     solved by Newton's method on its two numbers: the loop refits it for every pair it chooses and
     a hundred times per bootstrap, where scikit-learn's solver costs ~100x more per call."""
     x = np.asarray(similarity, dtype=np.float64)

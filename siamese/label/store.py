@@ -24,9 +24,9 @@ from dataclasses import astuple, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..atomic import fsync_dir
+from ..data.records import normalise
 from ..errors import DataError, OutputError
-from ..search.records import normalise
+from ..io.atomic import fsync_dir
 
 COLUMNS = ("text1", "text2", "label", "id1", "id2", "similarity", "time")
 

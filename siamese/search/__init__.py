@@ -21,7 +21,7 @@ _WHERE = {
         ],
         ".pairs",
     ),
-    **dict.fromkeys(["Record", "exact_groups", "normalise", "read_records"], ".records"),
+    **dict.fromkeys(["Record", "exact_groups", "normalise", "read_records"], "..data.records"),
     **dict.fromkeys(["Accepted", "Cluster", "DedupeRun", "Duplicate", "Flagged", "dedupe", "dedupe_against"], ".run"),
 }
 __getattr__, __dir__, __all__ = lazy_exports(globals(), _WHERE)

@@ -17,13 +17,13 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from ..atomic import atomic_dir, clear_leftovers, target_lock
+from ..data.input_files import open_text
+from ..data.records import normalise
 from ..errors import ConfigError, ModelError, SearchIndexError
-from ..input_files import open_text
-from ..manifest import Field, check_fields, read_manifest
-from ..model import SiameseModel
+from ..io.atomic import atomic_dir, clear_leftovers, target_lock
+from ..io.manifest import Field, check_fields, read_manifest
+from ..models.siamese import SiameseModel
 from .faiss_indexes import KINDS, faiss_index, ivf_lists  # noqa: F401 (re-exported)
-from .records import normalise
 
 FORMAT = "siamese-index/1"
 # Every index.json field, checked before the index is opened.
@@ -108,7 +108,7 @@ class DuplicateIndex:
         engine=None,
     ) -> int:
         """Encode and append texts (only the new ones are encoded; on ``engine``, e.g. a
-        :class:`siamese.ray_engine.RayEngine`, when given); returns how many were added.
+        :class:`siamese.search.ray_engine.RayEngine`, when given); returns how many were added.
 
         Texts already indexed, or repeated among ``texts`` (equal after collapsing whitespace), are
         skipped unless ``allow_duplicates``. Default ids are the texts' positions in the index.

@@ -26,7 +26,7 @@ from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from ..errors import ConfigError
-from ..progress import tqdm
+from ..io.progress import tqdm
 from .index import KINDS, faiss_index, fill_index
 
 CLUSTERINGS = ("greedy", "components", "communities")

@@ -34,10 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import as_umask_allows, atomic_dir, atomic_file, clear_leftovers, recover, target_lock
+from ..data.records import Record, as_records, exact_groups, normalise
 from ..errors import ConfigError
-from ..manifest import Field, check_fields, read_json_object, read_manifest
-from ..model import SiameseModel
+from ..io.atomic import as_umask_allows, atomic_dir, atomic_file, clear_leftovers, recover, target_lock
+from ..io.manifest import Field, check_fields, read_json_object, read_manifest
+from ..models.siamese import SiameseModel
 from .index import DuplicateIndex, SearchIndexError, require_cosine
 from .pairs import (
     DEFAULT_CLUSTERING,
@@ -49,7 +50,6 @@ from .pairs import (
     duplicate_pairs,
     vector_index,
 )
-from .records import Record, as_records, exact_groups, normalise
 
 FORMAT = "siamese-dedupe/1"
 # What run.json and result.json hold, checked before a run is used.
@@ -452,7 +452,7 @@ def dedupe(
 ) -> DedupeRun:
     """Group the near-duplicates among ``texts`` (plain texts or :class:`Record`) and save the run to ``out``.
 
-    ``engine`` (e.g. :class:`siamese.ray_engine.RayEngine`): where the encoding and the pair
+    ``engine`` (e.g. :class:`siamese.search.ray_engine.RayEngine`): where the encoding and the pair
     search run (default: this process); the pairs and clusters are the same.
 
     Exact copies (equal after collapsing whitespace) are encoded once and linked to their first

@@ -1,6 +1,6 @@
 """HTTP service: FastAPI app over a model (and optionally a duplicate-search index)."""
 
-from ..extras import require
+from ..io.extras import require
 
 for _module in ("fastapi", "uvicorn", "fastapi_offline", "prometheus_client"):  # the extra `serve`: one line if not
     require("serve", _module)
@@ -8,7 +8,7 @@ for _module in ("fastapi", "uvicorn", "fastapi_offline", "prometheus_client"):  
 # ruff: noqa: E402 (the extra is checked before its modules are imported)
 
 from .app import Limits, create_app
-from .batching import BatchConfig
+from .batcher import BatchConfig
 from .security import api_keys
 from .server import run
 

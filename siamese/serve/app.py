@@ -22,10 +22,10 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from ..errors import ConfigError
-from ..model import SiameseModel
+from ..models.siamese import SiameseModel
 from ..search import DuplicateIndex
 from ..version import __version__
-from .batching import BatchConfig, BatchedModel, Batcher, Overloaded
+from .batcher import BatchConfig, BatchedModel, Batcher, Overloaded
 from .limits import BodyLimits
 from .metrics import Metrics, Observe
 from .security import ApiKeys, SecurityHeaders
@@ -47,7 +47,7 @@ THRESHOLD_BOUND = 1e6
 class PairsRequest(BaseModel):
     pairs: list[tuple[str, str]] = Field(..., description="[[text_a, text_b], ...]")
     threshold: float | None = Field(None, ge=-THRESHOLD_BOUND, le=THRESHOLD_BOUND)
-    explain: bool = Field(False, description="Add each pair's per-word weights (see siamese.explain)")
+    explain: bool = Field(False, description="Add each pair's per-word weights (see siamese.evaluation.explain)")
 
 
 # Explaining a pair re-encodes each text once per word (occlusion): far fewer pairs per request,

@@ -1,0 +1,74 @@
+"""``siamese serve`` (the HTTP API) and ``siamese formats``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import ConfigError
+from .common import DeviceOpt, user_errors
+
+
+@user_errors
+def serve(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
+    index_dir: Annotated[Optional[Path], typer.Option("--index", help="Index folder for /search.")] = None,
+    host: str = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free one).")] = 8000,
+    api_key: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--api-key",
+            help=(
+                "Require this key (repeat for several; default: $SIAMESE_API_KEYS, comma-separated) as "
+                "'Authorization: Bearer KEY' or 'X-API-Key: KEY'. The page and /health stay open."
+            ),
+        ),
+    ] = None,
+    batching: Annotated[
+        bool, typer.Option("--batching/--no-batching", help="Encode concurrent requests' texts in one model call.")
+    ] = True,
+    max_batch: Annotated[int, typer.Option(help="Texts per batched model call.")] = 128,
+    batch_wait_ms: Annotated[float, typer.Option(help="How long a request waits for others to join its batch.")] = 2.0,
+    max_queue: Annotated[int, typer.Option(help="Requests waiting for the model; more are answered 429.")] = 64,
+    read_timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds for a request's headers, and again for its body (408).")
+    ] = 15.0,
+    log_level: Annotated[
+        str, typer.Option(help="critical, error, warning, info (one access line per request) or debug.")
+    ] = "info",
+    device: DeviceOpt = "auto",
+):
+    """Serve the model over HTTP: /similarity, /search, /embed, /v1/embeddings, /health, /metrics, /docs."""
+    from ..models.loading import load_model
+    from ..search import DuplicateIndex
+    from ..serve import BatchConfig, Limits, api_keys, create_app, run
+
+    if log_level.lower() not in ("critical", "error", "warning", "info", "debug"):
+        raise ConfigError(f"--log-level must be critical, error, warning, info or debug, got {log_level!r}")
+    config = BatchConfig(enabled=batching, max_batch=max_batch, wait_ms=batch_wait_ms, max_queue=max_queue)
+    config.check()
+    keys = api_keys(api_key)
+    model = load_model(model_dir, device=device)  # a bi-encoder, or a cross-encoder (/similarity only)
+    if index_dir and getattr(model, "kind", None) == "cross":
+        raise ConfigError("a cross-encoder has no vectors to search an index with; serve it without --index")
+    index = DuplicateIndex.load(index_dir, model) if index_dir else None
+    app = create_app(model, index, Limits(read_timeout=read_timeout), batching=config, api_keys=keys)
+    run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level.lower(),
+        read_timeout=read_timeout,
+        what=f"{model_dir}" + (f" + {index_dir}" if index_dir else "") + (" (API keys required)" if keys else ""),
+    )
+
+
+def formats():
+    """List the pair formats the readers understand."""
+    from ..data.pairs import FORMATS
+
+    for fmt in FORMATS.values():
+        typer.echo(f"{fmt.name:<12} {fmt.description}")

@@ -1,0 +1,434 @@
+"""Labelled text pairs: readers for the common formats, validation, and splits.
+
+Every reader streams its file row by row (:mod:`siamese.data.input_files`: malformed quotes, rows of
+the wrong width, repeated header names and a wrong delimiter are errors) and checks each value as
+it goes, so a bad row is reported as ``file:line: column 'x': what is wrong`` before anything is built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DataError
+from .input_files import check_utf8, first_line, open_table, open_text, table_delimiter
+
+
+@dataclass(frozen=True)
+class PairFormat:
+    """Where a file keeps its two texts and its label (or graded score)."""
+
+    name: str
+    text1: str
+    text2: str
+    label: str | None = "label"
+    score: str | None = None
+    delimiter: str = ","
+    quoting: int = csv.QUOTE_MINIMAL
+    columns: tuple[str, ...] | None = None  # set for files without a header line
+    positive_score: float | None = None  # score >= this is a positive pair
+    description: str = ""
+
+
+FORMATS: dict[str, PairFormat] = {
+    f.name: f
+    for f in [
+        PairFormat(
+            "quora",
+            "question1",
+            "question2",
+            "is_duplicate",
+            description="Kaggle Quora Question Pairs: id,qid1,qid2,question1,question2,is_duplicate",
+        ),
+        PairFormat(
+            "generic",
+            "text1",
+            "text2",
+            "label",
+            description="CSV text1,text2,label (rename columns with --text1/--text2/--label)",
+        ),
+        PairFormat(
+            "msrp",
+            "#1 String",
+            "#2 String",
+            "Quality",
+            delimiter="\t",
+            quoting=csv.QUOTE_NONE,
+            description="Microsoft Research Paraphrase Corpus TSV",
+        ),
+        PairFormat(
+            "paws",
+            "sentence1",
+            "sentence2",
+            "label",
+            delimiter="\t",
+            quoting=csv.QUOTE_NONE,
+            description="PAWS TSV id,sentence1,sentence2,label",
+        ),
+        PairFormat(
+            "twitter-url",
+            "sentence1",
+            "sentence2",
+            "label",
+            description="Twitter URL Paraphrase Corpus CSV sentence1,sentence2,label",
+        ),
+        PairFormat(
+            "sick",
+            "sentence_A",
+            "sentence_B",
+            label=None,
+            score="relatedness_score",
+            delimiter="\t",
+            quoting=csv.QUOTE_NONE,
+            positive_score=4.0,
+            description="SICK TSV; relatedness 1-5, positive when >= 4",
+        ),
+        PairFormat(
+            "sts",
+            "sentence1",
+            "sentence2",
+            label=None,
+            score="score",
+            delimiter="\t",
+            quoting=csv.QUOTE_NONE,
+            positive_score=4.0,
+            columns=("genre", "file", "years", "id", "score", "sentence1", "sentence2"),
+            description="STS Benchmark TSV without header; score 0-5, positive when >= 4",
+        ),
+        PairFormat(
+            "semeval",
+            "orgq_text",
+            "relq_text",
+            "label",
+            description="SemEval-2016 Task 3 subtask B question-question CSV",
+        ),
+        PairFormat(
+            "mqp",
+            "question_1",
+            "question_2",
+            "label",
+            description="Medical Question Pairs CSV dr_id,question_1,question_2,label",
+        ),
+        PairFormat(
+            "parasci",
+            "sentence1",
+            "sentence2",
+            label=None,
+            description="ParaSCI CSV sentence1,sentence2: every row is a paraphrase (label 1)",
+        ),
+    ]
+}
+
+
+@dataclass
+class Pairs:
+    """Two aligned lists of texts with a 0/1 label per pair and, where the source has one, a graded score."""
+
+    text1: list[str]
+    text2: list[str]
+    labels: np.ndarray  # int8, 1 = duplicate / paraphrase
+    scores: np.ndarray | None = None  # float32 graded similarity (STS-B, SICK)
+    source: str = ""
+    line_numbers: np.ndarray | None = field(default=None, repr=False)
+    weights: np.ndarray | None = field(default=None, repr=False)  # per-pair sampling weight in training (None: 1)
+    triplets = False  # the training-data contract, shared with siamese.data.answers.Triplets
+
+    def __len__(self) -> int:
+        return len(self.text1)
+
+    def sides(self) -> list[list[str]]:
+        """The aligned texts a model encodes: (text1, text2)."""
+        return [self.text1, self.text2]
+
+    def with_weight(self, weight: float) -> Pairs:
+        """The same pairs, each drawn ``weight`` times per epoch on average when training."""
+        if weight < 0:
+            raise ValueError(f"{self.source}: a data set weight must be >= 0, got {weight}")
+        return replace(self, weights=np.full(len(self), weight, dtype=np.float32))
+
+    def subset(self, index: Sequence[int] | np.ndarray) -> Pairs:
+        index = np.asarray(index, dtype=np.int64)
+        return Pairs(
+            text1=[self.text1[i] for i in index],
+            text2=[self.text2[i] for i in index],
+            labels=self.labels[index],
+            scores=None if self.scores is None else self.scores[index],
+            source=self.source,
+            line_numbers=None if self.line_numbers is None else self.line_numbers[index],
+            weights=None if self.weights is None else self.weights[index],
+        )
+
+    def positives(self) -> Pairs:
+        return self.subset(np.flatnonzero(self.labels == 1))
+
+    @staticmethod
+    def concat(parts: Sequence[Pairs]) -> Pairs:
+        if len(parts) == 1:
+            return parts[0]
+        scores = weights = None
+        graded = [p.scores for p in parts if p.scores is not None]
+        if graded:  # a 0/1 set mixed with graded ones: label 1 is the top of their scale, 0 the bottom
+            low, high = min(float(s.min()) for s in graded), max(float(s.max()) for s in graded)
+            scores = np.concatenate(
+                [
+                    p.scores if p.scores is not None else np.where(p.labels == 1, high, low).astype(np.float32)
+                    for p in parts
+                ]
+            )
+        if any(p.weights is not None for p in parts):
+            weights = np.concatenate([np.ones(len(p), np.float32) if p.weights is None else p.weights for p in parts])
+        return Pairs(
+            text1=[t for p in parts for t in p.text1],
+            text2=[t for p in parts for t in p.text2],
+            labels=np.concatenate([p.labels for p in parts]),
+            scores=scores,
+            source="+".join(p.source for p in parts),
+            weights=weights,
+        )
+
+
+def detect_format(path: str | os.PathLike, *, labelled: bool = True) -> PairFormat:
+    """Pick the format whose header columns are all present in the file's first line (with
+    ``labelled=False``, only its two text columns need be)."""
+    path = Path(path)
+    first = first_line(path)
+    for fmt in FORMATS.values():
+        if fmt.columns is not None:
+            continue
+        # the generic format is read tab-separated from a .tsv (see resolve_format)
+        delimiter = "\t" if fmt.name == "generic" and path.suffix.lower() == ".tsv" else fmt.delimiter
+        header = first.split(delimiter)
+        needed = {fmt.text1, fmt.text2} | ({fmt.label or fmt.score or fmt.text1} if labelled else set())
+        if needed <= set(h.strip() for h in header):
+            return fmt
+    fields = first.split("\t")
+    if len(fields) >= 7 and _is_float(fields[4]):
+        return FORMATS["sts"]
+    raise DataError(
+        f"{path}: cannot tell the format from the first line {first[:80]!r}; "
+        f"pass --format ({', '.join(FORMATS)}) or name the columns with --text1/--text2"
+        + ("/--label" if labelled else "")
+    )
+
+
+@dataclass
+class PairRow:
+    """One row of a pair file: its line, every field as read, the two (checked) texts, and the
+    label and score when they are read."""
+
+    line: int
+    fields: list[str]
+    text1: str
+    text2: str
+    label: int | None
+    score: float | None
+
+
+@dataclass
+class PairStream:
+    """An open pair file: its format, its header (the format's columns for files without one),
+    and its rows, read one at a time."""
+
+    path: Path
+    format: PairFormat
+    header: list[str]
+    rows: Iterator[PairRow]
+
+
+@contextlib.contextmanager
+def open_pairs(path: str | os.PathLike, fmt: PairFormat, *, labelled: bool = True) -> Iterator[PairStream]:
+    """Open a pair file and stream its rows, checking every value as it goes. With
+    ``labelled=False`` the label and score columns are neither required nor read (the file may
+    have none): each row still carries all its fields."""
+    path = Path(path)
+    with open_table(path, delimiter=fmt.delimiter, quoting=fmt.quoting, columns=fmt.columns) as (header, rows):
+        wanted = [c for c in (fmt.text1, fmt.text2) + ((fmt.label, fmt.score) if labelled else ()) if c]
+        missing = [c for c in wanted if c not in header]
+        if missing:
+            raise DataError(
+                f"{path}: missing column(s) {', '.join(repr(c) for c in missing)} for format "
+                f"'{fmt.name}' (found: {', '.join(repr(h) for h in header[:12])})"
+            )
+        yield PairStream(path, fmt, header, _rows(rows, path, fmt, {c: header.index(c) for c in wanted}, labelled))
+
+
+def _rows(rows, path: Path, fmt: PairFormat, col: dict[str, int], labelled: bool) -> Iterator[PairRow]:
+    for line, row in rows:
+        texts = []
+        for name in (fmt.text1, fmt.text2):
+            text = row[col[name]]
+            check_utf8(text, path, line, name)
+            if not text.strip():
+                raise DataError(f"{path}:{line}: column '{name}' is empty")
+            texts.append(text)
+        label = score = None
+        if labelled:
+            if fmt.score:
+                raw = row[col[fmt.score]].strip()
+                if not _is_float(raw):
+                    raise DataError(f"{path}:{line}: column '{fmt.score}': expected a number, got {raw!r}")
+                score = float(raw)
+            if fmt.label:
+                raw = row[col[fmt.label]].strip()
+                if raw not in ("0", "1"):
+                    raise DataError(f"{path}:{line}: column '{fmt.label}': label must be 0 or 1, got {raw!r}")
+                label = int(raw)
+            elif fmt.score:
+                label = int(score >= fmt.positive_score)
+            else:
+                label = 1  # positives-only corpus
+        yield PairRow(line, row, texts[0], texts[1], label, score)
+
+
+def iter_pairs(path: str | os.PathLike, fmt: PairFormat) -> Iterator[tuple[int, str, str, int, float | None]]:
+    """Yield ``(line, text1, text2, label, score)`` for each row, checking every value."""
+    with open_pairs(path, fmt) as stream:
+        for r in stream.rows:
+            yield r.line, r.text1, r.text2, r.label, r.score
+
+
+def read_pairs(
+    path: str | os.PathLike,
+    format: str | PairFormat = "auto",
+    *,
+    text1: str | None = None,
+    text2: str | None = None,
+    label: str | None = None,
+    delimiter: str | None = None,
+) -> Pairs:
+    """Read a file of labelled pairs.
+
+    ``format`` is a name from :data:`FORMATS`, a :class:`PairFormat`, or ``"auto"`` (detected from
+    the header). Naming any of
+    ``text1``/``text2``/``label`` overrides that column of the chosen format (``generic`` if auto
+    detection fails), for files with their own column names.
+    """
+    path = Path(path)
+    fmt = resolve_format(path, format, text1, text2, label, delimiter)
+    lines, t1, t2, labels, scores = [], [], [], [], []
+    for line, a, b, y, s in iter_pairs(path, fmt):
+        lines.append(line)
+        t1.append(a)
+        t2.append(b)
+        labels.append(y)
+        scores.append(s)
+    if not t1:
+        raise DataError(f"{path}: no pairs after the header")
+    return Pairs(
+        text1=t1,
+        text2=t2,
+        labels=np.asarray(labels, dtype=np.int8),
+        scores=np.asarray(scores, dtype=np.float32) if fmt.score else None,
+        source=str(path),
+        line_numbers=np.asarray(lines, dtype=np.int64),
+    )
+
+
+def read_texts(path: str | os.PathLike, column: str | None = None, *, skip_empty: bool = True) -> list[str]:
+    """Read one text per line from a .txt file, or one column (default: the first) of a CSV/TSV.
+    Empty texts are skipped, or with ``skip_empty=False`` refused naming the file and line (so
+    that the n-th text is the n-th line or row)."""
+    return [text for _, text, _ in text_rows(path, column, skip_empty=skip_empty)]
+
+
+def text_rows(
+    path: str | os.PathLike, column: str | None = None, *, skip_empty: bool = True, fields: bool = False
+) -> Iterator[tuple[int, str, dict[str, str]]]:
+    """``(row number, text, other columns)`` for each text of a .txt file or a CSV/TSV column.
+
+    The row number counts data rows from 1 (a .txt file's line, a CSV's record after the header);
+    the other columns (a CSV's fields by header name, the text column left out) are collected
+    only with ``fields=True``. Raises DataError for a missing file or column and a file with no texts.
+    """
+    path = Path(path)
+    found = False
+    if path.suffix.lower() in (".csv", ".tsv"):
+        with open_table(path, delimiter=table_delimiter(path), skip_blank=skip_empty) as (header, rows):
+            name = column or header[0]
+            if name not in header:
+                raise DataError(f"{path}: no column {name!r} (found: {', '.join(header[:12])})")
+            i = header.index(name)
+            for n, (line, row) in enumerate(rows, 1):
+                if len(row) > i and row[i].strip():
+                    check_utf8(row[i], path, line, name)
+                    found = True
+                    yield n, row[i], ({h: v for h, v in zip(header, row) if h != name} if fields else {})
+                elif not skip_empty:
+                    raise DataError(f"{path}:{line}: column {name!r}: empty text")
+    else:
+        with open_text(path) as f:
+            for n, line in enumerate(f, 1):
+                line = line.rstrip("\r\n")
+                if line.strip():
+                    check_utf8(line, path, n, "text")
+                    found = True
+                    yield n, line, {}
+                elif not skip_empty:
+                    raise DataError(f"{path}:{n}: empty line (one text per line)")
+    if not found:
+        raise DataError(f"{path}: no texts")
+
+
+def split_pairs(pairs: Pairs, fractions: Sequence[float], *, seed: int = 0, stratify: bool = True) -> list[Pairs]:
+    """Shuffle and cut into parts of the given fractions (the last part takes the rest).
+
+    Stratified by label so each part keeps the positive rate of the whole.
+    """
+    rng = np.random.default_rng(seed)
+    groups = [np.flatnonzero(pairs.labels == y) for y in (0, 1)] if stratify else [np.arange(len(pairs))]
+    parts: list[list[np.ndarray]] = [[] for _ in range(len(fractions) + 1)]
+    for idx in groups:
+        idx = rng.permutation(idx)
+        cuts = np.cumsum([int(round(f * len(idx))) for f in fractions])
+        for k, chunk in enumerate(np.split(idx, cuts)):
+            parts[k].append(chunk)
+    return [pairs.subset(rng.permutation(np.concatenate(p))) for p in parts]
+
+
+def resolve_format(
+    path: str | os.PathLike,
+    format: str | PairFormat = "auto",
+    text1: str | None = None,
+    text2: str | None = None,
+    label: str | None = None,
+    delimiter: str | None = None,
+    *,
+    labelled: bool = True,
+) -> PairFormat:
+    """The format to read ``path`` with: named, given, or detected from its header (``"auto"``),
+    with the named columns (and delimiter) overriding the format's."""
+    if isinstance(format, PairFormat):
+        fmt = format
+    elif format == "auto":
+        try:
+            fmt = detect_format(path, labelled=labelled)
+        except DataError:
+            if not (text1 or text2 or label):
+                raise
+            fmt = FORMATS["generic"]
+    elif format in FORMATS:
+        fmt = FORMATS[format]
+    else:
+        raise DataError(f"unknown format {format!r}; choose one of: auto, {', '.join(FORMATS)}")
+    overrides = {k: v for k, v in dict(text1=text1, text2=text2, label=label).items() if v}
+    if delimiter is None and (overrides or fmt.name == "generic") and Path(path).suffix.lower() == ".tsv":
+        delimiter = "\t"
+    if delimiter:
+        overrides["delimiter"] = delimiter
+    if overrides:
+        fmt = PairFormat(**{**fmt.__dict__, **overrides})
+    return fmt
+
+
+def _is_float(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False

@@ -1,0 +1,73 @@
+"""Records to de-duplicate: each text with its id and the other columns of its row, and exact copies.
+
+Two texts are exact duplicates when they are equal after collapsing whitespace (runs of spaces,
+tabs and newlines to one space, ends trimmed); only the first of each is encoded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import DataError
+from .pairs import text_rows
+
+
+@dataclass
+class Record:
+    """One input text: ``row`` is its position among the texts read (from 0), ``id`` its id
+    (the ``--id-column`` value, else its row number in the file), ``columns`` the rest of its row."""
+
+    row: int
+    id: str
+    text: str
+    columns: dict[str, str] = field(default_factory=dict)
+
+    def as_json(self) -> dict:
+        out = {"id": self.id, "row": self.row, "text": self.text}
+        if self.columns:
+            out["columns"] = self.columns
+        return out
+
+
+def read_records(path: str | os.PathLike, column: str | None = None, id_column: str | None = None) -> list[Record]:
+    """Texts of a .txt file or a CSV/TSV column as records keeping the row's other columns.
+
+    Ids come from ``id_column`` (a CSV column; each must be unique) or else are the row numbers
+    in the file (from 1, header not counted). Empty texts are skipped.
+    """
+    records, seen = [], {}
+    for n, text, fields in text_rows(path, column, fields=True):
+        if id_column is not None:
+            if id_column not in fields:
+                where = "a .txt file has no columns" if not fields else f"found: {', '.join(list(fields)[:12])}"
+                raise DataError(f"{path}: no id column {id_column!r} ({where})")
+            rid = fields.pop(id_column)
+            if rid in seen:
+                raise DataError(f"{path}: row {n}: id {rid!r} repeats row {seen[rid]} (ids must be unique)")
+            seen[rid] = n
+        else:
+            rid = str(n)
+        records.append(Record(len(records), rid, text, fields))
+    return records
+
+
+def as_records(texts: Sequence[str] | Sequence[Record]) -> list[Record]:
+    """Records as they are, or plain texts as records with their position (from 0) as id."""
+    return [t if isinstance(t, Record) else Record(i, str(i), t) for i, t in enumerate(texts)]
+
+
+def normalise(text: str) -> str:
+    """The text exact-duplicate checks compare: whitespace runs collapsed to one space, ends trimmed."""
+    return " ".join(text.split())
+
+
+def exact_groups(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct, of)``: the rows of the first occurrence of each distinct (normalised) text, and for
+    every row the position in ``distinct`` of the text it repeats (itself if first)."""
+    first: dict[str, int] = {}
+    of = np.fromiter((first.setdefault(normalise(t), len(first)) for t in texts), dtype=np.int64, count=len(texts))
+    return np.unique(of, return_index=True)[1].astype(np.int64), of  # ids are given in order of first sight

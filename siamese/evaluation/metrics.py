@@ -1,0 +1,104 @@
+"""Metrics for pair classification and graded similarity (the threshold choice itself is in
+siamese.decision.threshold, re-exported here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from scipy.stats import pearsonr, spearmanr
+from sklearn import metrics
+
+from ..decision.calibration import calibration_metrics, probabilities_or_clipped
+from ..decision.threshold import choose_threshold, threshold_for_target  # noqa: F401 (threshold_for_target: re-exported)
+
+if TYPE_CHECKING:
+    from ..data.pairs import Pairs
+    from ..models.siamese import SiameseModel
+
+
+def classification_report(scores: np.ndarray, labels: np.ndarray, threshold: float) -> dict:
+    """Accuracy, precision, recall, F1 at ``threshold``; ROC-AUC and AP over all thresholds."""
+    labels = np.asarray(labels).astype(int)
+    predicted = (np.asarray(scores) > threshold).astype(int)
+    both = len(np.unique(labels)) == 2
+    return {
+        "n": int(len(labels)),
+        "threshold": float(threshold),
+        "accuracy": float(metrics.accuracy_score(labels, predicted)),
+        "precision": float(metrics.precision_score(labels, predicted, zero_division=0)),
+        "recall": float(metrics.recall_score(labels, predicted, zero_division=0)),
+        "f1": float(metrics.f1_score(labels, predicted, zero_division=0)),
+        "roc_auc": float(metrics.roc_auc_score(labels, scores)) if both else None,
+        "average_precision": float(metrics.average_precision_score(labels, scores)) if both else None,
+        "confusion_matrix": metrics.confusion_matrix(labels, predicted, labels=[0, 1]).tolist(),
+    }
+
+
+def correlation_report(scores: np.ndarray, gold: np.ndarray) -> dict:
+    """Spearman and Pearson correlation (×100, as STS papers report them) with graded gold scores."""
+    return {
+        "spearman": float(spearmanr(scores, gold).statistic * 100),
+        "pearson": float(pearsonr(scores, gold).statistic * 100),
+    }
+
+
+@dataclass
+class Evaluation:
+    """A model's scores on labelled pairs and the metrics: what a report or an error list is built from."""
+
+    pairs: Pairs
+    scores: np.ndarray  # similarity per pair
+    probabilities: np.ndarray | None  # calibrated duplicate probability (None: model not calibrated)
+    threshold: float
+    metrics: dict
+
+    @property
+    def predicted(self) -> np.ndarray:
+        return self.scores > self.threshold
+
+
+def evaluate_pairs(model: SiameseModel, pairs: Pairs, *, threshold: float | None = None) -> Evaluation:
+    """Score every pair; classification metrics at the threshold (default: the model's), calibration
+    metrics (``brier``, ``ece``, ``log_loss``: of the calibrated probability, or of the raw score
+    clipped to [0, 1] when the model is not calibrated; ``calibrated`` says which), and correlations
+    when the pairs carry graded scores."""
+    scores = model.similarity(pairs.text1, pairs.text2)
+    threshold = model.threshold if threshold is None else threshold
+    report = classification_report(scores, pairs.labels, threshold)
+    report.update(calibration_metrics(probabilities_or_clipped(scores, model.calibrator), pairs.labels))
+    report["calibrated"] = model.calibrator is not None
+    if pairs.scores is not None:
+        report.update(correlation_report(scores, pairs.scores))
+    probabilities = model.calibrator(scores) if model.calibrator is not None else None
+    return Evaluation(pairs, scores, probabilities, float(threshold), report)
+
+
+def evaluate(model: SiameseModel, pairs: Pairs, *, threshold: float | None = None) -> dict:
+    """The metrics of :func:`evaluate_pairs`."""
+    return evaluate_pairs(model, pairs, threshold=threshold).metrics
+
+
+def benchmark(similarity, benchmarks: dict, *, default_threshold: float, root=None, metric: str = "accuracy") -> dict:
+    """Evaluate any ``similarity(texts_a, texts_b) -> scores`` on named shared data sets.
+
+    ``benchmarks`` maps a test set to the validation set its threshold is chosen on (or None to
+    use ``default_threshold``); see :data:`siamese.data.datasets.BENCHMARKS`. Returns one report per set.
+    """
+    from ..data import datasets
+
+    results = {}
+    for test_name, val_name in benchmarks.items():
+        threshold = default_threshold
+        if val_name is not None:
+            val = datasets.load(val_name, root)
+            threshold, _ = choose_threshold(similarity(val.text1, val.text2), val.labels, metric)
+        test = datasets.load(test_name, root)
+        scores = similarity(test.text1, test.text2)
+        report = classification_report(scores, test.labels, threshold)
+        if test.scores is not None:
+            report.update(correlation_report(scores, test.scores))
+        report["threshold_from"] = val_name or "training validation"
+        results[test_name] = report
+    return results

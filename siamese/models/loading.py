@@ -1,0 +1,23 @@
+"""Open a model folder of either kind — a Siamese bi-encoder or a cross-encoder — for the commands
+that only score pairs (evaluate, predict, calibrate, score, serve's /similarity)."""
+
+from __future__ import annotations
+
+import os
+
+from ..io.manifest import CROSS_FORMAT, folder_format, refuse_cross, require_model_folder  # noqa: F401 (re-exported)
+
+
+def load_model(path: str | os.PathLike, *, precision: str | None = None, device: str | None = None):
+    """A :class:`siamese.SiameseModel` or a :class:`siamese.cross.CrossEncoder`, by the folder's format."""
+    from ..io.atomic import clear_leftovers
+
+    clear_leftovers(path)  # what a killed save of this folder left beside it
+    require_model_folder(path)  # a wrong path answers at once, without importing torch
+    if folder_format(path) == CROSS_FORMAT:
+        from ..cross import CrossEncoder
+
+        return CrossEncoder.load(path, precision=precision, device=device or "auto")
+    from .siamese import SiameseModel
+
+    return SiameseModel.load(path, precision=precision, device=device or "auto")

@@ -1,0 +1,114 @@
+"""A Siamese model from a pretrained sentence encoder used as it is (no training).
+
+:func:`from_pretrained` takes ``minilm``, ``mpnet`` or a local sentence-transformers or Hugging
+Face model folder, builds the transformer encoder with the folder's pooling (mean or [CLS]) and
+the cosine head, and chooses the decision threshold on validation pairs. The result saves as any
+Siamese model folder (and, like every transformer model, as a sentence-transformers folder).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..data.pairs import Pairs
+from ..decision.decide import both_labels, decide
+from ..errors import ConfigError, ModelError
+from ..io.manifest import read_json_object
+from .pretrained import NAMED, model_folder
+from .siamese import FORMAT, ModelConfig, SiameseModel
+from .st_layout import read_layout
+
+DEFAULT_MAX_LENGTH = ModelConfig.max_length  # when the folder declares no max_seq_length
+
+
+def sentence_encoder(name_or_folder: str | os.PathLike, *, max_length: int | None = None) -> tuple[SiameseModel, dict]:
+    """The pretrained encoder with the cosine head (threshold not chosen), and what it was built
+    from. ``max_length``: tokens kept per text (default: the folder's ``max_seq_length``, else 128)."""
+    name = os.fspath(name_or_folder)
+    folder = model_folder(name)
+    if not folder.is_dir():
+        raise ModelError(
+            f"{folder}: no such folder (give a sentence-transformers or Hugging Face model folder, "
+            f"or one of: {', '.join(NAMED)})"
+        )
+    config_file = folder / "config.json"
+    if config_file.is_file() and read_json_object(config_file, ModelError).get("format") == FORMAT:
+        raise ModelError(f"{folder}: already a Siamese model folder (load it with SiameseModel.load)")
+    layout = read_layout(folder)
+    hf_config = layout.transformer / "config.json"
+    if not hf_config.is_file():
+        raise ModelError(
+            f"{folder}: not a sentence-transformers or Hugging Face model folder (no {hf_config.relative_to(folder)})"
+        )
+    if "model_type" not in read_json_object(hf_config, ModelError):
+        raise ModelError(
+            f"{hf_config}: neither a Siamese model (format {FORMAT}) nor a Hugging Face config (model_type)"
+        )
+    length = max_length or layout.max_seq_length or DEFAULT_MAX_LENGTH
+    config = ModelConfig(
+        encoder="transformer",
+        head="cosine",
+        max_length=length,
+        encoder_options={"path": str(layout.transformer), "pooling": layout.pooling},
+    )
+    try:
+        model = SiameseModel.build([], config)
+    except (OSError, ValueError, KeyError) as e:  # transformers' own errors on a broken folder
+        raise ModelError(f"{folder}: cannot load the model ({str(e).splitlines()[0]})") from None
+    source = {
+        "source": name,
+        **({"name": name} if name in NAMED and folder != Path(name) else {}),
+        "folder": str(folder.resolve()),
+        "modules": list(layout.modules) or None,
+        "pooling": layout.pooling,
+        "max_length": length,
+        "dim": model.dim,
+    }
+    return model, source
+
+
+def from_pretrained(
+    name_or_folder: str | os.PathLike,
+    val_pairs: Pairs | Sequence[Pairs] | None = None,
+    *,
+    max_length: int | None = None,
+    metric: str = "accuracy",
+    device: str = "auto",
+) -> SiameseModel:
+    """A cosine Siamese model on a pretrained encoder, untrained, with its threshold chosen on
+    ``val_pairs`` (one set or several; both labels needed) to maximise ``metric``. Without
+    validation pairs the threshold stays at the default. ``info["pretrained"]`` records what it
+    was built from and what the threshold was chosen on. ``device``: where the validation pairs
+    are encoded (auto: a GPU when there is one)."""
+    parts = validation_parts(val_pairs)
+    model, info = sentence_encoder(name_or_folder, max_length=max_length)
+    model.to(device)
+    model.info["pretrained"] = {**info, "threshold_choice": set_threshold(model, parts, metric)}
+    return model
+
+
+def validation_parts(val_pairs: Pairs | Sequence[Pairs] | None) -> list[Pairs]:
+    """Validation pairs as a list of sets, refused (before any model is built) unless together they
+    hold both labels."""
+    parts = [val_pairs] if isinstance(val_pairs, Pairs) else list(val_pairs or [])
+    val = Pairs.concat(parts) if parts else None
+    if val is not None and not both_labels(val):
+        raise ConfigError(
+            f"validation pairs {val.source or ''}: need both duplicates and non-duplicates to choose a threshold"
+        )
+    return parts
+
+
+def set_threshold(model: SiameseModel, parts: Sequence[Pairs], metric: str = "accuracy") -> dict:
+    """Choose ``model``'s threshold on the validation sets ``parts`` (kept when there are none);
+    returns what was chosen, on what, and the metric's value there."""
+    if not parts:
+        return {"threshold": model.threshold, "chosen_on": None, "val_pairs": 0}
+    val = Pairs.concat(list(parts))
+    # the sets the caller chose, however small: an untrained encoder has no training pairs to fall back on
+    decision = decide(model.similarity, val, default=model.threshold, metric=metric, calibrate=False, minimum=(2, 1))
+    model.set_threshold(decision.threshold)
+    found = {k: v for k, v in decision.choice.items() if k not in ("split", "pairs")}
+    return {"threshold": model.threshold, "chosen_on": [p.source for p in parts], "val_pairs": len(val), **found}

@@ -1,0 +1,588 @@
+"""SiameseModel = vectorizer + shared encoder + head + decision threshold; save/load a model folder.
+
+A model folder holds ``config.json`` (everything needed to rebuild the model, plus what was fitted
+after training: the threshold and the calibration), ``tokenizer.json`` and ``model.safetensors``.
+:meth:`SiameseModel.load` needs nothing else and never unpickles. A transformer encoder's weights
+sit in ``0_Transformer/`` under Hugging Face's names, with the files that make the folder a
+sentence-transformers model too (see :mod:`siamese.models.st_layout`); an exported folder has
+``model.onnx`` instead (see :mod:`siamese.models.export`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, fields, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import save_file
+
+from ..config.configs import ModelConfig
+from ..data.glove import embedding_matrix, load_glove
+from ..data.vocabulary import PretrainedVectorizer, Vectorizer, pad
+from ..decision.calibrator import Calibrator
+from ..errors import ConfigError, ModelError, SiameseError
+from ..io.atomic import atomic_dir, atomic_file
+from ..io.manifest import Field, check_fields, read_manifest
+from ..io.progress import tqdm
+from ..io.weights import check_shapes, expected_shapes, load_finite, meta_build, read_header
+from ..runtime.devices import host_bytes, is_cpu, resolve_device, to_device
+from ..runtime.parallel import ParallelEncoder, single_threaded_ops
+from ..runtime.precision import autocast, default_precision, resolve_precision
+from ..version import __version__
+from .encoders import Encoder, TransformerEncoder, build_encoder, encoder_class
+from .encoders.transformer import weights_follow
+from .heads import HEADS, build_head, clip_threshold
+from .st_layout import encoder_weights, write_layout
+
+FORMAT = "siamese-model/1"
+# The decision threshold before one is chosen on validation pairs. It is fitted state, like the
+# calibration: kept on the model (config.json's top-level "threshold"), not in the architecture.
+DEFAULT_THRESHOLD = 0.7
+HEAD_PREFIX = "head."
+_BIG = 1 << 24  # ids, buckets: a bound on sizes no real model reaches, so a tampered config cannot ask for more
+# Every config.json field, checked before anything is built from it.
+MANIFEST_FIELDS = {
+    "encoder": Field(str),
+    "head": Field(str),
+    "loss": Field(str),
+    "tokenizer": Field(str),
+    "dim": Field(int, optional=True, lo=1, hi=1 << 16),
+    "encoder_options": Field(dict),
+    "glove": Field(str, optional=True),
+    "threshold": Field(float),
+    "lowercase": Field(bool),
+    "max_vocab": Field(int, optional=True, lo=1, hi=_BIG),
+    "min_frequency": Field(int, lo=0),
+    "max_length": Field(int, optional=True, lo=1, hi=1 << 20),
+    "oov_buckets": Field(int, lo=0, hi=_BIG),
+    "char_ngrams": Field(list, optional=True, lo=1, hi=64, item=int),
+    "char_buckets": Field(int, lo=1, hi=_BIG),
+    "seed": Field(int),
+    "vocab_size": Field(int, lo=1, hi=_BIG),
+    "info": Field(dict, optional=True),
+    "calibration": Field(dict, optional=True),
+    "cross": Field(bool),
+}
+
+
+def check_trainable(config: ModelConfig) -> None:
+    """An exported model (encoder "onnx") only encodes: refuse to build or train one."""
+    if encoder_class(config.encoder).exported:
+        raise ConfigError(
+            f"encoder {config.encoder!r} is an exported model (siamese export) and runs inference only: "
+            "train the PyTorch model, then export it"
+        )
+
+
+# Fields added after the first model format: left out of the fingerprint while at their defaults,
+# so indexes built by older models still recognise them.
+_NEW_FIELDS = ("loss", "encoder_options", "glove", "oov_buckets", "char_ngrams", "char_buckets", "tokenizer", "cross")
+
+
+class SiameseModel:
+    """A trained (or freshly built) Siamese text model."""
+
+    def __init__(
+        self,
+        vectorizer: Vectorizer,
+        encoder: torch.nn.Module,
+        config: ModelConfig,
+        info: dict | None = None,
+        head: torch.nn.Module | None = None,
+    ):
+        if config.head not in HEADS:
+            raise ModelError(f"unknown head {config.head!r}; choose one of: {', '.join(HEADS)}")
+        self.vectorizer = vectorizer
+        self.encoder = encoder
+        self.head = head if head is not None else build_head(config.head, encoder.dim)
+        self.config = config
+        self.info = dict(info or {})  # training summary etc., saved beside the config
+        self.threshold = DEFAULT_THRESHOLD  # similarity above it = duplicate; chosen on validation pairs
+        # similarity -> duplicate probability (siamese.decision.calibration); saved beside the config as
+        # "calibration", outside the architecture, so calibrating keeps the fingerprint.
+        self.calibrator: Calibrator | None = None
+        self.path: Path | None = None  # the folder it was loaded from or saved to
+        # What encode() computes in: "auto", "bf16" or "fp32"; None: $SIAMESE_PRECISION, else auto.
+        self.precision: str | None = None
+        self.device = torch.device("cpu")  # where the encoder and head weights are (see to())
+
+    @classmethod
+    def build(cls, texts: Iterable[str], config: ModelConfig | None = None) -> SiameseModel:
+        """Learn the vocabulary from ``texts`` (or take the pretrained encoder's tokenizer) and
+        build an untrained encoder and head."""
+        # A copy: the build records what rebuilds the encoder (a transformer's hf_config) in the
+        # config it keeps; the caller's config must stay reusable (with hf_config, a second
+        # build would start a transformer from random weights instead of the pretrained ones).
+        config = replace(config) if config else ModelConfig()
+        config.check()
+        check_trainable(config)
+        texts = texts if isinstance(texts, (list, tuple)) else list(texts)  # read twice: vocabulary, then counts
+        if config.tokenizer == "subwords":
+            raise ConfigError(
+                "a subword vocabulary is taken from a teacher, not learned here: build the model with "
+                "siamese distill (siamese.distill.distill), then fine-tune it with train(..., initial=model)"
+            )
+        torch.manual_seed(config.seed)
+        options, info = config.encoder_kwargs(), {}
+        if encoder_class(config.encoder).own_tokenizer:
+            encoder = build_encoder(config.encoder, None, **options)
+            vectorizer = PretrainedVectorizer.load(Path(encoder.path) / "tokenizer.json", max_length=config.max_length)
+        else:
+            vectorizer = Vectorizer.fit(
+                texts,
+                max_vocab=config.max_vocab,
+                min_frequency=config.min_frequency,
+                lowercase=config.lowercase,
+                max_length=config.max_length,
+                oov_buckets=config.oov_buckets,
+                char_ngrams=config.char_ngrams,
+                char_buckets=config.char_buckets,
+            )
+            if config.glove:
+                options["embeddings"], info["glove"] = glove_embeddings(config.glove, vectorizer, config.seed)
+                options["embedding_dim"] = options["embeddings"].shape[1]
+            if encoder_class(config.encoder).takes_word_counts:
+                options["word_counts"] = vectorizer.counts(texts)
+            encoder = build_encoder(config.encoder, vectorizer.vocab_size, **options)
+        # Whatever config.json must keep to rebuild this encoder (e.g. a transformer's own config).
+        saved = {**config.encoder_options, **encoder.saved_options()}
+        if "embedding_dim" in options:  # the width built (GloVe's, when it sets the embedding)
+            saved["embedding_dim"] = options["embedding_dim"]
+        config.encoder_options = saved
+        return cls(vectorizer, encoder, config, info)
+
+    def to(self, device: str | torch.device | None = "auto") -> SiameseModel:
+        """Move the weights to ``device`` (auto, cpu, cuda, cuda:N, mps; see :mod:`siamese.runtime.devices`)."""
+        device = resolve_device(device)
+        if self.encoder.exported and not is_cpu(device):
+            raise ConfigError(f"an exported model runs in ONNX Runtime on the CPU, not on {device}; use --device cpu")
+        if not self.encoder.exported:
+            self.encoder.to(device)
+        self.head.to(device)
+        self.device = device
+        return self
+
+    @property
+    def dim(self) -> int:
+        """Width of the vectors :meth:`encode` returns."""
+        return self.encoder.dim
+
+    def set_threshold(self, threshold: float) -> float:
+        """Set the decision threshold, clipped to the head's range of scores; returns it."""
+        self.threshold = clip_threshold(self.config.head, threshold)
+        return self.threshold
+
+    # -- inference ---------------------------------------------------------------------------
+
+    def encoding_precision(self, precision: str | None = None) -> str:
+        """The precision :meth:`encode` runs in, bf16 or fp32: ``precision``, else
+        :attr:`precision`, else ``$SIAMESE_PRECISION``, else auto. Auto is bf16 only for
+        encoders that ask for it (the transformer's large matmuls: ~2.5x faster, cosine to fp32
+        > 0.999) on CPUs with native bf16; the word encoders keep fp32, the same vectors on every CPU."""
+        asked = precision or self.precision or default_precision()
+        if asked == "auto" and not self.encoder.bf16_inference:
+            resolve_precision(asked)  # still refuses a misspelt value
+            return "fp32"
+        return resolve_precision(asked, self.device)
+
+    @torch.inference_mode()
+    def encode(
+        self,
+        texts: str | Sequence[str],
+        *,
+        batch_size: int | None = None,
+        progress: bool = False,
+        precision: str | None = None,
+    ) -> np.ndarray:
+        """One row per text (float32), or one vector for a single ``str`` (as sentence-transformers
+        does): unit vectors for the cosine head, the encoder's raw features for the others. Texts
+        are length-sorted into batches. ``precision``: see :meth:`encoding_precision`."""
+        if isinstance(texts, str):
+            return self.encode([texts], batch_size=batch_size, progress=progress, precision=precision)[0]
+        batch_size = batch_size or self.encoder.encode_batch_size
+        texts = list(texts)
+        self.encoder.eval()
+        chosen = self.encoding_precision(precision)
+        runner = self._runner(chosen)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        chunk = 1 << 16  # tokenize in chunks so a million texts never sit as ids all at once
+        bar = tqdm(total=len(texts), desc="encode", unit="text", disable=not progress)
+        with single_threaded_ops(runner.workers > 1):
+            for start in range(0, len(texts), chunk):
+                if chosen == "fp32" and self._encode_flat(texts[start : start + chunk], out[start : start + chunk]):
+                    bar.update(min(chunk, len(texts) - start))
+                    continue
+                ids = self.vectorizer.encode(texts[start : start + chunk])
+                order = np.argsort([len(s) for s in ids], kind="stable")
+                for b in range(0, len(order), batch_size):
+                    rows = order[b : b + batch_size]
+                    batch, lengths = pad([ids[i] for i in rows], self.vectorizer.pad_id)
+                    on_device = (to_device(torch.from_numpy(x), self.device) for x in (batch, lengths))
+                    vectors = runner(*on_device)
+                    out[start + rows] = vectors.float().cpu().numpy()
+                    bar.update(len(rows))
+        bar.close()
+        return out
+
+    @torch.inference_mode()
+    def _encode_flat(self, texts: list[str], out: np.ndarray) -> bool:
+        """Encode ``texts`` into ``out`` in one call without padding, if the encoder pools that way
+        (a static model: ~2x faster, the same vectors); False if it does not."""
+        if not texts or type(self.encoder).pool_flat is Encoder.pool_flat:
+            return False
+        ids, lengths = self.vectorizer.encode_flat(texts)
+        vectors = self.encoder.pool_flat(
+            to_device(torch.from_numpy(ids), self.device), to_device(torch.from_numpy(lengths), self.device)
+        )
+        if vectors is None:
+            return False
+        out[:] = vectors.float().cpu().numpy()
+        return True
+
+    def _runner(self, precision: str = "fp32") -> ParallelEncoder:
+        """Batches are split into length groups encoded on one thread per core (on the CPU; a GPU
+        takes each batch whole)."""
+        key = (self.encoder, precision, self.device)
+        if getattr(self, "_parallel", None) is None or self._parallel_key != key:
+            if getattr(self, "_parallel", None) is not None:
+                self._parallel.close()
+            self._parallel = ParallelEncoder(
+                self.encoder, None if is_cpu(self.device) else 1, autocast(precision, self.device.type)
+            )
+            self._parallel_key = key
+        return self._parallel
+
+    def similarity(
+        self,
+        a: str | Sequence[str] | np.ndarray | torch.Tensor,
+        b: str | Sequence[str] | np.ndarray | torch.Tensor,
+        *,
+        batch_size: int | None = None,
+    ) -> np.ndarray:
+        """The head's score of each aligned pair ``(a[i], b[i])``: a cosine in [-1, 1], or a
+        duplicate probability in [0, 1] for the manhattan and classifier heads.
+
+        ``a`` and ``b``: texts (a ``str`` is one text), or vectors from :meth:`encode` (NumPy or
+        torch, one row per text or a single vector). Pairwise, not a matrix: for every text of
+        ``a`` against every text of ``b`` use :meth:`similarity_matrix`."""
+        a, b = self._vectors(a, batch_size), self._vectors(b, batch_size)
+        if len(a) != len(b):
+            raise ValueError(f"a has {len(a)} texts or vectors but b has {len(b)}; pairs need as many of each")
+        return self.score(a, b)
+
+    def similarity_matrix(
+        self,
+        a: str | Sequence[str] | np.ndarray | torch.Tensor,
+        b: str | Sequence[str] | np.ndarray | torch.Tensor,
+        *,
+        batch_size: int | None = None,
+    ) -> np.ndarray:
+        """The ``len(a) × len(b)`` matrix of the head's scores of every text (or vector) of ``a``
+        against every one of ``b``, as sentence-transformers' ``similarity`` returns."""
+        a, b = self._vectors(a, batch_size), self._vectors(b, batch_size)
+        if self.config.head == "cosine":  # one product of the unit rows
+            unit = torch.nn.functional.normalize
+            return np.clip((unit(a.cpu(), dim=1) @ unit(b.cpu(), dim=1).T).numpy(), -1.0, 1.0)
+        return np.stack([self.score(row.expand(len(b), -1), b) for row in a]) if len(a) else np.empty((0, len(b)))
+
+    def _vectors(self, x, batch_size: int | None) -> torch.Tensor:
+        """Texts encoded, or vectors as they are: a 2-D float32 tensor."""
+        if isinstance(x, (np.ndarray, torch.Tensor)):
+            vectors = torch.as_tensor(x).detach().float()
+            if vectors.dim() == 1:
+                vectors = vectors.unsqueeze(0)
+            if vectors.dim() != 2 or vectors.shape[1] != self.dim:
+                raise ValueError(
+                    f"vectors of shape {tuple(x.shape)}: expected (n, {self.dim}) from this model's encode"
+                )
+            return vectors
+        texts = [x] if isinstance(x, str) else list(x)
+        return torch.from_numpy(self.encode(texts, batch_size=batch_size))
+
+    @torch.inference_mode()
+    def score(self, a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
+        """The head on encodings (rows of :meth:`encode`)."""
+        self.head.eval()
+        scores = self.head(a.to(self.device), b.to(self.device)).float().cpu().numpy()
+        return np.clip(scores, *self.head.score_range)  # float rounding: a cosine of 1.0000001 is 1
+
+    def probability(
+        self,
+        a: str | Sequence[str] | np.ndarray | torch.Tensor,
+        b: str | Sequence[str] | np.ndarray | torch.Tensor,
+        *,
+        batch_size: int | None = None,
+    ) -> np.ndarray | None:
+        """Calibrated duplicate probability per aligned pair (see :mod:`siamese.decision.calibration`), or
+        ``None`` when the model is not calibrated (as the CLI's and the server's ``null``):
+        calibrate it with ``siamese calibrate`` or :func:`siamese.decision.calibration.calibrate`."""
+        if self.calibrator is None:
+            return None
+        return self.calibrator(self.similarity(a, b, batch_size=batch_size))
+
+    def predict(
+        self,
+        pairs_or_a: Sequence[tuple[str, str]] | Sequence[str],
+        b: Sequence[str] | None = None,
+        *,
+        threshold: float | None = None,
+    ) -> np.ndarray:
+        """True where a pair is a duplicate: similarity above the threshold (the model's unless
+        given). Takes a list of ``(text1, text2)`` pairs, or two aligned lists of texts."""
+        if b is None:
+            pairs = list(pairs_or_a)
+            if not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in pairs):
+                raise ValueError("predict takes a list of (text1, text2) pairs, or two lists of texts")
+            a, b = [p[0] for p in pairs], [p[1] for p in pairs]
+        else:
+            a = pairs_or_a
+        t = self.threshold if threshold is None else threshold
+        return self.similarity(a, b) > t
+
+    def explain(self, text1: str, text2: str, *, similarity: float | None = None):
+        """Which words of each text drove their similarity: a :class:`siamese.evaluation.explain.Explanation`
+        (per-word weights; ``method`` "exact" for the bag of words, else "occlusion"). Pass the
+        ``similarity`` already reported for the pair to have the explanation state the same number."""
+        from ..evaluation.explain import explain_pair
+
+        return explain_pair(self, text1, text2, similarity=similarity)
+
+    def summary(self) -> str:
+        """A Keras-like table of layers, output shapes and parameter counts."""
+        from .summary import summary
+
+        return summary(self)
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the weights, vocabulary and architecture: what an index records to know its model."""
+        h = hashlib.sha256()
+        defaults = asdict(ModelConfig())
+        config = {k: v for k, v in asdict(self.config).items() if not (k in _NEW_FIELDS and defaults[k] == v)}
+        h.update(json.dumps(config, sort_keys=True).encode())
+        h.update(self.vectorizer.tokenizer.to_str().encode())
+        for name, tensor in sorted(self.state_dict().items()):
+            h.update(name.encode())
+            h.update(host_bytes(tensor))
+        return h.hexdigest()
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+        """Write the model folder atomically (see :mod:`siamese.io.atomic`). An existing folder is
+        replaced only when it is a siamese folder (or empty), or with ``overwrite``."""
+        path = Path(path)
+        with atomic_dir(path, overwrite=overwrite, kind="model") as tmp:
+            self.write(tmp)
+        self.path = path.resolve()
+        return path
+
+    def write(self, folder: Path) -> None:
+        """The model folder's files, written into ``folder`` (an empty temporary folder: see :meth:`save`)."""
+        from .card import write_card
+
+        (folder / "config.json").write_text(self._config_json())
+        self.vectorizer.save(folder / "tokenizer.json")
+        write_card(self, folder)  # README.md (and history.png): what the model is, from its config and info
+        if self.encoder.exported:
+            self.encoder.save_to(folder)  # the graph file, as exported
+            return
+        state = self.state_dict()
+        if isinstance(self.encoder, TransformerEncoder):
+            # Its weights go (once) into a Hugging Face folder that sentence-transformers also reads.
+            write_layout(
+                folder, self.encoder, self.vectorizer, max_length=self.config.max_length, head=self.config.head
+            )
+            state = {k: v for k, v in state.items() if k.startswith(HEAD_PREFIX)}
+        save_file(state, str(folder / "model.safetensors"), metadata={"format": FORMAT})
+
+    def _config_json(self, config: ModelConfig | None = None, info: dict | None = None) -> str:
+        """config.json's text: this model's, or (``siamese export``) another config and info with
+        this model's vocabulary and calibration."""
+        manifest = {
+            "format": FORMAT,
+            "siamese_version": __version__,
+            "vocab_size": self.vectorizer.vocab_size,
+            **asdict(config or self.config),
+            "threshold": self.threshold,
+            "info": self.info if info is None else info,
+        }
+        if self.calibrator is not None:
+            manifest["calibration"] = self.calibrator.to_dict()
+        return json.dumps(manifest, indent=2) + "\n"
+
+    def save_fitted(self, path: str | os.PathLike | None = None) -> Path:
+        """Rewrite only ``config.json`` of the model's folder (default: the one it was loaded from):
+        the threshold, the calibration and the info change, the weights do not. One atomic file
+        replace, so a crash leaves the old config or the new one, and any other file the user
+        keeps in the folder stays. Refuses a folder holding a different architecture."""
+        path = Path(path) if path is not None else self.path
+        if path is None:
+            raise ModelError("this model has no folder yet: save it with model.save(path)")
+        file = path / "config.json"
+        on_disk = read_manifest(path, "config.json", FORMAT, ModelError, "model")
+        known = {f.name for f in fields(ModelConfig)}
+        theirs = asdict(ModelConfig(**{k: v for k, v in on_disk.items() if k in known}))
+        theirs["vocab_size"] = on_disk.get("vocab_size")
+        ours = json.loads(
+            json.dumps({**asdict(self.config), "vocab_size": self.vectorizer.vocab_size})
+        )  # as JSON has it
+        changed = sorted(k for k in ours if theirs.get(k) != ours[k])
+        if changed:
+            raise ModelError(
+                f"{file}: the folder holds a different model (differs in {', '.join(changed)}); "
+                "save this one elsewhere with model.save(path)"
+            )
+        mode = file.stat().st_mode & 0o777
+        with atomic_file(file) as tmp:
+            tmp.write_text(self._config_json())
+            os.chmod(tmp, mode)  # the temporary file is private (0600); keep the config's own permissions
+        self._rewrite_card(path, mode)
+        return path
+
+    def _rewrite_card(self, path: Path, mode: int) -> None:
+        """The card states the new threshold and calibration; a README.md of the user's stays as it is."""
+        from .card import CARD, card, ours
+
+        if not ours(path):
+            return
+        with atomic_file(path / CARD) as tmp:
+            tmp.write_text(card(self, plotted=(path / "history.png").is_file()), encoding="utf-8")
+            os.chmod(tmp, mode & 0o666)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Encoder weights under their own names (as the first format had them), head weights under ``head.``."""
+        state = {k: v.detach().cpu().contiguous() for k, v in self.encoder.state_dict().items()}
+        state.update({f"{HEAD_PREFIX}{k}": v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()})
+        return state
+
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike, *, precision: str | None = None, device: str | torch.device | None = "auto"
+    ) -> SiameseModel:
+        """Open a model folder (PyTorch or exported). ``precision``: what :meth:`encode` computes
+        in (auto, bf16, fp32; default $SIAMESE_PRECISION, else auto). ``device``: auto (a GPU
+        when there is one; an exported model stays on the CPU), cpu, cuda, cuda:N or mps."""
+        from ..io.atomic import clear_leftovers
+        from ..io.manifest import refuse_cross, require_model_folder
+
+        path = Path(path)
+        clear_leftovers(path)  # what a killed save of this folder left beside it
+        require_model_folder(path)
+        auto = device is None or str(device).strip().lower() == "auto"
+        device = resolve_device(device)  # an unavailable device is refused before the weights are read
+        config_file = path / "config.json"
+        refuse_cross(path)  # a clear line instead of "unsupported format"
+        raw = read_manifest(path, "config.json", FORMAT, ModelError, "model")
+        check_fields(raw, MANIFEST_FIELDS, config_file, ModelError)
+        known = {f.name for f in fields(ModelConfig)}
+        config = ModelConfig(**{k: v for k, v in raw.items() if k in known})
+        try:
+            config.check()
+        except SiameseError as e:
+            raise ModelError(f"{config_file}: {e}") from None
+        cls_ = encoder_class(config.encoder)
+        exported = getattr(cls_, "exported", False)
+        if exported and auto:
+            device = torch.device("cpu")  # ONNX Runtime runs the graph on the CPU
+        for name in ("tokenizer.json", getattr(cls_, "weights_file", "model.safetensors")):
+            if not (path / name).is_file():
+                raise ModelError(f"{path}: model folder is missing {name}")
+        own_tokenizer = getattr(cls_, "own_tokenizer", False)
+        if not own_tokenizer and "vocab_size" not in raw:
+            raise ModelError(f"{config_file}: missing field 'vocab_size'")
+        # The tokenizer first: vocab_size must match it before any layer is sized by it.
+        vectorizer = _load_vectorizer(path, config, raw, own_tokenizer)
+        options = config.encoder_kwargs() | ({"folder": path} if exported else {})
+        vocab = None if own_tokenizer else raw["vocab_size"]
+        weights = path / "model.safetensors"
+        try:
+            if not (own_tokenizer or exported):  # sizes against the weight file before allocating anything
+                try:
+                    shape_of = meta_build(lambda: build_encoder(config.encoder, vocab, **options))
+                    shapes = expected_shapes(
+                        {"": shape_of, HEAD_PREFIX: meta_build(lambda: build_head(config.head, shape_of.dim))}
+                    )
+                except RuntimeError as e:  # e.g. sizes whose product overflows
+                    raise ValueError(str(e)) from None
+                check_shapes(weights, read_header(weights, ModelError), shapes, ModelError)
+            with weights_follow():  # every weight is loaded below: no random initialisation first
+                encoder = build_encoder(config.encoder, vocab, **options)
+            head = build_head(config.head, encoder.dim)
+        except (KeyError, TypeError, ValueError, AttributeError, NotImplementedError) as e:
+            raise ModelError(
+                f"{config_file}: missing or invalid field ({str(e).splitlines()[0] if str(e) else e!r})"
+            ) from None
+        hf_weights = encoder_weights(path) if isinstance(encoder, TransformerEncoder) else None
+        try:
+            state = {} if exported else load_finite(weights, ModelError)  # an exported graph holds its weights
+            head.load_state_dict({k[len(HEAD_PREFIX) :]: v for k, v in state.items() if k.startswith(HEAD_PREFIX)})
+            rest = {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIX)}
+            if hf_weights is None:  # every other encoder, and transformer folders written before the layout
+                encoder.load_state_dict(rest)
+            else:
+                if rest:
+                    raise RuntimeError(f"encoder weights here and in {hf_weights.relative_to(path)}")
+                weights = hf_weights
+                encoder.model.load_state_dict(load_finite(hf_weights, ModelError))
+        except (RuntimeError, OSError, SafetensorError) as e:
+            raise ModelError(f"{weights}: weights do not fit the config ({str(e).splitlines()[0]})") from None
+        encoder.eval()
+        head.eval()
+        model = cls(vectorizer, encoder, config, raw.get("info"), head)
+        model.set_threshold(float(raw.get("threshold", DEFAULT_THRESHOLD)))  # checked with the other fields
+        if raw.get("calibration") is not None:
+            try:
+                model.calibrator = Calibrator.from_dict(raw["calibration"])
+            except (ValueError, TypeError) as e:
+                raise ModelError(f"{config_file}: invalid calibration ({e})") from None
+        model.path = path.resolve()
+        model.precision = precision
+        return model.to(device)
+
+
+def _load_vectorizer(path: Path, config: ModelConfig, raw: dict, own_tokenizer: bool) -> Vectorizer:
+    """A model folder's tokenizer.json, checked against config.json's vocab_size."""
+    config_file = path / "config.json"
+    if own_tokenizer or config.tokenizer == "subwords":
+        vectorizer = PretrainedVectorizer.load(path / "tokenizer.json", max_length=config.max_length)
+        if not own_tokenizer and vectorizer.vocab_size != raw["vocab_size"]:
+            raise ModelError(
+                f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
+                f"({vectorizer.vocab_size} tokens)"
+            )
+    else:
+        vectorizer = Vectorizer.load(
+            path / "tokenizer.json",
+            oov_buckets=config.oov_buckets,
+            char_ngrams=config.char_ngrams,
+            char_buckets=config.char_buckets,
+        )
+        if vectorizer.vocab_size != raw["vocab_size"]:
+            raise ModelError(
+                f"{config_file}: vocab_size {raw['vocab_size']} does not match tokenizer.json "
+                f"({vectorizer.word_count} words + "
+                f"{vectorizer.oov_buckets} oov_buckets + {vectorizer.char_buckets} char_buckets)"
+            )
+    return vectorizer
+
+
+def glove_embeddings(path: str, vectorizer: Vectorizer, seed: int) -> tuple[np.ndarray, dict]:
+    """An embedding matrix for the vocabulary from GloVe vectors, and how much they cover."""
+    vocabulary = vectorizer.vocabulary()
+    matrix, coverage = embedding_matrix(
+        vocabulary, load_glove(path, words=set(vocabulary) | {w.lower() for w in vocabulary}), seed=seed
+    )
+    total = vectorizer.word_count  # the buckets (random rows) are not words
+    return matrix, {
+        "path": str(path),
+        "covered": coverage.covered,
+        "total": total,
+        "fraction": round(coverage.covered / max(total, 1), 4),
+        "missing_examples": coverage.missing[:10],
+    }

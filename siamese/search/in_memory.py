@@ -1,0 +1,75 @@
+"""One call for a list of texts: ``siamese.dedupe(texts)`` → the texts kept and the clusters of
+near-duplicates, in memory (it wraps :func:`siamese.search.dedupe`, whose run folder goes to a
+temporary folder here; use that function or ``siamese dedupe`` to keep the run and re-threshold it)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..models.siamese import SiameseModel
+    from .run import Cluster
+
+
+@dataclass
+class Deduplicated:
+    """What :func:`dedupe` found: ``kept`` (one text per cluster and every text in none, in input
+    order), ``clusters`` (each a kept record and its duplicates with their similarity to it,
+    biggest first), ``threshold`` (the cosine above which two texts were duplicates)."""
+
+    kept: list[str]
+    clusters: list[Cluster]
+    threshold: float
+
+    @property
+    def removed(self) -> int:
+        """How many texts were found to duplicate a kept one."""
+        return sum(c.size - 1 for c in self.clusters)
+
+
+def dedupe(
+    texts: Sequence[str],
+    model: SiameseModel | str | None = None,
+    *,
+    threshold: float | None = None,
+    clustering: str = "greedy",
+    progress: bool = False,
+) -> Deduplicated:
+    """Near-duplicates among ``texts``: ``siamese.dedupe(["How do I get a loan?", ...]).kept``.
+
+    ``model``: a loaded cosine model, a model folder, a pretrained name (``minilm``, ``mpnet``),
+    or None for all-MiniLM-L6-v2 (installed with the package). ``threshold``: default the
+    model's, but at least 0.9 cosine (see :data:`siamese.search.run.DEDUPE_MIN_THRESHOLD`).
+    ``clustering``: greedy (each text joins the earlier kept text it duplicates, or is kept: no
+    chains), components or communities.
+    """
+    from . import dedupe as dedupe_run
+
+    if isinstance(texts, str):
+        raise TypeError("dedupe takes a list of texts, not one str")
+    texts = list(texts)
+    if model is None or isinstance(model, str):
+        model = _model(model)
+    with tempfile.TemporaryDirectory(prefix="siamese-dedupe-") as tmp:
+        run = dedupe_run(model, texts, Path(tmp) / "run", threshold=threshold, clustering=clustering, progress=progress)
+        clusters = run.clusters()
+    dropped = {d.record.row for c in clusters for d in c.duplicates}
+    kept = [t for row, t in enumerate(texts) if row not in dropped]
+    return Deduplicated(kept, clusters, run.threshold)
+
+
+def _model(name_or_folder: str | None) -> SiameseModel:
+    """A model folder, or a pretrained model by name (``minilm``, ``mpnet``; None: minilm)."""
+    from ..models.pretrained import NAMED
+    from ..models.siamese import SiameseModel
+
+    name = name_or_folder or "minilm"
+    if name in NAMED and not (Path(name) / "config.json").is_file():
+        from ..models.sentence_encoder import from_pretrained
+
+        return from_pretrained(name).to("auto")
+    return SiameseModel.load(name)
