@@ -12,7 +12,7 @@ import siamese
 from siamese.cli import app
 
 PACKAGE = Path(siamese.__file__).parent
-FAMILIES = ("training", "evaluation", "corpus", "serving", "labeling")
+FAMILIES = ("train", "evaluate", "corpus", "serve", "label")
 
 
 def _module_imports(path: Path, name: str) -> set[str]:

@@ -176,7 +176,7 @@ def test_emoji_sentiment_priors_know_angry_from_party(emojis):
 
 def test_sqam_keeps_the_average_of_the_later_epochs(small_vae, emojis, monkeypatch):
     """average_from=2 of 3 epochs: the kept weights are the mean of epochs 2 and 3, not any one epoch."""
-    from siamese.emoji import sqam_training
+    from siamese.emoji import text_model_train as sqam_training
 
     states, validation = [], sqam_training.validation
 

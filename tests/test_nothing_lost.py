@@ -73,7 +73,7 @@ def test_dedupe_records_refuse_a_bad_byte_in_another_column(tmp_path):
 
 
 def test_a_multibyte_character_across_chunks_is_valid(tmp_path):
-    from siamese.data.pairs import input_files
+    from siamese.data import input_files
 
     path = tmp_path / "long.txt"
     # é (2 bytes) straddles the 1 MiB chunk boundary

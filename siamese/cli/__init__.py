@@ -3,12 +3,12 @@
     common.py      shared options, user_errors (one ``error:`` line, exit 2), _check_out, _read, _emit
     root.py        the Typer app: registers every command below and mounts the sub-apps
                    (not app.py: a submodule named app would shadow the `app` attribute)
-    training.py    train (also --nproc workers, --resume, --cross), distill, export, pretrained
-    evaluation.py  evaluate, predict, calibrate, score, summary, rank, evaluate-answers
+    train.py       train (also --nproc workers, --resume, --cross), distill, export, pretrained
+    evaluate.py    evaluate, predict, calibrate, score, summary, rank, evaluate-answers
     corpus.py      encode, index build / index add, search, dedupe
-    serving.py     serve, formats
+    serve.py       serve, formats
     emoji.py       the ``siamese emoji ...`` sub-app (the emoji package's commands)
-    labeling.py    label (the labelling loop's local page, or an --oracle-column replay)
+    label.py       label (the labelling loop's local page, or an --oracle-column replay)
     declared.py    commands generated from declared options (train)
 
 Importing this package costs nothing: ``app`` and ``main`` are loaded on first use (PEP 562), so

@@ -1,7 +1,7 @@
 """Cross-encoders: both texts of a pair read together (the most accurate verdicts, pairs only).
 
 - :mod:`.model`: :class:`CrossEncoder` (similarity / predict / save / load), :class:`CrossConfig`
-- :mod:`.training`: :func:`train_cross`, :class:`CrossTrainConfig`
+- :mod:`.train`: :func:`train_cross`, :class:`CrossTrainConfig`
 """
 
 from __future__ import annotations

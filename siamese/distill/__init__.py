@@ -2,7 +2,7 @@
 vectors that encodes at bag-of-words speed (``siamese distill``).
 
 - :mod:`.corpus`: the texts the student learns from (default: the shared pair sets, no test split)
-- :mod:`.static`: the student itself (:func:`distill_static`, :class:`StaticConfig`)
+- :mod:`.static`: the student itself (:func:`distill_static`; its settings: :class:`siamese.config.static.StaticConfig`)
 - :mod:`.pipeline` :func:`distill`: teacher by name or folder → student → optional fine-tune on labelled pairs →
   threshold chosen on validation pairs, ready to save.
 """
