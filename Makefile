@@ -66,7 +66,7 @@ $(VENV)/.bench: $(VENV)/.installed
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]'
 	touch $@
 
-# TensorFlow-CPU 2.15.1 for the seed's Keras code (bench/keras_seed.py), in a venv of its own
+# TensorFlow-CPU 2.15.1 for the Keras reference (bench/keras_seed.py), in a venv of its own
 bench/.venv-tf/bin/python:
 	bash bench/tf_env.sh
 
@@ -124,17 +124,17 @@ bench-emoji: install mpnet runs/emoji/vae runs/student
 bench-label: install
 	$(PY) bench/label.py
 
-# greedy vs chained clusters on InsuranceQA's question bank (issue 35's dedupe defaults)
+# greedy vs chained clusters on InsuranceQA's question bank (the dedupe defaults)
 bench-dedupe-defaults: install
 	$(PY) bench/dedupe_defaults.py
 
-# start-up of predict, search and an error, median of 5 (issue 35: under 2 s on 2 cores)
+# start-up of predict, search and an error, median of 5 (target: under 2 s on 2 cores)
 bench-startup: install
 	$(PY) bench/startup.py
 
 bench: bench-speed bench-quality
 
-# Issue 36's hostile probe (bad inputs, kills, damaged folders, concurrency, outputs): ~10 minutes.
+# The hostile probe (bad inputs, kills, damaged folders, concurrency, outputs): ~10 minutes.
 bench-robustness: install
 	$(PY) bench/probe.py
 # A user's install into a fresh environment with a torch in range: torch kept, the core pulls no

@@ -28,9 +28,9 @@ from siamese.data.datasets import data_root
 from siamese.emoji.generate import write_sheets
 from siamese.emoji.images import load_emojis, name_to_char
 from siamese.emoji.sheets import save_strip
-from siamese.emoji.text_model import SQAMConfig
+from siamese.emoji.text_model import TextEmojiConfig
 from siamese.emoji.text_model_eval import train_and_evaluate
-from siamese.emoji.text_model_train import SQAMTrainConfig
+from siamese.emoji.text_model_train import TextEmojiTrainConfig
 from siamese.emoji.tweets import read_tweets
 from siamese.emoji.vae import EmojiVAE, VAEConfig
 from siamese.emoji.vae_train import VAETrainConfig, train_vae
@@ -38,7 +38,7 @@ from siamese.io.atomic import atomic_file
 
 HERE = Path(__file__).resolve().parent
 DOCS = HERE.parent / "docs" / "images"
-# The seed's three example tweets.
+# Three example tweets.
 EXAMPLES = [
     "@united Flight is awful only one lavatory functioning, and people lining up, bumping, etc. "
     "because can't use 1st class bathroom. Ridiculous",
@@ -89,8 +89,8 @@ def compare_encoders(args, codes: np.ndarray, names: list[str]) -> None:
                 tweets,
                 codes=codes,
                 names=names,
-                model_config=SQAMConfig(sentiment_aware=True, fine_tune=fine_tune),
-                config=SQAMTrainConfig(epochs=epochs, seed=seed, encoder_lr=args.encoder_lr),
+                model_config=TextEmojiConfig(sentiment_aware=True, fine_tune=fine_tune),
+                config=TextEmojiTrainConfig(epochs=epochs, seed=seed, encoder_lr=args.encoder_lr),
                 glove_path=glove,
                 text_encoder=spec,
                 text_vectors=vectors,
@@ -178,7 +178,7 @@ def main() -> None:
         type=int,
         nargs="*",
         default=[1, 2],
-        help="Also train and test both SQAMs with these seeds (each draws its own split) for the mean accuracy.",
+        help="Also train and test both text→emoji models with these seeds (each draws its own split): the mean.",
     )
     p.add_argument("--work", type=Path, default=Path("runs/emoji"), help="Where models and full-size sheets go.")
     p.add_argument("--out", type=Path, default=HERE / "results" / "emoji.json")
@@ -231,8 +231,8 @@ def main() -> None:
             tweets,
             codes=codes,
             names=emojis.names,
-            model_config=SQAMConfig(sentiment_aware=aware),
-            config=SQAMTrainConfig(epochs=args.sqam_epochs, seed=args.seed),
+            model_config=TextEmojiConfig(sentiment_aware=aware),
+            config=TextEmojiTrainConfig(epochs=args.sqam_epochs, seed=args.seed),
             glove_path=glove,
         )
         model.save(args.work / f"sqam-{name}")
@@ -248,8 +248,8 @@ def main() -> None:
                     tweets,
                     codes=codes,
                     names=emojis.names,
-                    model_config=SQAMConfig(sentiment_aware=aware),
-                    config=SQAMTrainConfig(epochs=args.sqam_epochs, seed=seed),
+                    model_config=TextEmojiConfig(sentiment_aware=aware),
+                    config=TextEmojiTrainConfig(epochs=args.sqam_epochs, seed=seed),
                     glove_path=glove,
                 )
             row = seeds.setdefault(seed, {})

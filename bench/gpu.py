@@ -1,4 +1,4 @@
-"""The GPU check (issue 34): every model family trained for a short run and a corpus encoded on
+"""The GPU check: every model family trained for a short run and a corpus encoded on
 one device, beside sentence-transformers on the same device, model, pairs and batch size.
 
     python bench/gpu.py --device cuda              # make gpu-check; meant to take under 6 min (not yet run on a GPU)
@@ -133,7 +133,7 @@ def siamese_family(pairs, device, encoder: str, loss: str, batch: int, epochs: i
 
 
 def word_families(pairs, device, quick: bool) -> dict:
-    """The word encoders with the recipes issue 34 ran (the LSTM's default triplet loss at batch 1,024);
+    """The word encoders with the GPU check's recipes (the LSTM's default triplet loss at batch 1,024);
     on a GPU 3 epochs, as an epoch of PAWS-QQP is only a few such batches."""
     big, epochs = (64, 1) if quick else (1024, 3)
     return {

@@ -1,4 +1,4 @@
-"""The hostile probe of issue 36, in one command: bad input files, kill -9 mid-write, damaged
+"""The hostile probe, in one command: bad input files, kill -9 mid-write, damaged
 folders, concurrent writers and outputs aimed at inputs, against the ``siamese`` commands.
 
     python bench/probe.py [--minutes 10] [--out bench/results/robustness.json]   (make bench-robustness)

@@ -3,7 +3,7 @@
 Contenders, each trained on the same duplicate pairs (default: PAWS-QQP train positives, i.e.
 Quora questions; --pairs twitter-url-train for headline/tweet pairs)
 with the same model (Embedding 128 → LSTM 128 → mean → L2), batch 256, Adam 0.01:
-  keras      the seed's Keras code (bench/keras_seed.py, TensorFlow in bench/.venv-tf)
+  keras      the Keras reference (bench/keras_seed.py, TensorFlow in bench/.venv-tf)
   naive      a direct PyTorch port: batches padded to their longest text, dense Adam, fp32
   ours-fp32  siamese.train, precision fp32
   ours-bf16  siamese.train, precision bf16 (what the default "auto" picks on CPUs with native
@@ -71,7 +71,7 @@ def worker_ours(args) -> dict:
 
 
 def worker_naive(args) -> dict:
-    """What a straightforward PyTorch port of the seed looks like."""
+    """What a straightforward PyTorch port of the Keras reference looks like."""
     import numpy as np
     import torch
     from torch import nn

@@ -1,4 +1,4 @@
-"""Start-up time of the commands a user runs first (issue 35: each under 2 s on 2 cores), median of 5:
+"""Start-up time of the commands a user runs first (target: each under 2 s on 2 cores), median of 5:
 
 - ``siamese predict MINILM_FOLDER "a" "b"``: Python, imports, loading MiniLM, one pair;
 - ``siamese search INDEX "query"``: an index of 1,000 InsuranceQA questions built by MiniLM;

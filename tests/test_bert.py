@@ -106,7 +106,7 @@ def test_a_minilm_folder_loads_and_encodes_without_transformers(minilm_folder):
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["transformers"] is False
-    assert result["cos"] == pytest.approx(0.812, abs=0.002)  # the seed's example, as the demo shows it
+    assert result["cos"] == pytest.approx(0.812, abs=0.002)  # the demo's example pair
 
 
 def test_other_architectures_go_through_transformers(reference):

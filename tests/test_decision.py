@@ -1,6 +1,6 @@
 """One decision for every trainer (siamese.decision.decide): the threshold and calibration are chosen on
 the validation pairs, and too few or one-sided ones fall back to the training pairs or the head's
-default, saying so. The CLI repro of issue 35: 30 validation pairs chose 0.9969 (recall 0.03)."""
+default, saying so. The CLI case: 30 validation pairs chose 0.9969 (recall 0.03)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def test_a_bi_encoder_trained_with_a_tiny_validation_set_chooses_on_its_training
 
 
 def test_cli_on_the_quora_sample_says_how_it_chose_and_which_pairs_it_trained_on(data_dir, tmp_path):
-    """The repro of issue 35 (300 Quora pairs: 30 validation pairs chose 0.9969, recall 0.03)."""
+    """300 Quora pairs ( 30 validation pairs chose 0.9969, recall 0.03)."""
     sample = data_dir / "quora" / "quora_question_pairs_sample300.csv"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     args = [sys.executable, "-m", "siamese", "train", "--data", str(sample), "--epochs", "2", "-q"]

@@ -1,7 +1,7 @@
 """Device mistakes caught without a GPU.
 
-Two ways, both of which fail on a tensor made on the host inside a model (CoSENT's ``torch.zeros(1)``
-before issue 34):
+Two ways, both of which fail on a tensor made on the host inside a model (e.g. a loss's
+``torch.zeros(1)`` without ``device=``):
 
 - PyTorch's ``meta`` device: weights and inputs there, no data; an op mixing a meta tensor with a
   host tensor raises, as it would on a GPU. Losses, heads, pooling, the encoders that need no data

@@ -14,7 +14,7 @@ from test_cli import assert_user_error, run, run_json
 from siamese.emoji.images import char_to_name, load_emojis, name_to_char
 from siamese.emoji.sentiment import sentiment_classes, sentiment_priors
 from siamese.emoji.sheets import grid_codes, pattern_code
-from siamese.emoji.text_model import EmojiSQAM
+from siamese.emoji.text_model import TextEmojiModel
 from siamese.emoji.text_model_train import answer_hinge
 from siamese.emoji.tweets import SENTIMENTS, read_tweets
 from siamese.emoji.vae import ConvVAE, EmojiVAE, VAEConfig
@@ -34,7 +34,7 @@ def emojis(emoji_dir):
 
 @pytest.fixture(scope="session")
 def small_vae(emojis, tmp_path_factory):
-    """The seed's architecture with 8 filters, trained 2 epochs (a few seconds), saved and reloaded."""
+    """The VAE with 8 filters, trained 2 epochs (a few seconds), saved and reloaded."""
     vae = train_vae(emojis, model_config=VAEConfig(filters=8), config=VAETrainConfig(epochs=2), progress=False)
     path = vae.save(tmp_path_factory.mktemp("vae") / "vae")
     return vae, path
@@ -88,14 +88,14 @@ def test_vae_codes_are_finite_for_all_874_emojis(small_vae, emojis):
     vae, path = small_vae
     codes = EmojiVAE.load(path).encode(emojis.images)
     assert codes.shape == (874, 16)
-    assert np.isfinite(codes).all()  # the seed had inf codes for 4.15 % of them
+    assert np.isfinite(codes).all()  # an unbounded log-variance gave inf codes for ~4 % of them
     assert np.unique(codes, axis=0).shape[0] > 700  # mostly distinct, even after 2 epochs of a tiny model
 
 
 def test_vae_sampling_stays_finite_when_the_log_variance_explodes(emojis):
     module = ConvVAE(VAEConfig(filters=4))
     with torch.no_grad():
-        module.variational.bias[16:] = 1e6  # what made the seed's exp(log_var / 2) overflow
+        module.variational.bias[16:] = 1e6  # what makes an unbounded exp(log_var / 2) overflow
     logits, mean, log_var = module(torch.from_numpy(emojis.images[:8]).permute(0, 3, 1, 2))
     assert log_var.max() <= 10.0
     assert torch.isfinite(logits).all() and torch.isfinite(mean).all()
@@ -174,25 +174,25 @@ def test_emoji_sentiment_priors_know_angry_from_party(emojis):
     assert SENTIMENTS[classes[emojis.find("😍")]] == "positive"
 
 
-def test_sqam_keeps_the_average_of_the_later_epochs(small_vae, emojis, monkeypatch):
+def test_text_emoji_keeps_the_average_of_the_later_epochs(small_vae, emojis, monkeypatch):
     """average_from=2 of 3 epochs: the kept weights are the mean of epochs 2 and 3, not any one epoch."""
-    from siamese.emoji import text_model_train as sqam_training
+    from siamese.emoji import text_model_train
 
-    states, validation = [], sqam_training.validation
+    states, validation = [], text_model_train.validation
 
     def record(model, val, margin, inputs=None):
         states.append({k: v.clone() for k, v in model.network.state_dict().items()})
         return validation(model, val, margin, inputs)
 
-    monkeypatch.setattr(sqam_training, "validation", record)
+    monkeypatch.setattr(text_model_train, "validation", record)
     tweets = read_tweets()
     train, val = tweets.subset(range(600)), tweets.subset(range(600, 800))
-    model = sqam_training.train_sqam(
+    model = text_model_train.train_text_emoji(
         train,
         val,
         codes=small_vae[0].encode(emojis.images),
         names=emojis.names,
-        config=sqam_training.SQAMTrainConfig(epochs=3, average_from=2),
+        config=text_model_train.TextEmojiTrainConfig(epochs=3, average_from=2),
         progress=False,
     )
     assert model.info["training"]["averaged_epochs"] == [2, 3]
@@ -201,12 +201,12 @@ def test_sqam_keeps_the_average_of_the_later_epochs(small_vae, emojis, monkeypat
         torch.testing.assert_close(kept[name], (states[1][name] + states[2][name]) / 2)
         assert not torch.equal(kept[name], states[2][name])
     with pytest.raises(Exception, match="average_from must be at least 1"):
-        sqam_training.train_sqam(
+        text_model_train.train_text_emoji(
             train,
             val,
             codes=small_vae[0].encode(emojis.images),
             names=emojis.names,
-            config=sqam_training.SQAMTrainConfig(epochs=3, average_from=0),
+            config=text_model_train.TextEmojiTrainConfig(epochs=3, average_from=0),
             progress=False,
         )
 
@@ -215,7 +215,7 @@ def test_sqam_keeps_the_average_of_the_later_epochs(small_vae, emojis, monkeypat
 
 
 @pytest.fixture(scope="module")
-def trained_sqam(small_vae, data_dir, emoji_dir, tmp_path_factory):
+def trained_text_emoji(small_vae, data_dir, emoji_dir, tmp_path_factory):
     """`siamese emoji train --text-encoder bilstm` on the first 4,000 tweets for 3 epochs (sentiment-aware, GloVe)."""
     out = tmp_path_factory.mktemp("sqam") / "model"
     result = run_json(
@@ -242,8 +242,8 @@ def trained_sqam(small_vae, data_dir, emoji_dir, tmp_path_factory):
     return out, result
 
 
-def test_small_sqam_run_beats_the_majority_class(trained_sqam):
-    out, result = trained_sqam
+def test_small_sqam_run_beats_the_majority_class(trained_text_emoji):
+    out, result = trained_text_emoji
     test, majority = result["test"], result["baselines"]["majority"]
     assert test["n"] == 800
     assert test["accuracy"] > majority["accuracy"] + 0.03, (test["accuracy"], majority["accuracy"])
@@ -258,18 +258,18 @@ def test_small_sqam_run_beats_the_majority_class(trained_sqam):
     assert result["val_accuracy"] == max(h["val_accuracy"] for h in history) or result.get("averaged_epochs")
 
 
-def test_sqam_round_trip_predicts_the_same(trained_sqam):
-    out, _ = trained_sqam
-    model = EmojiSQAM.load(out)
+def test_text_emoji_round_trip_predicts_the_same(trained_text_emoji):
+    out, _ = trained_text_emoji
+    model = TextEmojiModel.load(out)
     texts = ["@united thanks, great crew!", "@united lost my bag again, furious"]
-    again = EmojiSQAM.load(out)
+    again = TextEmojiModel.load(out)
     np.testing.assert_allclose(model.scores(texts), again.scores(texts), atol=1e-6)
     assert model.scores(texts).shape == (2, 874)
     assert model.answer_names == ["1f389", "1f608", "1f621"]
 
 
-def test_suggest_ranks_all_emojis_and_draws_a_strip(trained_sqam, small_vae, emoji_dir, tmp_path):
-    out, _ = trained_sqam
+def test_suggest_ranks_all_emojis_and_draws_a_strip(trained_text_emoji, small_vae, emoji_dir, tmp_path):
+    out, _ = trained_text_emoji
     png = tmp_path / "strip.png"
     result = run_json(
         "emoji",
@@ -369,7 +369,7 @@ def test_bad_inputs_exit_with_one_line_and_write_nothing(tmp_path, small_vae, em
     assert not model.exists()
 
     assert_user_error(
-        run("emoji", "suggest", tmp_path, "hello", check_ok=False), "not a siamese emoji SQAM model folder"
+        run("emoji", "suggest", tmp_path, "hello", check_ok=False), "not a siamese emoji text model folder"
     )
     sheets = tmp_path / "sheets"
     assert_user_error(
@@ -502,7 +502,7 @@ def small_tweets(data_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def minilm_sqam(small_vae, small_tweets, emoji_dir, tmp_path_factory):
+def minilm_text_emoji(small_vae, small_tweets, emoji_dir, tmp_path_factory):
     """`siamese emoji train --text-encoder minilm` (frozen) on 2,000 tweets, 8 epochs (seconds: the
     vectors are computed once)."""
     out = tmp_path_factory.mktemp("sqam-minilm") / "model"
@@ -528,8 +528,8 @@ def minilm_sqam(small_vae, small_tweets, emoji_dir, tmp_path_factory):
     return out, result
 
 
-def test_frozen_minilm_model_trains_and_is_saved_by_name(minilm_sqam, small_tweets):
-    out, result = minilm_sqam
+def test_frozen_minilm_model_trains_and_is_saved_by_name(minilm_text_emoji, small_tweets):
+    out, result = minilm_text_emoji
     assert result["text_encoder"] == {
         "spec": "minilm",
         "saved_as": "minilm",
@@ -551,14 +551,14 @@ def test_frozen_minilm_model_trains_and_is_saved_by_name(minilm_sqam, small_twee
     config = json.loads((out / "config.json").read_text(encoding="utf-8"))
     assert config["text_encoder"] == "minilm" and config["info"]["data"]["path"] == str(small_tweets.resolve())
     texts = ["@united thanks, great crew!", "@united lost my bag again, furious"]
-    model = EmojiSQAM.load(out)
-    np.testing.assert_allclose(model.scores(texts), EmojiSQAM.load(out).scores(texts), atol=1e-5)
+    model = TextEmojiModel.load(out)
+    np.testing.assert_allclose(model.scores(texts), TextEmojiModel.load(out).scores(texts), atol=1e-5)
 
 
-def test_suggest_json_keeps_emoji_characters_and_probabilities_separate(minilm_sqam, emoji_dir, tmp_path):
+def test_suggest_json_keeps_emoji_characters_and_probabilities_separate(minilm_text_emoji, emoji_dir, tmp_path):
     import unicodedata
 
-    out, _ = minilm_sqam
+    out, _ = minilm_text_emoji
     png = tmp_path / "strip.png"
     proc = run(
         "emoji",
@@ -598,7 +598,7 @@ def test_suggest_json_keeps_emoji_characters_and_probabilities_separate(minilm_s
     )
 
 
-def test_evaluate_matches_an_independent_computation(minilm_sqam, small_tweets):
+def test_evaluate_matches_an_independent_computation(minilm_text_emoji, small_tweets):
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import confusion_matrix
@@ -607,10 +607,10 @@ def test_evaluate_matches_an_independent_computation(minilm_sqam, small_tweets):
     from siamese.emoji.sentiment import sentiment_classes, sentiment_priors
     from siamese.emoji.tweets import split_tweets
 
-    out, trained = minilm_sqam
+    out, trained = minilm_text_emoji
     result = run_json("emoji", "evaluate", out)  # default: the model's own file → its test split
     assert result["scored"].startswith("the model's held-out test split")
-    model = EmojiSQAM.load(out)
+    model = TextEmojiModel.load(out)
     test, _, train = split_tweets(read_tweets(small_tweets), [0.2, 0.08], seed=1)
     scores = model.scores(test.texts)
     predicted = scores[:, [model.names.index(n) for n in ("1f389", "1f608", "1f621")]].argmax(axis=1)
@@ -643,8 +643,8 @@ def test_evaluate_matches_an_independent_computation(minilm_sqam, small_tweets):
     assert summary["mass_on_tweet_sentiment"] == pytest.approx(mass) and mass > 0.4
 
 
-def test_evaluate_another_file_and_refuse_a_changed_training_file(minilm_sqam, small_tweets, data_dir, tmp_path):
-    out, _ = minilm_sqam
+def test_evaluate_another_file_and_refuse_a_changed_training_file(minilm_text_emoji, small_tweets, data_dir, tmp_path):
+    out, _ = minilm_text_emoji
     other = tmp_path / "other.csv"
     with open(data_dir / "airline_tweets" / "Tweets_12000.csv", encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))[-50:]  # tweets the model never saw
@@ -680,21 +680,21 @@ def tiny_student(tmp_path_factory):
 
 @pytest.mark.parametrize("kind", ["student", "folder", "fine-tuned"])
 def test_round_trip_with_each_encoder_kind(kind, tiny_student, small_vae, emojis, tmp_path):
-    from siamese.emoji.text_model import SQAMConfig
-    from siamese.emoji.text_model_train import SQAMTrainConfig, train_sqam
+    from siamese.emoji.text_model import TextEmojiConfig
+    from siamese.emoji.text_model_train import TextEmojiTrainConfig, train_text_emoji
     from siamese.models.pretrained import default_model_path
 
     spec = {"student": f"student:{tiny_student}", "folder": str(default_model_path()), "fine-tuned": "minilm"}[kind]
     tweets = read_tweets()
     train, val = tweets.subset(range(200)), tweets.subset(range(200, 260))
-    model = train_sqam(
+    model = train_text_emoji(
         train,
         val,
         codes=small_vae[0].encode(emojis.images),
         names=emojis.names,
         text_encoder=spec,
-        model_config=SQAMConfig(sentiment_aware=True, fine_tune=kind == "fine-tuned"),
-        config=SQAMTrainConfig(epochs=1, batch_size=16),
+        model_config=TextEmojiConfig(sentiment_aware=True, fine_tune=kind == "fine-tuned"),
+        config=TextEmojiTrainConfig(epochs=1, batch_size=16),
         progress=False,
     )
     path = model.save(tmp_path / "model")
@@ -702,7 +702,7 @@ def test_round_trip_with_each_encoder_kind(kind, tiny_student, small_vae, emojis
         "text_encoder"
     ] == "text_encoder"
     texts = ["@united thanks, great crew!", "@united lost my bag again, furious"]
-    loaded = EmojiSQAM.load(path)
+    loaded = TextEmojiModel.load(path)
     np.testing.assert_allclose(loaded.scores(texts), model.scores(texts), atol=1e-5)
     assert loaded.temperature == model.temperature
     if kind == "fine-tuned":  # the encoder itself moved, and the saved copy is the moved one

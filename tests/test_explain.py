@@ -107,7 +107,7 @@ def test_occlusion_finds_the_word_that_matters_with_minilm(minilm):
 
 @pytest.mark.slow  # loads MiniLM
 def test_explanation_states_the_similarity_reported_beside_it(minilm):
-    # the seed's pair sits within 1e-3 of MiniLM's threshold: two numbers for it would read as two verdicts
+    # this pair sits within 1e-3 of MiniLM's threshold: two numbers for it would read as two verdicts
     a, b = "When will I see you?", "When can I see you again?"
     reported = float(minilm.similarity([a], [b])[0])
     e = minilm.explain(a, b, similarity=reported)

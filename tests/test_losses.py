@@ -1,4 +1,4 @@
-"""The hard-negative triplet loss against the seed's worked example and a loop-by-loop re-implementation."""
+"""The hard-negative triplet loss against a worked example and a loop-by-loop re-implementation."""
 
 from __future__ import annotations
 
@@ -8,18 +8,18 @@ import torch
 
 from siamese.models.losses import LOSSES, TripletLoss, triplet_loss
 
-# The seed's example (two pairs; the second pair's vectors point in opposite directions).
+# A worked example (two pairs; the second pair's vectors point in opposite directions).
 V1 = [[0.26726124, 0.53452248, 0.80178373], [0.5178918, 0.57543534, 0.63297887]]
 V2 = [[0.26726124, 0.53452248, 0.80178373], [-0.5178918, -0.57543534, -0.63297887]]
 SEED_LOSS = 0.7035
 
 
 def reference_loss(v1: np.ndarray, v2: np.ndarray, margin: float = 0.25, negatives_of=None) -> float:
-    """The definition (summed over rows, as the seed), one row and one column at a time.
+    """The definition (summed over rows), one row and one column at a time.
 
     scores[i, j] = v2[i] . v1[j] (or, with ``negatives_of``, anchor v1[i] against the positives
     v2 and the explicit negatives); the positive of row i is scores[i, i]; its negatives are the
-    other entries of the row (the diagonal counts as 0 in the mean, as in the seed). The closest
+    other entries of the row (the diagonal counts as 0 in the mean). The closest
     negative is the largest negative not above the positive; entries that are excluded (the
     diagonal, and negatives above the positive) take part only after being lowered by 2, which
     puts them below every allowed negative.
@@ -48,7 +48,7 @@ def unit_rows(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
 
 
 def test_seed_example():
-    # The seed sums over the batch; training averages (the same loss per pair whatever the batch size).
+    # Summed over the batch here; training averages (the same loss per pair whatever the batch size).
     assert triplet_loss(V1, V2, reduction="sum").item() == pytest.approx(SEED_LOSS, abs=1e-4)
     assert triplet_loss(torch.tensor(V1), torch.tensor(V2), reduction="sum").item() == pytest.approx(
         SEED_LOSS, abs=1e-4

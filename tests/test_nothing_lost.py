@@ -1,4 +1,4 @@
-"""Issue 36, "Nothing lost, round two": bad bytes anywhere in an input, damaged on-disk indexes and
+"""Nothing lost: bad bytes anywhere in an input, damaged on-disk indexes and
 checkpoints, leftovers of killed writes, two concurrent ``index add``, and outputs that would
 replace an input. Each test failed before its fix."""
 

@@ -599,7 +599,7 @@ def test_weighted_rows_draw_each_set_in_proportion():
 
 
 def test_old_model_folders_still_load(trained, tmp_path):
-    """A folder written before encoder/head/loss options existed loads as the seed LSTM."""
+    """A folder written before encoder/head/loss options existed loads as the default LSTM."""
     old = tmp_path / "old"
     old.mkdir()
     for name in ("tokenizer.json", "model.safetensors"):

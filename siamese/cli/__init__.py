@@ -1,6 +1,6 @@
 """The ``siamese`` command line (the console script ``siamese = siamese.cli:app``).
 
-    common.py      shared options, user_errors (one ``error:`` line, exit 2), _check_out, _read, _emit
+    common.py      shared options, user_errors (one ``error:`` line, exit 2), check_out_folder, read_pair_file, emit
     root.py        the Typer app: registers every command below and mounts the sub-apps
                    (not app.py: a submodule named app would shadow the `app` attribute)
     train.py       train (also --nproc workers, --resume, --cross), distill, export, pretrained

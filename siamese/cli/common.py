@@ -117,7 +117,7 @@ def user_errors(fn):
     return wrapper
 
 
-def _check_out(out: Path, overwrite: bool, kind: str = "model", inputs=()) -> None:
+def check_out_folder(out: Path, overwrite: bool, kind: str = "model", inputs=()) -> None:
     """Refuse a bad --out folder before any work is done (saving checks it again); ``kind``: what
     the command writes ("model", "index", "dedupe run"), so it never replaces another kind; never
     equal to, holding or inside a file or folder the command reads (``inputs``: pass them all,
@@ -128,7 +128,7 @@ def _check_out(out: Path, overwrite: bool, kind: str = "model", inputs=()) -> No
     check_target(out, overwrite=overwrite, kind=kind)
 
 
-def _check_out_file(out: Path | None, overwrite: bool, inputs=()) -> None:
+def check_out_file(out: Path | None, overwrite: bool, inputs=()) -> None:
     """Refuse an --out file that exists (unless ``overwrite``) or is one of the command's inputs."""
     from ..io.atomic import check_file_target
 
@@ -136,13 +136,13 @@ def _check_out_file(out: Path | None, overwrite: bool, inputs=()) -> None:
         check_file_target(out, overwrite=overwrite, inputs=inputs)
 
 
-def _read(path: Path, format: str, text1, text2, label):
+def read_pair_file(path: Path, format: str, text1, text2, label):
     from ..data.pairs import read_pairs
 
     return read_pairs(path, format, text1=text1, text2=text2, label=label)
 
 
-def _emit(result: dict, as_json: bool, lines: list[str]) -> None:
+def emit(result: dict, as_json: bool, lines: list[str]) -> None:
     if as_json:
         typer.echo(json.dumps(result, ensure_ascii=False))  # emojis and texts stay readable characters
     else:

@@ -16,9 +16,9 @@ from .common import (
     JsonOpt,
     OverwriteFileOpt,
     OverwriteOpt,
-    _check_out,
-    _check_out_file,
-    _emit,
+    check_out_file,
+    check_out_folder,
+    emit,
     finite,
     text_argument,
     user_errors,
@@ -68,15 +68,15 @@ def encode(
     """Embed texts into a .npy file: unit vectors for cosine models, the encoder's raw features for the other heads."""
     from ..data.pairs import read_texts
     from ..models.siamese import SiameseModel
-    from ..search.vectors import check_target, encode_to_file
+    from ..search.vectors import check_vectors_file, encode_to_file
 
-    check_target(out)
-    _check_out_file(out, overwrite, inputs=[data, model_dir])
+    check_vectors_file(out)
+    check_out_file(out, overwrite, inputs=[data, model_dir])
     model = SiameseModel.load(model_dir, device=device)
     texts = read_texts(data, column, skip_empty=False)  # row i of the output is text i: no silent skips
     runner = _corpus_engine(engine, address, device, quiet or as_json)
     result = encode_to_file(model, texts, out, batch_size=batch_size, progress=not quiet and not as_json, engine=runner)
-    _emit(
+    emit(
         result,
         as_json,
         [
@@ -118,7 +118,7 @@ def index_build(
     as_json: JsonOpt = False,
 ):
     """Encode a corpus into a FAISS index saved with its texts (each distinct text once)."""
-    _check_out(out, overwrite, kind="index", inputs=[data, model_dir])
+    check_out_folder(out, overwrite, kind="index", inputs=[data, model_dir])
     from ..data.pairs import read_texts
     from ..models.siamese import SiameseModel
     from ..search import DuplicateIndex
@@ -129,7 +129,7 @@ def index_build(
     texts = read_texts(data, column)
     index.add(texts, progress=not quiet, engine=_corpus_engine(engine, address, device, quiet or as_json))
     index.save(out, overwrite=overwrite)
-    _emit(
+    emit(
         {"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind},
         as_json,
         [f"indexed {len(index)} texts ({kind}) into {out}; {len(texts) - len(index)} repeats skipped"],
@@ -174,7 +174,7 @@ def index_add(
     index, added = add_to_index(
         index_dir, texts, model, allow_duplicates=allow_duplicates, progress=not quiet, device=device
     )
-    _emit(
+    emit(
         {"out": str(index_dir), "added": added, "skipped": len(texts) - added, "size": len(index)},
         as_json,
         [f"added {added} texts ({len(texts) - added} already indexed, skipped); {index_dir} now holds {len(index)}"],
@@ -213,7 +213,7 @@ def search(
         from ..search.cascade import rerank as rerank_hits
 
         hits = rerank_hits(cross, [query], [hits], threshold=threshold)[0]
-    _emit(
+    emit(
         {"query": query, "hits": [asdict(h) for h in hits]},
         as_json,
         [f"{h.similarity:.4f} {'DUP' if h.duplicate else '   '} [{h.id}] {h.text}" for h in hits],
@@ -328,7 +328,7 @@ def dedupe(
         if data is None or out is None:
             raise ConfigError("dedupe needs --data and --out (or --rethreshold T RUN_FOLDER)")
         # never over the model it reads, or an index
-        _check_out(out, False, kind="dedupe run", inputs=[path, data, against, verify])
+        check_out_folder(out, False, kind="dedupe run", inputs=[path, data, against, verify])
         extra = {}
         if verify is not None:
             if against is not None:
@@ -372,7 +372,7 @@ def dedupe(
             f"exactly) at {summary['threshold']:.3f}; written to {summary['out']}"
         ]
     lines += [f"{a.similarity:.3f} [{a.first.id}] {a.first.text} ~ [{a.second.id}] {a.second.text}" for a in least]
-    _emit(summary, as_json, lines)
+    emit(summary, as_json, lines)
 
 
 def _new_dedupe_run(

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import ConfigError
-from .common import DeviceOpt, JsonOpt, OverwriteOpt, _check_out, _emit, user_errors
+from .common import DeviceOpt, JsonOpt, OverwriteOpt, check_out_folder, emit, user_errors
 
 # mounted as `siamese emoji` by siamese/cli/root.py (this module does not import the app: no cycle)
 emoji_app = typer.Typer(no_args_is_help=True, help="Emoji VAE and text→emoji Siamese model.")
@@ -33,13 +33,11 @@ def train_vae(
     epochs: Annotated[int, typer.Option(min=1)] = 15,
     batch_size: Annotated[int, typer.Option(min=1)] = 16,
     lr: Annotated[
-        float, typer.Option(min=0.0, help="Adam learning rate (the seed: 0.003, which collapses here).")
+        float, typer.Option(min=0.0, help="Adam learning rate (0.003 collapses to one blurred emoji).")
     ] = 0.001,
-    filters: Annotated[int, typer.Option(min=1, help="Channels of every convolution (the seed: 64).")] = 64,
-    latent_dim: Annotated[int, typer.Option(min=4, help="Size of an emoji's code (the seed: 16).")] = 16,
-    dropout: Annotated[
-        float, typer.Option(min=0.0, max=0.95, help="Share of decoder units dropped (the seed: 0.8).")
-    ] = 0.8,
+    filters: Annotated[int, typer.Option(min=1, help="Channels of every convolution.")] = 64,
+    latent_dim: Annotated[int, typer.Option(min=4, help="Size of an emoji's code.")] = 16,
+    dropout: Annotated[float, typer.Option(min=0.0, max=0.95, help="Share of decoder units dropped.")] = 0.8,
     val_fraction: Annotated[float, typer.Option(min=0.01, max=0.9)] = 0.2,
     seed: int = 0,
     device: DeviceOpt = "auto",
@@ -48,7 +46,7 @@ def train_vae(
     as_json: JsonOpt = False,
 ):
     """Train the convolutional VAE on emoji images (80/20 split); report both losses per epoch."""
-    _check_out(out, overwrite, inputs=[images])
+    check_out_folder(out, overwrite, inputs=[images])
     import numpy as np
 
     from ..emoji.images import load_emojis
@@ -91,7 +89,7 @@ def train_vae(
         "inf/NaN",
         f"saved to {out}",
     ]
-    _emit(result, as_json, lines)
+    emit(result, as_json, lines)
 
 
 def _codes_csv(path: Path, names: list[str], codes) -> None:
@@ -131,7 +129,7 @@ def encode(
     non_finite = int((~np.isfinite(codes)).any(axis=1).sum())
     _codes_csv(out, emojis.names, codes)
     result = {"out": str(out), "emojis": len(emojis), "dim": int(codes.shape[1]), "non_finite_codes": non_finite}
-    _emit(
+    emit(
         result,
         as_json,
         [f"encoded {len(emojis)} emojis into {codes.shape[1]}-d codes ({non_finite} inf/NaN); written to {out}"],
@@ -164,7 +162,7 @@ def generate(
     device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
-    """Decode Gaussian samples, the seed's 2-D grids, reconstructions and an interpolation to PNGs."""
+    """Decode Gaussian samples, 2-D grids, reconstructions and an interpolation to PNGs."""
     from ..emoji.generate import write_sheets
     from ..emoji.vae import EmojiVAE
     from ..io.atomic import check_not_input
@@ -190,7 +188,7 @@ def generate(
         images=images,
         seed=seed,
     )
-    _emit({"out": str(out), "files": [str(f) for f in written]}, as_json, [f"wrote {f}" for f in written])
+    emit({"out": str(out), "files": [str(f) for f in written]}, as_json, [f"wrote {f}" for f in written])
 
 
 @emoji_app.command("train")
@@ -210,7 +208,7 @@ def train(
         typer.Option(
             "--text-encoder",
             help=(
-                "The text side: mpnet (default; make mpnet), minilm, bilstm (the seed's, from GloVe), "
+                "The text side: mpnet (default; make mpnet), minilm, bilstm (from GloVe), "
                 "student:FOLDER (siamese distill) or a model FOLDER."
             ),
         ),
@@ -235,11 +233,11 @@ def train(
         bool,
         typer.Option(
             "--sentiment-aware/--pixels-only",
-            help="Emoji features: VAE code + sentiment prior, or the VAE code alone (the seed).",
+            help="Emoji features: VAE code + sentiment prior, or the VAE code alone.",
         ),
     ] = True,
     epochs: Annotated[int, typer.Option(min=1)] = 10,
-    batch_size: Annotated[int, typer.Option(min=2, help="Tweets per batch (the seed: 64).")] = 32,
+    batch_size: Annotated[int, typer.Option(min=2, help="Tweets per batch.")] = 32,
     lr: Annotated[float, typer.Option(min=0.0)] = 1e-3,
     margin: Annotated[float, typer.Option(min=0.0)] = 0.2,
     test_fraction: Annotated[
@@ -277,12 +275,12 @@ def train(
 ):
     """Train the text→emoji Siamese model on sentiment-labelled tweets (🎉 / 😈 / 😡) and report
     its held-out accuracy beside the majority class and TF-IDF + logistic regression."""
-    _check_out(out, overwrite, inputs=[vae_dir, data])
+    check_out_folder(out, overwrite, inputs=[vae_dir, data])
     from ..data.datasets import data_root
     from ..emoji.images import load_emojis
-    from ..emoji.text_model import SQAMConfig
+    from ..emoji.text_model import TextEmojiConfig
     from ..emoji.text_model_eval import data_record, train_and_evaluate
-    from ..emoji.text_model_train import SQAMTrainConfig
+    from ..emoji.text_model_train import TextEmojiTrainConfig
     from ..emoji.tweets import default_tweets, read_tweets
     from ..emoji.vae import EmojiVAE
 
@@ -296,13 +294,13 @@ def train(
         tweets,
         codes=vae.encode(emojis.images),
         names=emojis.names,
-        model_config=SQAMConfig(
+        model_config=TextEmojiConfig(
             code_dim=vae.config.latent_dim,
             sentiment_aware=sentiment_aware,
             min_frequency=min_frequency,
             fine_tune=fine_tune,
         ),
-        config=SQAMTrainConfig(
+        config=TextEmojiTrainConfig(
             epochs=epochs,
             batch_size=batch_size,
             lr=lr,
@@ -332,7 +330,7 @@ def train(
         if averaged
         else f"best epoch {result['best_epoch']}"
     )
-    _emit(
+    emit(
         result,
         as_json,
         [
@@ -399,7 +397,7 @@ def evaluate(
     from ..emoji.text_model_eval import evaluate_file
 
     result = evaluate_file(model_dir, data, device=device)
-    _emit(
+    emit(
         result,
         as_json,
         [
@@ -441,7 +439,7 @@ def suggest(
     )
     result = {"text": text, "sentiment": sentiment, "suggestions": suggestions} | ({"png": str(png)} if png else {})
     header = ["sentiment: " + ", ".join(f"{label} {p:.0%}" for label, p in sentiment.items())] if sentiment else []
-    _emit(
+    emit(
         result,
         as_json,
         header

@@ -20,10 +20,10 @@ from .common import (
     TargetRecallOpt,
     Text1Opt,
     Text2Opt,
-    _check_out_file,
-    _emit,
-    _read,
+    check_out_file,
+    emit,
     finite,
+    read_pair_file,
     text_argument,
     user_errors,
 )
@@ -65,10 +65,10 @@ def evaluate(
     if report is not None and errors is not None and report.absolute() == errors.absolute():
         raise ConfigError(f"--report and --errors are both {report}: give each its own file")
     for out in (report, errors):  # before the evaluation, not after it
-        _check_out_file(out, overwrite, inputs=[data, model_dir])
+        check_out_file(out, overwrite, inputs=[data, model_dir])
 
     model = load_model(model_dir, device=device)
-    ev = evaluate_pairs(model, _read(data, format, text1, text2, label), threshold=threshold)
+    ev = evaluate_pairs(model, read_pair_file(data, format, text1, text2, label), threshold=threshold)
     result = dict(ev.metrics)
     if report is not None:
         from ..evaluation.report import write_report
@@ -104,7 +104,7 @@ def evaluate(
         lines.append(f"report written to {report}")
     if errors is not None:
         lines.append(f"{result['errors']['pairs']} misclassified pairs written to {errors}")
-    _emit(result, as_json, lines)
+    emit(result, as_json, lines)
 
 
 @user_errors
@@ -147,7 +147,7 @@ def predict(
                 f"{side} words by weight ({explanation['method']}): "
                 + ", ".join(f"{w['word']} {w['weight']:+.3f}" for w in ranked)
             )
-    _emit(result, as_json, lines)
+    emit(result, as_json, lines)
 
 
 def _one_of(argument: str | None, option: str | None, name: str) -> str:
@@ -188,7 +188,7 @@ def calibrate(
     model = load_model(model_dir, device=device)
     summary = run_calibration(
         model,
-        _read(data, format, text1, text2, label),
+        read_pair_file(data, format, text1, text2, label),
         method=method,
         target_precision=target_precision,
         target_recall=target_recall,
@@ -208,7 +208,7 @@ def calibrate(
         )
     else:
         lines.append(f"threshold unchanged: {summary['threshold']:.4f}")
-    _emit({"model": str(model_dir), **summary}, as_json, lines + [f"saved to {model_dir / 'config.json'}"])
+    emit({"model": str(model_dir), **summary}, as_json, lines + [f"saved to {model_dir / 'config.json'}"])
 
 
 @user_errors
@@ -237,7 +237,7 @@ def score(
     from ..io.progress import tqdm
     from ..models.loading import load_model
 
-    _check_out_file(out, overwrite, inputs=[data, model_dir])
+    check_out_file(out, overwrite, inputs=[data, model_dir])
 
     model = load_model(model_dir, device=device)
     bar = None
@@ -265,7 +265,7 @@ def score(
     finally:
         if bar is not None:
             bar.close()
-    _emit(
+    emit(
         summary,
         as_json,
         [
@@ -288,7 +288,7 @@ def summary(
     from ..models.siamese import SiameseModel
     from ..models.summary import draw, summary_rows
 
-    _check_out_file(png, overwrite, inputs=[model_dir])
+    check_out_file(png, overwrite, inputs=[model_dir])
 
     model = SiameseModel.load(model_dir, device="cpu")  # a table of shapes: no GPU needed
     if png is not None:
@@ -303,7 +303,7 @@ def summary(
         "total_params": total,
         "png": str(png) if png else None,
     }
-    _emit(result, as_json, [model.summary()] + ([f"architecture drawn to {png}"] if png else []))
+    emit(result, as_json, [model.summary()] + ([f"architecture drawn to {png}"] if png else []))
 
 
 @user_errors
@@ -332,7 +332,7 @@ def rank(
     hits = [
         {"rank": r + 1, "score": score, "candidate": i + 1, "answer": texts[i]} for r, (i, score) in enumerate(ranked)
     ]
-    _emit(
+    emit(
         {"question": question, "ranked": hits},
         as_json,
         [f"{h['rank']:>3}. {h['score']:.4f}  {h['answer']}" for h in hits],
@@ -353,7 +353,7 @@ def evaluate_answers(
     from ..models.siamese import SiameseModel
 
     report = ranking_report(SiameseModel.load(model_dir, device=device).similarity, read_answers(data))
-    _emit(
+    emit(
         report,
         as_json,
         [

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import ConfigError
-from .common import DeviceOpt, FormatOpt, JsonOpt, Text1Opt, Text2Opt, _emit, user_errors
+from .common import DeviceOpt, FormatOpt, JsonOpt, Text1Opt, Text2Opt, emit, user_errors
 
 
 @user_errors
@@ -108,7 +108,7 @@ def _replay(session, columns, column, budget, is_pairs, source, as_json) -> None
             f"flags {stats['flags']} of {stats['candidates']} pairs (the model's {stats['model_threshold']:.4f} flags "
             f"{stats['model_flags']})"
         )
-    _emit({"labels": str(session.store.path), **stats}, as_json, lines)
+    emit({"labels": str(session.store.path), **stats}, as_json, lines)
 
 
 def _share(value) -> str:

@@ -23,9 +23,9 @@ from .common import (
     OverwriteOpt,
     Text1Opt,
     Text2Opt,
-    _check_out,
-    _emit,
-    _read,
+    check_out_folder,
+    emit,
+    read_pair_file,
     user_errors,
 )
 from .declared import declared_command, is_path
@@ -270,7 +270,7 @@ def _train_data(options: dict):
         )
         return pairs, val, None, val_questions
     how = (options["format"], options["text1"], options["text2"], options["label"])
-    parts = [_read(p, *how) for p in data]
+    parts = [read_pair_file(p, *how) for p in data]
     weight = options["weight"]
     if weight:
         if len(weight) != len(parts):
@@ -284,7 +284,7 @@ def _train_data(options: dict):
     if options["test_fraction"] > 0:
         test, pairs = split_pairs(pairs, [options["test_fraction"]], seed=seed)
     if val_data is not None:
-        val = _read(val_data, *how)
+        val = read_pair_file(val_data, *how)
     else:
         val, pairs = split_pairs(pairs, [options["val_fraction"]], seed=seed)
     return pairs, val, test, None
@@ -300,7 +300,7 @@ def _run_train(options: dict) -> None:
     if not options["data"] or options["out"] is None:
         raise ConfigError("give --data FILE and --out DIR (or --resume CHECKPOINT to continue a run)")
     reads = [*options["data"], *(options[k] for k in ("val_data", "glove", "teacher", "prior", "transformer"))]
-    _check_out(options["out"], options["overwrite"], inputs=reads)
+    check_out_folder(options["out"], options["overwrite"], inputs=reads)
     from ..training.bi_encoder import train as run_training
 
     recipe = _recipe(options)  # the configurations checked before reading or training
@@ -318,7 +318,7 @@ def _run_train(options: dict) -> None:
         return
     model.save(options["out"], overwrite=options["overwrite"])
     result, lines = _train_report(model, options, val_questions, test)
-    _emit(result, options["as_json"], lines)
+    emit(result, options["as_json"], lines)
 
 
 def _pairs_used(info: dict, loss: str) -> str:
@@ -491,14 +491,14 @@ def distill_command(
     from ..data.pairs import Pairs
     from ..distill import distill, read_corpus
 
-    _check_out(out, overwrite, inputs=[teacher, *(data or []), *(fine_tune or []), *(val_data or [])])
+    check_out_folder(out, overwrite, inputs=[teacher, *(data or []), *(fine_tune or []), *(val_data or [])])
     config = StaticConfig(
         dim=dim, vocabulary=vocabulary, extra_words=extra_words, epochs=epochs, lr=lr, relational=relational, seed=seed
     )
     config.check()
     texts = read_corpus(data, column=column) if data else None
-    val = [_read(p, "auto", None, None, None) for p in val_data] if val_data else validation_sets()
-    tune = Pairs.concat([_read(p, "auto", None, None, None) for p in fine_tune]) if fine_tune else None
+    val = [read_pair_file(p, "auto", None, None, None) for p in val_data] if val_data else validation_sets()
+    tune = Pairs.concat([read_pair_file(p, "auto", None, None, None) for p in fine_tune]) if fine_tune else None
     student = distill(
         teacher,
         texts,
@@ -528,7 +528,7 @@ def distill_command(
         "seconds": info["seconds"],
         "fine_tuned": "fine_tune" in info,
     }
-    _emit(
+    emit(
         result,
         as_json,
         [
@@ -564,12 +564,12 @@ def export(
     from ..models.siamese import SiameseModel
 
     check_export_options(format, quantize)  # before the model is loaded
-    _check_out(out, overwrite, inputs=[model_dir])
+    check_out_folder(out, overwrite, inputs=[model_dir])
     # ONNX is traced on the CPU, where ONNX Runtime then runs it
     result = export_model(
         SiameseModel.load(model_dir, device="cpu"), out, format=format, quantize=quantize, overwrite=overwrite
     )
-    _emit(
+    emit(
         result,
         as_json,
         [
@@ -617,11 +617,11 @@ def pretrained_model(
     as_json: JsonOpt = False,
 ):
     """Save a pretrained sentence encoder, untrained, as a Siamese model (cosine head, threshold chosen on pairs)."""
-    _check_out(out, overwrite, inputs=[Path(source)])
+    check_out_folder(out, overwrite, inputs=[Path(source)])
     from ..data.datasets import validation_sets
     from ..models.sentence_encoder import from_pretrained
 
-    parts = [_read(p, format, text1, text2, label) for p in val_data] if val_data else validation_sets()
+    parts = [read_pair_file(p, format, text1, text2, label) for p in val_data] if val_data else validation_sets()
     model = from_pretrained(source, parts, max_length=max_length, metric=threshold_metric, device=device)
     model.save(out, overwrite=overwrite)
     info = model.info["pretrained"]
@@ -639,7 +639,7 @@ def pretrained_model(
         "val_pairs": choice["val_pairs"],
         "chosen_on": choice["chosen_on"],
     }
-    _emit(
+    emit(
         result,
         as_json,
         [

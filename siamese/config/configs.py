@@ -171,7 +171,7 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    """Optimisation hyper-parameters (the seed's values by default)."""
+    """Optimisation hyper-parameters."""
 
     epochs: int | None = option(None, f"Passes over the data (default: {_kinds('epochs')}).", min=1)
     batch_size: int | None = option(None, f"Pairs per step (default: {_kinds('batch_size')}).", min=2)

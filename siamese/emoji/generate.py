@@ -1,4 +1,4 @@
-"""New emojis from the VAE's latent space, as PNG sheets: Gaussian samples, the seed's 2-D grids,
+"""New emojis from the VAE's latent space, as PNG sheets: Gaussian samples, 2-D grids,
 reconstructions beside originals, and an interpolation between two emojis."""
 
 from __future__ import annotations

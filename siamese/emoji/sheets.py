@@ -1,4 +1,4 @@
-"""Decoded emojis as PNG sheets: Gaussian samples, the seed's 2-D grids (code patterns A, B, C),
+"""Decoded emojis as PNG sheets: Gaussian samples, 2-D grids (code patterns A, B, C),
 reconstructions beside originals, interpolations, and a strip of suggested emojis with scores.
 
 Sheets are tiled with Pillow; the suggestion strip is drawn with matplotlib (it has captions).
@@ -23,7 +23,7 @@ PATTERNS = ("A", "B", "C")
 
 
 def pattern_code(pattern: str, first: float, second: float, dim: int = 16) -> np.ndarray:
-    """The seed's way of spreading a 2-D point over ``dim`` latent dimensions:
+    """A 2-D point spread over ``dim`` latent dimensions:
     A = first half ``first``, second half ``second``; B = alternating; C = pairs alternating."""
     if dim % 4:
         raise ConfigError(f"the grid patterns need a latent size divisible by 4, got {dim}")

@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import ConfigError
 from .images import emoji_label, load_emojis, name_to_char
 from .sheets import gaussian_codes, save_strip
-from .text_model import EmojiSQAM
+from .text_model import TextEmojiModel
 from .tweets import SENTIMENTS
 from .vae import EmojiVAE
 
@@ -33,7 +33,7 @@ def suggest_emojis(
     calibrated 3-way sentiment probabilities (None for a model without a temperature)."""
     if generated and vae_dir is None:
         raise ConfigError("--generated needs --vae: the VAE decodes the new emojis")
-    model = EmojiSQAM.load(model_dir, device=device)
+    model = TextEmojiModel.load(model_dir, device=device)
     if not text.strip():
         raise ConfigError("the text is empty")
     scores = model.scores([text])[0]

@@ -1,6 +1,6 @@
 """The text side of the text→emoji model: which encoder turns a tweet into a vector.
 
-``bilstm`` is the seed's own BiLSTM, trained from GloVe with the rest of the model. Every other
+``bilstm`` is a BiLSTM trained from GloVe with the rest of the model. Every other
 choice is a sentence encoder of the zoo whose vectors a small projection maps into the emoji
 space: ``minilm`` and ``mpnet`` (by name), ``student:FOLDER`` (a static student from
 ``siamese distill``, or any Siamese model folder) or a sentence-transformers / Hugging Face

@@ -1,6 +1,6 @@
-"""The text→emoji Siamese model ("SQAM", after Feng et al. 2015 and the seed).
+"""The text→emoji Siamese model (after the answer-selection model of Feng et al. 2015).
 
-Text side: the seed's Embedding (GloVe-initialised) → BiLSTM(50, all steps) → max-pool →
+Text side: an Embedding (GloVe-initialised) → BiLSTM(50, all steps) → max-pool →
 Dense(10, relu), or a sentence encoder of the zoo (see :mod:`.text_encoders`; frozen or
 fine-tuned) → Dropout → Dense(256, relu) → Dense(10, relu).
 Emoji side: the emoji's features → Dense(64, relu) → Dense(10, relu). Both then go through the
@@ -36,8 +36,8 @@ FORMAT = "siamese-emoji-sqam/1"
 
 
 @dataclass
-class SQAMConfig:
-    """Architecture and text hyper-parameters (the seed's sizes); saved in ``config.json``."""
+class TextEmojiConfig:
+    """Architecture and text hyper-parameters; saved in ``config.json``."""
 
     embedding_dim: int = 50  # GloVe 50-d
     lstm_units: int = 50
@@ -51,7 +51,7 @@ class SQAMConfig:
     min_frequency: int = 2  # words seen once in training are [UNK]
     lowercase: bool = True
     max_length: int = 64
-    # "bilstm" (the seed's, above), a named frozen encoder ("minilm", "mpnet") reloaded from its
+    # "bilstm" (above), a named frozen encoder ("minilm", "mpnet") reloaded from its
     # package, or "text_encoder" (the encoder saved in that subfolder: any other, or fine-tuned).
     text_encoder: str = text_encoders.BILSTM
     text_dim: int = 0  # width of the sentence encoder's vectors
@@ -68,8 +68,8 @@ class SQAMConfig:
         return self.code_dim + (len(SENTIMENTS) if self.sentiment_aware else 0)
 
 
-class SQAMNetwork(nn.Module):
-    def __init__(self, config: SQAMConfig, vocab_size: int, n_emojis: int, embeddings=None):
+class TextEmojiNetwork(nn.Module):
+    def __init__(self, config: TextEmojiConfig, vocab_size: int, n_emojis: int, embeddings=None):
         super().__init__()
         if config.uses_bilstm:
             self.text = BiLSTMMaxEncoder(
@@ -110,15 +110,15 @@ class SQAMNetwork(nn.Module):
         return self.shared(self.emoji(features))
 
 
-class EmojiSQAM:
+class TextEmojiModel:
     """A text→emoji model: vectorizer (BiLSTM) or sentence encoder + network + the names of the
     emojis it can rank."""
 
     def __init__(
         self,
         vectorizer: Vectorizer | None,
-        network: SQAMNetwork,
-        config: SQAMConfig,
+        network: TextEmojiNetwork,
+        config: TextEmojiConfig,
         names: list[str],
         info: dict | None = None,
         *,
@@ -134,7 +134,7 @@ class EmojiSQAM:
         self.info = dict(info or {})
         self.device = torch.device("cpu")  # the network's (and the sentence encoder's): see to()
 
-    def to(self, device: str | torch.device | None = "auto") -> EmojiSQAM:
+    def to(self, device: str | torch.device | None = "auto") -> TextEmojiModel:
         """Run the network and the sentence encoder on ``device`` (auto: a GPU when there is one)."""
         from ..runtime.devices import resolve_device
 
@@ -244,9 +244,9 @@ class EmojiSQAM:
         )
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, device: str | torch.device | None = "auto") -> EmojiSQAM:
+    def load(cls, path: str | os.PathLike, *, device: str | torch.device | None = "auto") -> TextEmojiModel:
         path = Path(path)
-        config, raw = read_config(path, fmt=FORMAT, config_class=SQAMConfig, what="emoji SQAM model")
+        config, raw = read_config(path, fmt=FORMAT, config_class=TextEmojiConfig, what="emoji text model")
         names = raw.get("emojis")
         if not isinstance(names, list) or not isinstance(raw.get("vocab_size"), int):
             raise ModelError(f"{path / 'config.json'}: missing or invalid field 'emojis' or 'vocab_size'")
@@ -262,5 +262,5 @@ class EmojiSQAM:
                     f"{path}: text encoder {config.text_encoder!r} gives {encoder.dim}-d vectors, "
                     f"the model expects {config.text_dim}-d"
                 )
-        network = load_weights(path, SQAMNetwork(config, raw["vocab_size"], len(names)))
+        network = load_weights(path, TextEmojiNetwork(config, raw["vocab_size"], len(names)))
         return cls(vectorizer, network, config, names, raw.get("info"), encoder=encoder).to(device)

@@ -23,7 +23,7 @@ from ..errors import DataError, ModelError
 from ..models.pretrained import file_sha256
 from .sentiment import sentiment_classes, sentiment_priors
 from .temperature import log_loss, top_label_ece
-from .text_model import EmojiSQAM
+from .text_model import TextEmojiModel
 from .tweets import SENTIMENTS, Tweets, read_tweets, split_tweets
 
 
@@ -55,7 +55,9 @@ def tfidf_baseline(train: Tweets, test: Tweets, *, seed: int = 0) -> dict:
     return classification_report(test.labels, classifier.predict(test.texts))
 
 
-def sentiment_agreement(model: EmojiSQAM, tweets: Tweets, *, k: int = 5, scores: np.ndarray | None = None) -> float:
+def sentiment_agreement(
+    model: TextEmojiModel, tweets: Tweets, *, k: int = 5, scores: np.ndarray | None = None
+) -> float:
     """Share of the top-``k`` emojis, ranked among all the model's emojis, whose sentiment class
     (from the Emoji Sentiment Ranking) is the tweet's sentiment. Emojis of unknown sentiment count
     as disagreeing, so a model that ignores sentiment scores low whatever it suggests."""
@@ -65,7 +67,7 @@ def sentiment_agreement(model: EmojiSQAM, tweets: Tweets, *, k: int = 5, scores:
     return float(np.mean(classes[top] == tweets.labels[:, None]))
 
 
-def evaluate_sqam(model: EmojiSQAM, test: Tweets, *, k: int = 5) -> dict:
+def evaluate_text_emoji(model: TextEmojiModel, test: Tweets, *, k: int = 5) -> dict:
     """Accuracy, recall, confusion matrix, top-``k`` sentiment agreement over all emojis and, with
     a fitted temperature, the log-loss and ECE of the 3-way probabilities."""
     scores = model.scores(test.texts)
@@ -82,7 +84,7 @@ def evaluate_sqam(model: EmojiSQAM, test: Tweets, *, k: int = 5) -> dict:
     return report
 
 
-def suggestion_summary(model: EmojiSQAM, scores: np.ndarray, labels: np.ndarray, *, k: int = 5) -> dict:
+def suggestion_summary(model: TextEmojiModel, scores: np.ndarray, labels: np.ndarray, *, k: int = 5) -> dict:
     """How the suggestion probabilities over all emojis look, averaged over tweets: the top one,
     the top-``k`` together, the median emoji, and the mass on the emojis of the tweet's sentiment."""
     probs = model.suggestion_probabilities(scores)
@@ -132,15 +134,15 @@ def train_and_evaluate(
     text_vectors=None,
     data: dict | None = None,
     progress: bool = False,
-) -> tuple[EmojiSQAM, dict]:
+) -> tuple[TextEmojiModel, dict]:
     """Split the tweets (stratified: test, validation, train), train, and report on the test part
     beside the baselines. The report is also kept in ``model.info``; ``data`` (a
     :func:`data_record` of the tweets' file) too."""
-    from .text_model_train import SQAMTrainConfig, train_sqam
+    from .text_model_train import TextEmojiTrainConfig, train_text_emoji
 
-    config = config or SQAMTrainConfig()
+    config = config or TextEmojiTrainConfig()
     test, val, train = split_tweets(tweets, [test_fraction, val_fraction], seed=config.seed)
-    model = train_sqam(
+    model = train_text_emoji(
         train,
         val,
         codes=codes,
@@ -154,7 +156,7 @@ def train_and_evaluate(
     )
     if data is not None:
         model.info["data"] = data
-    model.info["test"] = evaluate_sqam(model, test)
+    model.info["test"] = evaluate_text_emoji(model, test)
     model.info["baselines"] = {
         "majority": majority_baseline(train, test),
         "tfidf_logreg": tfidf_baseline(train, test, seed=config.seed),
@@ -195,15 +197,15 @@ def evaluate_file(model_dir: str | os.PathLike, data: str | os.PathLike | None =
     part is then the one scored) beside the baselines trained on the model's training tweets.
     The tweet files are checked before the model (and its sentence encoder) is loaded."""
     from .folder import read_config
-    from .text_model import FORMAT, SQAMConfig
+    from .text_model import FORMAT, TextEmojiConfig
 
-    _, raw = read_config(model_dir, fmt=FORMAT, config_class=SQAMConfig, what="emoji SQAM model")
+    _, raw = read_config(model_dir, fmt=FORMAT, config_class=TextEmojiConfig, what="emoji text model")
     record = (raw.get("info") or {}).get("data")
     own_test, train = training_tweets(record, folder=model_dir)
     path = Path(data) if data is not None else Path(record["path"])
     own = path.is_file() and file_sha256(path) == record["sha256"]
     test = own_test if own else read_tweets(path)
-    model = EmojiSQAM.load(model_dir, device=device)
+    model = TextEmojiModel.load(model_dir, device=device)
     return {
         "model": str(model_dir),
         "data": str(path),
@@ -211,7 +213,7 @@ def evaluate_file(model_dir: str | os.PathLike, data: str | os.PathLike | None =
         "train_tweets": len(train),
         "emojis": len(model.names),
         "text_encoder": model.config.text_encoder,
-        **evaluate_sqam(model, test),
+        **evaluate_text_emoji(model, test),
         "baselines": {
             "majority": majority_baseline(train, test),
             "tfidf_logreg": tfidf_baseline(train, test, seed=record["split"]["seed"]),

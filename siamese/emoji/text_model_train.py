@@ -33,7 +33,7 @@ from ..training.loop import Trainer
 from .sentiment import UNKNOWN, sentiment_classes, sentiment_priors
 from .temperature import fit_set_temperature, fit_temperature
 from .text_encoders import BILSTM, load_text_encoder, saved_reference
-from .text_model import EmojiSQAM, SQAMConfig, SQAMNetwork
+from .text_model import TextEmojiConfig, TextEmojiModel, TextEmojiNetwork
 from .tweets import SENTIMENT_EMOJIS, SENTIMENTS, Tweets
 
 # For a label, the other labels (the wrong answers), in order.
@@ -41,11 +41,10 @@ WRONG = np.array([[j for j in range(len(SENTIMENTS)) if j != i] for i in range(l
 
 
 @dataclass
-class SQAMTrainConfig:
-    """Optimisation hyper-parameters: the seed's optimiser and margin; more epochs than its 3, and a
-    smaller batch than its 64, word dropout, min_frequency 2, and the final weights averaged over
-    the later epochs instead of the single best one (each measured on held-out tweets, see
-    docs/benchmarks.md)."""
+class TextEmojiTrainConfig:
+    """Optimisation hyper-parameters: 10 epochs, batch 32, word dropout, min_frequency 2, and the final
+    weights averaged over the later epochs instead of the single best one (each measured on
+    held-out tweets, see docs/benchmarks.md)."""
 
     epochs: int = 10
     batch_size: int = 32
@@ -53,7 +52,7 @@ class SQAMTrainConfig:
     clipnorm: float = 1.0  # as Keras' clipnorm: each weight's gradient is clipped to this norm
     margin: float = 0.2
     sentiment_weight: float = 0.3  # weight of the all-emoji sentiment triplets (1.0 cost 1.8 points of accuracy)
-    word_dropout: float = 0.1  # share of training tokens replaced by [UNK] (a regulariser; 0 = the seed)
+    word_dropout: float = 0.1  # share of training tokens replaced by [UNK] (a regulariser; 0 = none)
     average_from: int | None = 6  # average the weights of this epoch and the later ones (SWA); None: best epoch on val
     encoder_lr: float = 2e-5  # the sentence encoder's learning rate when fine-tuned
     precision: str = "auto"  # a fine-tuned encoder's forward pass: bf16 autocast where the CPU has it natively
@@ -109,26 +108,26 @@ def _clip_each(parameters, max_norm: float) -> None:
             torch.nn.utils.clip_grad_norm_([p], max_norm)
 
 
-def train_sqam(
+def train_text_emoji(
     train: Tweets,
     val: Tweets,
     *,
     codes: np.ndarray,
     names: list[str],
-    model_config: SQAMConfig | None = None,
-    config: SQAMTrainConfig | None = None,
+    model_config: TextEmojiConfig | None = None,
+    config: TextEmojiTrainConfig | None = None,
     glove_path: str | os.PathLike | None = None,
     text_encoder: str = BILSTM,
     text_vectors: Mapping[str, np.ndarray] | None = None,
     progress: bool = True,
-) -> EmojiSQAM:
+) -> TextEmojiModel:
     """Train on ``train`` tweets, keep the epoch with the best accuracy on ``val``; ``codes`` are
     the VAE codes of the emojis ``names`` (all of them become rankable). ``text_encoder``: see
     :mod:`.text_encoders` (``model_config.fine_tune`` trains a sentence encoder too).
     ``text_vectors``: the frozen encoder's vectors of the train and val texts, if already
     computed (the benchmark encodes the tweets once for all its splits)."""
-    model_config = model_config or SQAMConfig()
-    config = config or SQAMTrainConfig()
+    model_config = model_config or TextEmojiConfig()
+    config = config or TextEmojiTrainConfig()
     average_from = _checked(model_config, config, codes, names, text_encoder)
     rng = seed_everything(config.seed)
     started = time.perf_counter()
@@ -204,7 +203,7 @@ def train_sqam(
     return model
 
 
-def _frozen_vectors(model: EmojiSQAM, train: Tweets, val: Tweets, text_vectors: Mapping[str, np.ndarray] | None):
+def _frozen_vectors(model: TextEmojiModel, train: Tweets, val: Tweets, text_vectors: Mapping[str, np.ndarray] | None):
     """A frozen sentence encoder's vectors of the training tweets and the validation inputs, each
     tweet encoded once (they do not change); None, None when the text side trains."""
     if model.encoder is None or model.config.fine_tune:
@@ -217,7 +216,9 @@ def _frozen_vectors(model: EmojiSQAM, train: Tweets, val: Tweets, text_vectors: 
     return encoded(train.texts), (encoded(val.texts),)
 
 
-def _checked(model_config: SQAMConfig, config: SQAMTrainConfig, codes, names, text_encoder: str) -> int | None:
+def _checked(
+    model_config: TextEmojiConfig, config: TextEmojiTrainConfig, codes, names, text_encoder: str
+) -> int | None:
     """Refuse settings that cannot train; the first averaged epoch (None: keep the best epoch)."""
     if config.epochs < 1 or config.batch_size < 1:
         raise ConfigError("epochs and batch_size must be at least 1")
@@ -234,7 +235,9 @@ def _checked(model_config: SQAMConfig, config: SQAMTrainConfig, codes, names, te
     return None if config.average_from is None else min(config.average_from, config.epochs)
 
 
-def _build(train: Tweets, codes, names, model_config: SQAMConfig, config: SQAMTrainConfig, glove_path, text_encoder):
+def _build(
+    train: Tweets, codes, names, model_config: TextEmojiConfig, config: TextEmojiTrainConfig, glove_path, text_encoder
+):
     """The untrained model (its text side: a vocabulary and GloVe start for the bilstm, else a
     sentence encoder), the emojis' features, and the GloVe coverage."""
     vectorizer = encoder = matrix = coverage = None
@@ -255,12 +258,12 @@ def _build(train: Tweets, codes, names, model_config: SQAMConfig, config: SQAMTr
             text_encoder=saved_reference(text_encoder, fine_tuned=model_config.fine_tune),
         )
     emojis = emoji_features(codes, names, sentiment_aware=model_config.sentiment_aware)
-    network = SQAMNetwork(model_config, vectorizer.vocab_size if vectorizer else 0, len(names), matrix)
+    network = TextEmojiNetwork(model_config, vectorizer.vocab_size if vectorizer else 0, len(names), matrix)
     network.emoji_features.copy_(torch.from_numpy(emojis["features"]))
     network.code_mean.copy_(torch.from_numpy(emojis["mean"]))
     network.code_std.copy_(torch.from_numpy(emojis["std"]))
     network.answers.copy_(torch.from_numpy(emojis["answers"]))
-    model = EmojiSQAM(vectorizer, network, model_config, names, encoder=encoder).to(config.device)
+    model = TextEmojiModel(vectorizer, network, model_config, names, encoder=encoder).to(config.device)
     return model, emojis, coverage
 
 
@@ -269,7 +272,9 @@ class _Steps:
     emoji over one of each other sentiment and one of unknown sentiment (a known match should
     outrank an emoji nobody has measured); the optimizer over what trains."""
 
-    def __init__(self, model: EmojiSQAM, train: Tweets, config: SQAMTrainConfig, emojis: dict, rng, train_vectors):
+    def __init__(
+        self, model: TextEmojiModel, train: Tweets, config: TextEmojiTrainConfig, emojis: dict, rng, train_vectors
+    ):
         self.model, self.train, self.config, self.rng, self.train_vectors = model, train, config, rng, train_vectors
         self.pools = [np.flatnonzero(emojis["classes"] == label) for label in range(len(SENTIMENTS))]
         self.unknown = np.flatnonzero(emojis["classes"] == UNKNOWN)
@@ -320,7 +325,7 @@ class _Steps:
         )
 
 
-def _temperatures(model: EmojiSQAM, val: Tweets, val_inputs, classes: np.ndarray) -> dict:
+def _temperatures(model: TextEmojiModel, val: Tweets, val_inputs, classes: np.ndarray) -> dict:
     """Softmax temperatures fitted on the validation tweets: over the answer emojis, and over
     every known emoji (mass on the emojis of the tweet's sentiment)."""
     questions, answer_vectors = question_and_answer_vectors(model, val, val_inputs)
@@ -334,7 +339,7 @@ def _temperatures(model: EmojiSQAM, val: Tweets, val_inputs, classes: np.ndarray
 
 
 @torch.no_grad()
-def question_and_answer_vectors(model: EmojiSQAM, tweets: Tweets, inputs: tuple[torch.Tensor, ...] | None = None):
+def question_and_answer_vectors(model: TextEmojiModel, tweets: Tweets, inputs: tuple[torch.Tensor, ...] | None = None):
     """Unit vectors of the tweets and of the 3 answer emojis; ``inputs``: the tweets' text-side
     inputs if already computed (a frozen encoder's vectors)."""
     if inputs is None:
@@ -346,7 +351,9 @@ def question_and_answer_vectors(model: EmojiSQAM, tweets: Tweets, inputs: tuple[
 
 
 @torch.no_grad()
-def validation(model: EmojiSQAM, val: Tweets, margin: float, inputs: tuple[torch.Tensor, ...] | None = None) -> dict:
+def validation(
+    model: TextEmojiModel, val: Tweets, margin: float, inputs: tuple[torch.Tensor, ...] | None = None
+) -> dict:
     """Hinge loss over every wrong answer, and 3-way accuracy, on held-out tweets."""
     questions, answers = question_and_answer_vectors(model, val, inputs)
     predictions = (questions @ answers.T).argmax(1).cpu().numpy()

@@ -1,5 +1,5 @@
 """The question side of the text→emoji model: airline tweets labelled positive, neutral or
-negative, answered by 🎉 (1f389), 😈 (1f608) and 😡 (1f621) as in the seed."""
+negative, answered by 🎉 (1f389), 😈 (1f608) and 😡 (1f621)."""
 
 from __future__ import annotations
 

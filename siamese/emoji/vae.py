@@ -1,10 +1,10 @@
-"""The seed's convolutional variational autoencoder over 36×36×4 emoji images.
+"""A convolutional variational autoencoder over 36×36×4 emoji images.
 
 Encoder: three Conv2D(filters, 3×3, same, relu) → flatten → a variational layer giving the mean
 and log-variance of a ``latent_dim``-d Gaussian. Decoder: Dense(36·36·4, relu) → reshape → three
 ConvTranspose2D(filters, 3×3, same, relu) → dropout → ConvTranspose2D(4, 3×3, same, sigmoid).
 
-Why the codes stay finite (the seed's had ``inf`` for 4.15 % of emojis): an emoji's code is the
+Why the codes stay finite (an unbounded log-variance gave ``inf`` for ~4 % of emojis): an emoji's code is the
 Gaussian's *mean*, not a sample, and the log-variance is bounded smoothly (``tanh``), so
 ``exp(log_var / 2)`` can never overflow while training samples the latent.
 """
@@ -28,11 +28,11 @@ FORMAT = "siamese-emoji-vae/1"
 
 @dataclass
 class VAEConfig:
-    """Architecture (the seed's values by default); saved in ``config.json``."""
+    """Architecture; saved in ``config.json``."""
 
     latent_dim: int = 16
     filters: int = 64
-    dropout: float = 0.8  # the seed's Keras Dropout(.8): the share of units dropped
+    dropout: float = 0.8  # the share of decoder units dropped (as Keras' Dropout(.8))
     max_log_var: float = 10.0  # |log-variance| bound: exp(10 / 2) ≈ 148 standard deviations at most
 
 
@@ -86,7 +86,7 @@ class ConvVAE(nn.Module):
 
 def vae_loss(images: torch.Tensor, logits: torch.Tensor, mean: torch.Tensor, log_var: torch.Tensor) -> torch.Tensor:
     """Per-image loss, averaged over the batch: binary cross-entropy summed over the 36×36 pixels
-    (averaged over a pixel's 4 channels, as Keras' ``binary_crossentropy`` does in the seed) plus
+    (averaged over a pixel's 4 channels, as Keras' ``binary_crossentropy`` does) plus
     the KL divergence from the unit Gaussian. Computed from logits, which is stable near 0 and 1."""
     bce = F.binary_cross_entropy_with_logits(logits, images, reduction="none").mean(dim=1).sum(dim=(1, 2))
     kl = -0.5 * (1 + log_var - mean.square() - log_var.exp()).sum(dim=-1)

@@ -18,9 +18,9 @@ from .vae import ConvVAE, EmojiVAE, VAEConfig, to_tensor, vae_loss
 
 @dataclass
 class VAETrainConfig:
-    """Optimisation hyper-parameters: the seed's batch and split; a lower learning rate than its
-    0.003, at which this model collapsed to one blurred emoji for every input (val loss 758 after
-    30 epochs, against 564 after 13 at 0.001; docs/benchmarks.md); fewer epochs than its 100."""
+    """Optimisation hyper-parameters. The learning rate is 0.001: at 0.003 this model collapsed to one
+    blurred emoji for every input (val loss 758 after 30 epochs, against 564 after 13 at 0.001;
+    docs/benchmarks.md)."""
 
     epochs: int = 15
     batch_size: int = 16

@@ -17,7 +17,7 @@ from ..errors import DataError
 from ..io.atomic import as_umask_allows, atomic_file
 
 
-def check_target(path: str | os.PathLike) -> Path:
+def check_vectors_file(path: str | os.PathLike) -> Path:
     """Refuse, before any work, an output path that is a folder or lies under a file or a
     folder we cannot write to."""
     path = Path(path)
@@ -35,7 +35,7 @@ def check_target(path: str | os.PathLike) -> Path:
 
 def write_vectors(path: str | os.PathLike, vectors: np.ndarray) -> Path:
     """Save ``vectors`` as float32 ``.npy`` at exactly ``path`` (a temporary file renamed into place)."""
-    path = check_target(path)
+    path = check_vectors_file(path)
     try:
         with atomic_file(path) as tmp:
             with open(tmp, "wb") as f:  # a file object: np.save(name) would add ".npy"
@@ -59,7 +59,7 @@ def encode_to_file(
     only), ``texts_per_second`` and ``out``. ``engine`` (e.g. :class:`siamese.search.ray_engine.RayEngine`):
     the encoding runs there and its vectors stream into the file (a memory map), so they never
     sit in memory all at once."""
-    out = check_target(out)  # before the encoding, not after it
+    out = check_vectors_file(out)  # before the encoding, not after it
     started = time.perf_counter()
     if engine is not None:
         texts = list(texts)

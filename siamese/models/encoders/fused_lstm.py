@@ -1,7 +1,7 @@
 """Embedding → LSTM → mean as one training kernel (``siamese/runtime/kernels.cpp``) on CPUs with
 native bfloat16.
 
-Why: on a 2-core CPU the seed model's training step is mostly the LSTM, and nn.LSTM (oneDNN)
+Why: on a 2-core CPU the default model's training step is mostly the LSTM, and nn.LSTM (oneDNN)
 under bf16 autocast does work this model does not need:
 
 - the input projection ``x W_ihᵀ + b`` is computed once per *distinct* token of the batch, not

@@ -1,4 +1,4 @@
-"""The seed's Siamese branch: Embedding → LSTM (all steps) → mean over real tokens → L2 norm."""
+"""The default Siamese branch: Embedding → LSTM (all steps) → mean over real tokens → L2 norm."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ class LSTMEncoder(Encoder):
     gradients, so the optimiser touches only the rows of the batch.
     """
 
-    width_option = "dim"  # the seed's name for its LSTM width (the embedding is as wide)
-    default_lr = 0.01  # the seed's Adam rate
+    width_option = "dim"  # the LSTM width (the embedding is as wide)
+    default_lr = 0.01
 
     def __init__(
         self,

@@ -1,11 +1,11 @@
-"""Triplet loss with hard negative mining over the batch (the seed's duplicate-question loss).
+"""Triplet loss with hard negative mining over the batch (the default duplicate-question loss).
 
 Row i of ``v1`` and ``v2`` is a duplicate pair; every other row of ``v2`` is a negative for it.
 For each row, two hinge terms: one against the mean negative score, one against the closest
 negative (the highest negative score still below the positive one). Explicit negatives (answer
 triplets) join the batch's rows as candidates for every anchor.
 
-The seed sums the terms over the batch; training averages them (``reduction="mean"``, like every
+Training averages the terms over the batch (``reduction="mean"``, like every
 other loss here) so that the step size does not grow with the batch size.
 """
 
@@ -20,7 +20,7 @@ REDUCTIONS = ("mean", "sum")
 
 
 def triplet_loss(v1, v2, margin: float = 0.25, reduction: str = "mean") -> torch.Tensor:
-    """Mean (or, as the seed, sum) over the batch of ``relu(m - pos + closest_neg) + relu(m - pos + mean_neg)``.
+    """Mean (or sum) over the batch of ``relu(m - pos + closest_neg) + relu(m - pos + mean_neg)``.
 
     ``v1`` and ``v2`` are (n, d) unit vectors (tensors or arrays), n >= 2.
     """
