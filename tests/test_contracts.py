@@ -73,25 +73,37 @@ def test_cli_defaults_agree_with_the_configuration(command, configs):
     assert checked >= 5
 
 
-def test_every_train_option_is_one_declaration():
-    """siamese train is generated from declared fields: each CLI option is exactly one declared
-    field (flag, default, help, bounds from it), and every declared configuration field is an option."""
-    from siamese.cli.train import TrainCommand
+def _declared_commands():
+    from siamese.cli.train import DistillCommand, TrainCommand
     from siamese.config.configs import LossConfig
+    from siamese.config.run import TrainRun
+    from siamese.config.static import DistillRun
+
+    return {
+        "train": ((TrainRun, TrainCommand, ModelConfig, TrainConfig), (LossConfig,)),
+        "distill": ((DistillRun, StaticConfig, DistillCommand), ()),
+    }
+
+
+@pytest.mark.parametrize("name", ["train", "distill"])
+def test_every_option_is_one_declaration(name):
+    """siamese train and distill are generated from declared fields: each CLI option is exactly one
+    declared field (flag, default, help, bounds from it), and every declared field is an option."""
     from siamese.config.options import declared_options
 
-    command = typer.main.get_command(app).commands["train"]
+    configs, nested = _declared_commands()[name]
+    command = typer.main.get_command(app).commands[name]
     params = {p.name: p for p in command.params}
-    declared = {d.name: d for d in declared_options(TrainCommand, ModelConfig, TrainConfig)}
+    declared = {d.name: d for d in declared_options(*configs)}
     assert sorted(params) == sorted(declared)
-    for config in (ModelConfig, TrainConfig, LossConfig):
+    for config in (*configs, *nested):
         for f in dataclasses.fields(config):
             if "option" in f.metadata:
                 assert f.name in params, f.name
-    for name, d in declared.items():
-        assert params[name].default == d.default, name
+    for option_name, d in declared.items():
+        assert params[option_name].default == d.default, option_name
         if d.option.help:
-            assert params[name].help == d.option.help, name
+            assert params[option_name].help == d.option.help, option_name
 
 
 def test_train_help_lists_the_registries():
@@ -187,25 +199,20 @@ def test_one_seed():
 
 
 def test_the_saved_train_options_come_back_as_given(tmp_path):
-    """--resume re-runs the declared options a checkpoint saved (JSON): paths come back as paths,
-    numbers as numbers, every option there."""
+    """A resume re-runs the options a checkpoint saved (JSON): paths come back as paths, numbers as
+    numbers, the configurations whole."""
     import json
     from pathlib import Path
 
-    from siamese.cli.train import TrainCommand, _restored, _serialised
-    from siamese.config.options import declared_options
+    from siamese.config.configs import LossConfig
+    from siamese.config.run import TrainRun
+    from siamese.training.run import run_from_json, run_json
 
-    options = {d.name: d.default for d in declared_options(TrainCommand, ModelConfig, TrainConfig)}
-    options |= {
-        "data": [tmp_path / "a.csv", tmp_path / "b.csv"],
-        "weight": [2.0, 0.5],
-        "out": tmp_path / "m",
-        "glove": tmp_path / "glove.txt",
-        "log_dir": tmp_path / "logs",
-        "option": ["hidden=128"],
-        "epochs": 3,
-        "lr": 1e-3,
-    }
-    back = _restored(json.loads(json.dumps(_serialised(options))))
-    assert back == options
-    assert isinstance(back["data"][0], Path) and back["weight"] == [2.0, 0.5]
+    run = TrainRun(
+        data=[tmp_path / "a.csv", tmp_path / "b.csv"], weight=[2.0, 0.5], out=tmp_path / "m", val_data=tmp_path / "v"
+    )
+    model_config = ModelConfig(encoder="bow", glove=str(tmp_path / "glove.txt"), encoder_options={"ngrams": 2})
+    config = TrainConfig(epochs=3, lr=1e-3, log_dir=str(tmp_path / "logs"), loss_options=LossConfig(margin=0.3))
+    back = run_from_json(json.loads(json.dumps(run_json(run, model_config, config))))
+    assert back == (run, model_config, config)
+    assert isinstance(back[0].data[0], Path) and back[0].weight == [2.0, 0.5]

@@ -1,7 +1,7 @@
 """What every command family shares (emoji.py too): the common options, the
 ``error: ...`` / exit 2 wrapper, ``--out`` checks, pair reading and result printing.
 
-Imports only Typer and siamese.errors: a command module, and the emoji commands, import this
+Imports only Typer, siamese.errors and the declared options' help: a command module, and the emoji commands, import this
 without importing the app (siamese/cli/root.py), so there is no cycle."""
 
 from __future__ import annotations
@@ -14,37 +14,22 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..config.run import DEVICE_HELP, FORMAT_HELP, LABEL_HELP, OVERWRITE_HELP, TEXT1_HELP, TEXT2_HELP
 from ..errors import DataError, SiameseError
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
-FormatOpt = Annotated[
-    str,
-    typer.Option(
-        "--format", help="Data format: auto, quora, generic, msrp, paws, twitter-url, sick, sts, semeval, mqp."
-    ),
-]
-Text1Opt = Annotated[Optional[str], typer.Option("--text1", help="Column holding the first text.")]
-Text2Opt = Annotated[Optional[str], typer.Option("--text2", help="Column holding the second text.")]
-LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Column holding the 0/1 label.")]
-OverwriteOpt = Annotated[
-    bool,
-    typer.Option(
-        "--overwrite",
-        help=(
-            "Replace --out even when it is a folder of other files or another kind of siamese folder (by default "
-            "only a siamese folder of the same kind is replaced)."
-        ),
-    ),
-]
+FormatOpt = Annotated[str, typer.Option("--format", help=FORMAT_HELP)]
+Text1Opt = Annotated[Optional[str], typer.Option("--text1", help=TEXT1_HELP)]
+Text2Opt = Annotated[Optional[str], typer.Option("--text2", help=TEXT2_HELP)]
+LabelOpt = Annotated[Optional[str], typer.Option("--label", help=LABEL_HELP)]
+OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help=OVERWRITE_HELP)]
 OverwriteFileOpt = Annotated[
     bool,
     typer.Option(
         "--overwrite", help="Replace output files that already exist (by default an existing file is never replaced)."
     ),
 ]
-DeviceOpt = Annotated[
-    str, typer.Option("--device", help="auto (a GPU when there is one, else the CPU), cpu, cuda, cuda:N or mps.")
-]
+DeviceOpt = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]
 EngineOpt = Annotated[
     str,
     typer.Option(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -55,10 +54,3 @@ class DeclaredCommand(TyperCommand):
             if param.name in declared and declared[param.name].names:
                 param.help = declared[param.name].names_help()
         super().format_help(ctx, formatter)
-
-
-def is_path(hint) -> bool:
-    """Whether an option's type holds paths (Path, Optional[Path], list[Path])."""
-    if hint is Path:
-        return True
-    return any(is_path(arg) for arg in typing.get_args(hint))

@@ -30,7 +30,7 @@ app.command()(corpus.search)
 app.command()(corpus.dedupe)
 app.command()(serve.serve)
 app.command()(label.label)
-app.command("distill")(train.distill_command)
+app.command("distill", cls=DeclaredCommand)(train.distill_command)
 app.command()(train.export)
 app.command()(serve.formats)
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import sys
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import MISSING, dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -132,3 +134,10 @@ def check_bounds(config: Any, error: type[Exception]) -> None:
             else:
                 bounds = f">= {d.option.min:g}" if d.option.min is not None else f"<= {d.option.max:g}"
             raise error(f"{d.name} must be {bounds}, got {value!r}")
+
+
+def is_path(hint: Any) -> bool:
+    """Whether an option's type holds paths (Path, Optional[Path], list[Path])."""
+    if hint is Path:
+        return True
+    return any(is_path(arg) for arg in typing.get_args(hint))

@@ -137,3 +137,12 @@ def _calibration(sims: np.ndarray, val_pairs, calibrate: bool, seed: int) -> tup
     # the validation pairs may be a split of the file: "pairs" says how many of it
     calibrator = replace(calibrator, fitted_on={**data_record(val_pairs), "split": "validation"})
     return calibrator, {"fitted": True, "method": calibrator.method}
+
+
+def threshold_line(threshold: float, choice: dict, val_pairs: int) -> str:
+    """A chosen threshold for people (rounded; full precision in the JSON) and how it was chosen."""
+    if "note" in choice:
+        return f"threshold {threshold:.3f} ({choice['note']})"
+    if val_pairs:
+        return f"threshold {threshold:.3f} (chosen on {val_pairs} validation pairs)"
+    return f"threshold {threshold:.3f} (no validation pairs: the head's default, not chosen on data)"

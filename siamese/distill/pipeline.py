@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from ..config.static import StaticConfig
+from ..config.static import DistillRun, StaticConfig
 from ..data.pairs import Pairs
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..models.siamese import SiameseModel
 from .corpus import default_corpus
 from .static import distill_static
@@ -68,3 +68,63 @@ def distill(
             "lr": fine_tune_lr,
         }
     return student
+
+
+def distill_run(run: DistillRun, config: StaticConfig | None = None, *, progress: bool = True):
+    """A distillation from files to a model folder, as ``siamese distill`` runs it: the corpus
+    (``run.data``, default the shared sets), the validation and fine-tuning pair files read,
+    :func:`distill`, the student saved to ``run.out``. Returns the report (result and lines) and
+    the student (a :class:`siamese.training.run.TrainReport`)."""
+    from ..data.datasets import validation_sets
+    from ..data.pairs import read_pairs
+    from ..decision.decide import threshold_line
+    from ..io.atomic import check_not_input, check_target
+    from ..training.run import TrainReport
+    from .corpus import read_corpus
+
+    if run.out is None:
+        raise ConfigError("give --out DIR: the folder the student is saved to")
+    check_not_input(run.out, [run.teacher, *(run.data or []), *(run.fine_tune or []), *(run.val_data or [])])
+    check_target(run.out, overwrite=run.overwrite, kind="model")
+    config = config or StaticConfig()
+    config.check()
+    texts = read_corpus(run.data, column=run.column) if run.data else None
+    val = [read_pairs(p) for p in run.val_data] if run.val_data else validation_sets()
+    tune = Pairs.concat([read_pairs(p) for p in run.fine_tune]) if run.fine_tune else None
+    student = distill(
+        run.teacher,
+        texts,
+        config=config,
+        val_pairs=val,
+        fine_tune=tune,
+        fine_tune_loss=run.fine_tune_loss,
+        fine_tune_epochs=run.fine_tune_epochs,
+        fine_tune_lr=run.fine_tune_lr,
+        progress=progress,
+        device=run.device,
+    )
+    student.save(run.out, overwrite=run.overwrite)
+    info = student.info["distillation"]
+    choice = info["threshold_choice"]
+    kept = next(h for h in info["history"] if h.get("kept"))
+    result = {
+        "out": str(run.out),
+        "teacher": info["teacher"].get("source"),
+        "corpus_texts": info["corpus_texts"],
+        "tokens": info["tokens"],
+        "dim": student.dim,
+        "kept_epoch": kept["epoch"],
+        "val_cosine": kept["val_cosine"],
+        "best_val_cosine": max((h["val_cosine"] or 0) for h in info["history"]),
+        "threshold": choice["threshold"],
+        "seconds": info["seconds"],
+        "fine_tuned": "fine_tune" in info,
+    }
+    lines = [
+        f"student of {result['teacher']}: {info['tokens']:,} tokens x {student.dim}, learned on "
+        f"{info['corpus_texts']:,} texts in {info['seconds']:.0f} s (epoch {kept['epoch']} kept; held-out cosine "
+        f"to the teacher {kept['val_cosine'] or 0:.3f})",
+        threshold_line(choice["threshold"], {}, choice["val_pairs"]),
+        f"saved to {run.out}",
+    ]
+    return TrainReport(result, lines, student)

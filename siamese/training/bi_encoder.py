@@ -431,7 +431,7 @@ def _fit(model: SiameseModel, recipe: Recipe, train_data, val_data, rng, *, worl
     modules = torch.nn.ModuleList([encoder, head])
     callbacks = []
     if how["checkpoint"] and world.main:
-        meta = {"train_config": _jsonable(config), "run": how["run"] or {}}
+        meta = {"train_config": jsonable_config(config), "run": how["run"] or {}}
         callbacks.append(Checkpoint(how["checkpoint"], model.write, meta))
     board = TensorBoardLog(config.log_dir) if config.log_dir is not None and world.main else None
     trainer = Trainer(
@@ -511,7 +511,7 @@ def _decide(model: SiameseModel, recipe: Recipe, train_pairs: Pairs, val_pairs: 
     return decision
 
 
-def _jsonable(config: TrainConfig) -> dict:
+def jsonable_config(config: TrainConfig) -> dict:
     """The training configuration as JSON (a teacher given as a model in memory is named, not stored)."""
     teacher = config.teacher
     if teacher is not None and not isinstance(teacher, (str, os.PathLike)):
@@ -526,8 +526,8 @@ def _resume_state(checkpoint: str | os.PathLike | None, config: TrainConfig) -> 
     if checkpoint is None:
         raise ConfigError("resume needs the checkpoint folder the run wrote (checkpoint=..., --checkpoint DIR)")
     tensors, skeleton, meta = read_checkpoint(checkpoint)
-    saved, ours = meta.get("train_config", {}), _jsonable(config)
-    defaults = _jsonable(TrainConfig())  # keys a checkpoint from before they existed lacks
+    saved, ours = meta.get("train_config", {}), jsonable_config(config)
+    defaults = jsonable_config(TrainConfig())  # keys a checkpoint from before they existed lacks
     # the device may change between runs (trained on a GPU, resumed on the CPU), and the log folder
     differs = sorted(k for k in ours if k not in ("device", "log_dir") and saved.get(k, defaults[k]) != ours[k])
     if differs:

@@ -291,6 +291,9 @@ def read_checkpoint(folder: str | os.PathLike) -> tuple[dict[str, torch.Tensor],
     check_fields(meta, META_FIELDS, file, ModelError, prefix="meta.")
     check_fields(meta.get("run") or {}, RUN_FIELDS, file, ModelError, prefix="meta.run.")
     check_fields((meta.get("run") or {}).get("cli") or {}, CLI_FIELDS, file, ModelError, prefix="meta.run.cli.")
+    train_run = (meta.get("run") or {}).get("train")
+    if train_run is not None:
+        check_fields(train_run, TRAIN_RUN_FIELDS, file, ModelError, prefix="meta.run.train.")
     try:
         tensors = load_file(str(folder / STATE_TENSORS))
     except Exception as e:  # safetensors raises its own SafetensorError (and OSError) for a damaged file
@@ -334,7 +337,9 @@ FITTED_FIELDS = {
     "best_weights": Field(dict),
 }
 META_FIELDS = {"train_config": Field(dict), "run": Field(dict)}
-RUN_FIELDS = {"cli": Field(dict, optional=True)}
+# "train": a training run's options (siamese.training.run); "cli": the command line's, as written before
+RUN_FIELDS = {"cli": Field(dict, optional=True), "train": Field(dict, optional=True)}
+TRAIN_RUN_FIELDS = {"run": Field(dict), "model_config": Field(dict), "config": Field(dict)}
 CLI_FIELDS = {"data": Field(list, item=str)}
 _NODE_KINDS = ("tensor", "dict", "list", "tuple", "value")
 

@@ -1,0 +1,321 @@
+"""A training run from files to a model folder, as ``siamese train`` runs it:
+:func:`train_run` reads the pair files (or answer-selection sets, as triplets), applies the
+weights and the validation and test splits, trains (:func:`siamese.training.bi_encoder.train`,
+on ``nproc`` local workers if asked), saves the model and reports, test split included. A
+checkpoint keeps the run's options, so ``TrainRun(resume=CHECKPOINT)`` alone continues it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .. import errors
+from ..config.configs import ModelConfig, TrainConfig
+from ..config.loss import LossConfig
+from ..config.options import declared_options, is_path
+from ..config.run import TrainRun
+from ..errors import ConfigError, SiameseError
+
+RUN_KEY = "train"  # where a checkpoint's meta.run keeps this run's options
+
+
+@dataclass
+class TrainReport:
+    """What a run did: ``result`` (JSON: sizes, epochs, losses, threshold, calibration, test
+    metrics, ...), ``lines`` (the same for a person) and the trained ``model``."""
+
+    result: dict
+    lines: list[str]
+    model: Any = None
+
+
+def train_run(
+    run: TrainRun,
+    model_config: ModelConfig | None = None,
+    config: TrainConfig | None = None,
+    *,
+    progress: bool = True,
+) -> TrainReport:
+    """Train on ``run.data`` and save the model to ``run.out``; see :class:`TrainRun`. With
+    ``run.resume`` and no data, the run's options (these three arguments) come from the checkpoint.
+    ``model_config`` defaults to the hinge loss for answer sets (``run.answers``), else
+    :class:`ModelConfig`'s. Under torchrun every worker calls this; rank 0 writes and reports."""
+    if run.resume is not None and not run.data:
+        run, model_config, config = saved_run(run.resume, overwrite=run.overwrite)
+    if not run.data or run.out is None:
+        raise ConfigError("give --data FILE and --out DIR (or --resume CHECKPOINT to continue a run)")
+    model_config = model_config or ModelConfig(loss="hinge" if run.answers else "triplet")
+    config = config or TrainConfig()
+    if run.nproc > 1 and not _in_workers():  # the launched workers run this again, as torchrun's do
+        return _launch(run, model_config, config, progress)
+    _check_out(run, model_config, config)
+    from .bi_encoder import prepare, train
+
+    if run.answers and model_config.cross:
+        raise ConfigError("a cross-encoder trains on labelled pairs, not answer-selection triplets (answers)")
+    recipe = prepare(model_config, config)  # the configurations checked before reading or training
+    pairs, val, test, val_questions = read_train_data(run, seed=config.seed)
+    model = train(
+        pairs,
+        val,
+        recipe=recipe,
+        checkpoint=run.resume or run.checkpoint,
+        resume=run.resume is not None,
+        run={RUN_KEY: run_json(replace(run, resume=None), model_config, config)},
+        progress=progress,
+    )
+    if "threshold" not in model.info["training"]:  # a worker other than rank 0: it writes and says nothing
+        return TrainReport({}, [], model)
+    model.save(run.out, overwrite=run.overwrite)
+    result, lines = _report(model, run, model_config, config, val_questions, test)
+    return TrainReport(result, lines, model)
+
+
+def _check_out(run: TrainRun, model_config: ModelConfig, config: TrainConfig) -> None:
+    """Refuse a bad ``out`` before any work: never one of the inputs, never another kind of folder."""
+    from ..io.atomic import check_not_input, check_target
+
+    options = model_config.encoder_options
+    reads = [*run.data, run.val_data, model_config.glove, options.get("prior"), options.get("path")]
+    if isinstance(config.teacher, (str, os.PathLike)):
+        reads.append(config.teacher)
+    check_not_input(run.out, [r for r in reads if r is not None])
+    check_target(run.out, overwrite=run.overwrite, kind="model")
+
+
+def read_train_data(run: TrainRun, *, seed: int = 0):
+    """(training, validation, test, validation questions): the pairs of ``run.data`` (weighted,
+    the test and validation splits taken out), test None unless ``run.test_fraction``; with
+    ``run.answers``, triplets and the validation questions."""
+    from ..data.pairs import Pairs, read_pairs, split_pairs
+
+    if run.answers:
+        pairs, val, val_questions = _answer_triplets(run, seed)
+        return pairs, val, None, val_questions
+    parts = [read_pairs(p, run.format, text1=run.text1, text2=run.text2, label=run.label) for p in run.data]
+    if run.weight:
+        if len(run.weight) != len(parts):
+            raise ConfigError(
+                f"--weight given {len(run.weight)} times for {len(parts)} --data files; give one per file"
+            )
+        if not any(run.weight):
+            raise ConfigError(
+                "every --weight is 0: nothing would be trained on; give at least one file a weight above 0"
+            )
+        parts = [part.with_weight(w) for part, w in zip(parts, run.weight)]
+    pairs, test = Pairs.concat(parts), None
+    if run.test_fraction > 0:
+        test, pairs = split_pairs(pairs, [run.test_fraction], seed=seed)
+    if run.val_data is not None:
+        val = read_pairs(run.val_data, run.format, text1=run.text1, text2=run.text2, label=run.label)
+    else:
+        val, pairs = split_pairs(pairs, [run.val_fraction], seed=seed)
+    return pairs, val, test, None
+
+
+def _answer_triplets(run: TrainRun, seed: int):
+    """Training and validation triplets from answer-selection sets, and the validation questions."""
+    import numpy as np
+
+    from ..data.answers import make_triplets, read_answers
+
+    questions = [q for path in run.data for q in read_answers(path)]
+    if run.val_data is not None:
+        val_questions = read_answers(run.val_data)
+    else:
+        order = np.random.default_rng(seed).permutation(len(questions))
+        cut = max(1, round(run.val_fraction * len(questions)))
+        val_questions = [questions[i] for i in order[:cut]]
+        questions = [questions[i] for i in order[cut:]]
+    source = "+".join(str(p) for p in run.data)
+    return (
+        make_triplets(questions, negatives=run.negatives, seed=seed, source=source),
+        make_triplets(val_questions, negatives=run.negatives, seed=seed, source=str(run.val_data or source)),
+        val_questions,
+    )
+
+
+# -- the run's options in a checkpoint --------------------------------------------------------------------------
+
+
+def run_json(run: TrainRun, model_config: ModelConfig, config: TrainConfig) -> dict:
+    """The run's options as JSON (paths as text): what a checkpoint keeps for a resume."""
+
+    def text(value):
+        if isinstance(value, list):
+            return [text(v) for v in value]
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    from .bi_encoder import jsonable_config
+
+    return {
+        "run": {k: text(v) for k, v in asdict(run).items()},
+        "model_config": json.loads(json.dumps(asdict(model_config))),
+        "config": jsonable_config(config),
+    }
+
+
+def run_from_json(saved: dict) -> tuple[TrainRun, ModelConfig, TrainConfig]:
+    """:func:`run_json` read back: paths as paths again (by their declared types)."""
+    values = dict(saved["run"])
+    for d in declared_options(TrainRun):
+        value = values.get(d.name)
+        if value is not None and is_path(d.type):
+            values[d.name] = [Path(v) for v in value] if isinstance(value, list) else Path(value)
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    config = {k: v for k, v in saved["config"].items() if k in known}
+    config["loss_options"] = LossConfig(**config.get("loss_options", {}))
+    return TrainRun(**values), ModelConfig(**saved["model_config"]), TrainConfig(**config)
+
+
+def saved_run(checkpoint: str | os.PathLike, *, overwrite: bool = False) -> tuple[TrainRun, ModelConfig, TrainConfig]:
+    """The options of the run that wrote ``checkpoint``, set to resume it."""
+    from .loop import read_checkpoint
+
+    saved = read_checkpoint(checkpoint)[2].get("run", {})
+    if RUN_KEY not in saved:
+        raise ConfigError(
+            f"{checkpoint}: this checkpoint was written by train(), not a training run from files; "
+            "resume it with train(..., checkpoint=..., resume=True)"
+        )
+    try:
+        run, model_config, config = run_from_json(saved[RUN_KEY])
+    except (TypeError, KeyError, ValueError, AttributeError) as e:
+        raise errors.ModelError(f"{checkpoint}: the saved training options are damaged ({e})") from None
+    return replace(run, resume=Path(checkpoint), overwrite=run.overwrite or overwrite), model_config, config
+
+
+# -- local workers ----------------------------------------------------------------------------------------------
+
+
+def _in_workers() -> bool:
+    from ..runtime.distributed import world
+
+    return world().distributed
+
+
+def _launch(run: TrainRun, model_config: ModelConfig, config: TrainConfig, progress: bool) -> TrainReport:
+    """The run on ``run.nproc`` local workers (siamese.runtime.distributed.launch); rank 0's report
+    comes back, and a user error in a worker is raised here as the same error."""
+    import logging
+
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    from ..models.loading import load_model
+    from ..runtime.distributed import launch
+
+    elastic = logging.getLogger("torch.distributed.elastic")
+    level = elastic.level
+    elastic.setLevel(logging.CRITICAL)  # its traceback of a worker's exit code 2 would bury our one line
+    with tempfile.TemporaryDirectory(prefix="siamese-workers-") as tmp:
+        failure = Path(tmp) / "error.json"
+        try:
+            returned = launch(run.nproc, _worker, run, model_config, config, progress, str(failure))
+        except ChildFailedError as e:
+            codes = {f.exitcode for f in e.failures.values()}
+            if codes == {2} and failure.is_file():
+                error = json.loads(failure.read_text(encoding="utf-8"))
+                raise getattr(errors, error["type"], SiameseError)(error["message"]) from None
+            for f in e.failures.values():
+                print(f.message if isinstance(f.message, str) else json.dumps(f.message), file=sys.stderr)
+            raise SiameseError(f"a training worker failed (exit codes {sorted(codes)})") from None
+        finally:
+            elastic.setLevel(level)
+    result, lines = returned[0]
+    return TrainReport(result, lines, load_model(result["out"]))
+
+
+def _worker(run: TrainRun, model_config, config, progress: bool, failure: str):
+    """One launched worker: the run; a user error is written once (by rank 0) for the launcher
+    and ends the worker with exit code 2."""
+    from ..runtime.distributed import world
+
+    try:
+        report = train_run(run, model_config, config, progress=progress)
+    except SiameseError as e:
+        if world().main:
+            Path(failure).write_text(json.dumps({"type": type(e).__name__, "message": str(e)}), encoding="utf-8")
+        sys.exit(2)
+    return report.result, report.lines
+
+
+# -- the report -------------------------------------------------------------------------------------------------
+
+
+def _pairs_used(info: dict, loss: str) -> str:
+    """Which pairs the loss learned from, in words."""
+    used, given = info["train_pairs"], info.get("given_pairs", info["train_pairs"])
+    how = {
+        "positives": f"duplicate pairs of {given}: the {loss} loss learns from duplicates, "
+        "the rest of the batch gives negatives",
+        "labelled": f"labelled pairs: the {loss} loss learns from both labels",
+        "pairs": f"pairs: the {loss} loss learns from every pair whatever its label",
+        "triplets": f"triplets: the {loss} loss learns from (question, right, wrong) answers",
+    }.get(info.get("trains_on"), "pairs")
+    return f"{used} {how}"
+
+
+def _report(model, run: TrainRun, model_config: ModelConfig, config: TrainConfig, val_questions, test):
+    """The result (JSON) and the lines a person reads."""
+    from ..decision.decide import threshold_line
+
+    info = model.info["training"]
+    last = info["history"][-1]
+    cross = model_config.cross
+    recipe = (
+        {"transformer": str(model_config.encoder_options.get("path") or "minilm"), "loss": info["loss"]}
+        if cross
+        else {"encoder": model.config.encoder, "head": model.config.head, "loss": info["loss"]}
+    )
+    result = {
+        "out": str(run.out),
+        **({"kind": "cross"} if cross else {}),
+        "train_pairs": info["train_pairs"],
+        "val_pairs": info["val_pairs"],
+        "epochs": len(info["history"]),
+        "best_epoch": info["best_epoch"],
+        "loss": last["loss"],
+        "val_loss": last.get("val_loss"),
+        "threshold": model.threshold,
+        "pairs_per_second": info["pairs_per_second"],
+        "warmup_seconds": info["warmup_seconds"],
+        "seconds": info["seconds"],
+        "recipe": recipe,
+        "trains_on": info.get("trains_on"),
+        "threshold_choice": info["threshold_choice"],
+        "calibration": info["calibration"],
+    }
+    what = "cross-encoder trained" if cross else "trained"
+    lines = [
+        f"{what} on {_pairs_used(info, info['loss'])}, for {result['epochs']} epochs in {result['seconds']:.1f}s "
+        f"({result['pairs_per_second']:.0f} pairs/s); best epoch {result['best_epoch']}",
+        threshold_line(model.threshold, info["threshold_choice"], result["val_pairs"]),
+        f"saved to {run.out}",
+    ]
+    if info["calibration"]["fitted"]:
+        lines.append(f"calibrated on the validation pairs: {info['calibration']['method']}")
+    elif config.calibrate:
+        lines.append(f"not calibrated ({info['calibration']['note']})")
+    if val_questions is not None:
+        from ..data.answers import ranking_report
+
+        result["validation_ranking"] = r = ranking_report(model.similarity, val_questions)
+        lines.append(f"validation ranking ({r['questions']} questions): MAP {r['map']:.4f}, MRR {r['mrr']:.4f}")
+    if "glove" in model.info:
+        result["glove"] = g = model.info["glove"]
+        lines.append(f"GloVe covers {g['covered']} of {g['total']} words ({100 * g['fraction']:.1f}%)")
+    if test is not None:
+        from ..evaluation.metrics import evaluate
+
+        result["test"] = t = evaluate(model, test)
+        f1 = f", F1 {t['f1']:.4f}" if "f1" in t else ""
+        lines.append(
+            f"held-out test split ({t['n']} pairs): accuracy {t['accuracy']:.4f}{f1}, ROC-AUC {t['roc_auc']:.4f}"
+        )
+    return result, lines
