@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import ConfigError
+from ..search.files import corpus_engine
 from .common import (
     AddressOpt,
     DeviceOpt,
@@ -27,19 +28,6 @@ from .common import (
 TextColumnOpt = Annotated[
     Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")
 ]
-
-
-def _corpus_engine(engine: str, address: str | None, device: str, quiet: bool):
-    """None (this process) or the Ray engine; Ray is imported only here."""
-    from ..search.ray_engine import check_engine
-
-    if check_engine(engine) == "local":
-        if address is not None:
-            raise ConfigError("--address is the Ray cluster to join: give it with --engine ray")
-        return None
-    from ..search.ray_engine import RayEngine
-
-    return RayEngine(address, device=device, progress=not quiet)
 
 
 @user_errors
@@ -74,7 +62,7 @@ def encode(
     check_out_file(out, overwrite, inputs=[data, model_dir])
     model = SiameseModel.load(model_dir, device=device)
     texts = read_texts(data, column, skip_empty=False)  # row i of the output is text i: no silent skips
-    runner = _corpus_engine(engine, address, device, quiet or as_json)
+    runner = corpus_engine(engine, address, device, not (quiet or as_json))
     result = encode_to_file(model, texts, out, batch_size=batch_size, progress=not quiet and not as_json, engine=runner)
     emit(
         result,
@@ -127,7 +115,7 @@ def index_build(
     index = DuplicateIndex(model, kind=kind)
     index.shard_size = shard_size
     texts = read_texts(data, column)
-    index.add(texts, progress=not quiet, engine=_corpus_engine(engine, address, device, quiet or as_json))
+    index.add(texts, progress=not quiet, engine=corpus_engine(engine, address, device, not (quiet or as_json)))
     index.save(out, overwrite=overwrite)
     emit(
         {"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind},
@@ -205,8 +193,11 @@ def search(
     """Nearest indexed texts to a query, with similarity and a duplicate verdict."""
     from dataclasses import asdict
 
+    from ..models.loading import load_cross_encoder
+
     query = text_argument(query, "query")
-    cross = _open_cross(rerank, device) if rerank else None  # a wrong folder fails before the index is read
+    # a wrong folder fails before the index is read
+    cross = load_cross_encoder(rerank, device=device) if rerank else None
     index = _open_index(index_dir, model_dir, device)
     hits = index.search([query], k, threshold=None if cross else threshold)[0]
     if cross is not None:
@@ -218,16 +209,6 @@ def search(
         as_json,
         [f"{h.similarity:.4f} {'DUP' if h.duplicate else '   '} [{h.id}] {h.text}" for h in hits],
     )
-
-
-def _open_cross(path: Path, device: str):
-    """A cross-encoder folder, or one line saying what it is instead."""
-    from ..models.loading import load_model
-
-    model = load_model(path, device=device)
-    if getattr(model, "kind", None) != "cross":
-        raise ConfigError(f"{path}: --rerank/--verify take a cross-encoder (siamese train --cross), not a bi-encoder")
-    return model
 
 
 @user_errors
@@ -311,9 +292,9 @@ def dedupe(
 ):
     """Group near-duplicate texts (or, with --against, flag the texts that duplicate a reference set);
     the run folder can be re-thresholded later without encoding."""
-    from ..search import DedupeRun
-    from ..search.pairs import DEFAULT_CLUSTERING
+    from ..search.files import dedupe_files, rethreshold_files
 
+    shown = explain_count if explain else 0
     if rethreshold is not None:
         given = [
             name
@@ -322,24 +303,17 @@ def dedupe(
         ]
         if given:
             raise ConfigError(f"--rethreshold regroups the run folder in place; it takes no {', '.join(given)}")
-        run = DedupeRun.load(path)
-        summary = run.rethreshold(rethreshold, clustering=clusters, min_size=min_size)
+        report = rethreshold_files(path, rethreshold, clustering=clusters, min_size=min_size, explain=shown)
+    elif data is None or out is None:
+        raise ConfigError("dedupe needs --data and --out (or --rethreshold T RUN_FOLDER)")
     else:
-        if data is None or out is None:
-            raise ConfigError("dedupe needs --data and --out (or --rethreshold T RUN_FOLDER)")
-        # never over the model it reads, or an index
-        check_out_folder(out, False, kind="dedupe run", inputs=[path, data, against, verify])
-        extra = {}
-        if verify is not None:
-            if against is not None:
-                raise ConfigError("--verify works on a dedupe within one corpus, not with --against")
-            extra = {"verify": _open_cross(verify, device), "verify_band": None if verify_all else verify_band}
-        run = _new_dedupe_run(
+        report = dedupe_files(
             path,
             data,
             out,
-            against,
-            **extra,
+            against=against,
+            verify=verify,
+            verify_band=None if verify_all else verify_band,
             threshold=threshold,
             floor=floor,
             column=column,
@@ -348,76 +322,12 @@ def dedupe(
             against_id_column=against_id_column,
             k=k,
             kind=kind,
-            clustering=clusters or DEFAULT_CLUSTERING,
-            min_size=min_size or 2,
-            quiet=quiet,
-            device=device,
-            engine=_corpus_engine(engine, address, device, quiet or as_json),
-        )
-        summary = run.summary()
-    if "verified" in run.meta:
-        summary["verified"] = run.meta["verified"]
-    least = run.least_similar(explain_count) if explain else []
-    if explain:
-        summary["least_similar"] = [a.as_json() for a in least]
-    if summary["mode"] == "self":
-        lines = [
-            f"{summary['pairs']} duplicate pairs in {summary['clusters']} clusters ({summary['clustered_texts']} "
-            f"of {summary['texts']} texts, {summary['exact_duplicates']} exact copies) at {summary['threshold']:.3f}; "
-            f"written to {summary['out']}"
-        ]
-    else:
-        lines = [
-            f"{summary['flagged']} of {summary['texts']} texts duplicate the reference ({summary['exact_matches']} "
-            f"exactly) at {summary['threshold']:.3f}; written to {summary['out']}"
-        ]
-    lines += [f"{a.similarity:.3f} [{a.first.id}] {a.first.text} ~ [{a.second.id}] {a.second.text}" for a in least]
-    emit(summary, as_json, lines)
-
-
-def _new_dedupe_run(
-    model_dir: Path,
-    data: Path,
-    out: Path,
-    against: Path | None,
-    *,
-    column,
-    id_column,
-    against_column,
-    against_id_column,
-    clustering: str,
-    min_size: int,
-    quiet: bool,
-    device: str,
-    **options,
-):
-    """Read the texts (and the reference), load the model and run the dedupe (``engine``: None or Ray)."""
-    from ..models.siamese import SiameseModel
-    from ..search import dedupe as self_dedupe
-    from ..search import dedupe_against, read_records
-
-    records = read_records(data, column, id_column)
-    sources = {"data": str(data), "column": column, "id_column": id_column}
-    model = SiameseModel.load(model_dir, device=device)
-    if against is None:
-        return self_dedupe(
-            model,
-            records,
-            out,
-            clustering=clustering,
+            clustering=clusters,
             min_size=min_size,
+            explain=shown,
+            device=device,
+            engine=engine,
+            address=address,
             progress=not quiet,
-            sources=sources,
-            **options,
         )
-    if against.is_dir():
-        from ..search import DuplicateIndex
-
-        reference = DuplicateIndex.load(against, model)
-    else:
-        reference = read_records(
-            against, against_column or column, against_id_column if against_id_column is not None else id_column
-        )
-    return dedupe_against(
-        model, records, reference, out, progress=not quiet, sources={**sources, "against": str(against)}, **options
-    )
+    emit(report.result, as_json, report.lines)

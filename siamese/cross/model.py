@@ -373,7 +373,7 @@ class CrossEncoder:
 
 def load_prior(source: str) -> SiameseModel:
     """The bi-encoder a cross-encoder corrects: a Siamese model folder, or a pretrained encoder as-is."""
-    from ..io.manifest import folder_format
+    from ..models.pretrained import folder_format
     from ..models.sentence_encoder import sentence_encoder
 
     kind = folder_format(model_folder(source))

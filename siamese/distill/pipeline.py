@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from ..config.static import DistillRun, StaticConfig
 from ..data.pairs import Pairs
 from ..errors import ConfigError, DataError
+from ..io.report import RunReport
 from ..models.siamese import SiameseModel
 from .corpus import default_corpus
 from .static import distill_static
@@ -74,12 +75,11 @@ def distill_run(run: DistillRun, config: StaticConfig | None = None, *, progress
     """A distillation from files to a model folder, as ``siamese distill`` runs it: the corpus
     (``run.data``, default the shared sets), the validation and fine-tuning pair files read,
     :func:`distill`, the student saved to ``run.out``. Returns the report (result and lines) and
-    the student (a :class:`siamese.training.run.TrainReport`)."""
+    the student (a :class:`~siamese.io.report.RunReport`)."""
     from ..data.datasets import validation_sets
     from ..data.pairs import read_pairs
     from ..decision.decide import threshold_line
     from ..io.atomic import check_not_input, check_target
-    from ..training.run import TrainReport
     from .corpus import read_corpus
 
     if run.out is None:
@@ -127,4 +127,4 @@ def distill_run(run: DistillRun, config: StaticConfig | None = None, *, progress
         threshold_line(choice["threshold"], {}, choice["val_pairs"]),
         f"saved to {run.out}",
     ]
-    return TrainReport(result, lines, student)
+    return RunReport(result, lines, student)

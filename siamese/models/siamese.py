@@ -469,7 +469,7 @@ class SiameseModel:
         in (auto, bf16, fp32; default $SIAMESE_PRECISION, else auto). ``device``: auto (a GPU
         when there is one; an exported model stays on the CPU), cpu, cuda, cuda:N or mps."""
         from ..io.atomic import clear_leftovers
-        from ..io.manifest import refuse_cross, require_model_folder
+        from .pretrained import refuse_cross, require_model_folder
 
         path = Path(path)
         clear_leftovers(path)  # what a killed save of this folder left beside it

@@ -2,7 +2,8 @@
 :func:`train_run` reads the pair files (or answer-selection sets, as triplets), applies the
 weights and the validation and test splits, trains (:func:`siamese.training.bi_encoder.train`,
 on ``nproc`` local workers if asked), saves the model and reports, test split included. A
-checkpoint keeps the run's options, so ``TrainRun(resume=CHECKPOINT)`` alone continues it."""
+checkpoint keeps the run's options, so ``TrainRun(resume=CHECKPOINT)`` alone continues it. It returns
+a :class:`~siamese.io.report.RunReport` whose ``value`` is the model."""
 
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ import json
 import os
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
 
 from .. import errors
 from ..config.configs import ModelConfig, TrainConfig
@@ -21,18 +21,9 @@ from ..config.loss import LossConfig
 from ..config.options import declared_options, is_path
 from ..config.run import TrainRun
 from ..errors import ConfigError, SiameseError
+from ..io.report import RunReport
 
 RUN_KEY = "train"  # where a checkpoint's meta.run keeps this run's options
-
-
-@dataclass
-class TrainReport:
-    """What a run did: ``result`` (JSON: sizes, epochs, losses, threshold, calibration, test
-    metrics, ...), ``lines`` (the same for a person) and the trained ``model``."""
-
-    result: dict
-    lines: list[str]
-    model: Any = None
 
 
 def train_run(
@@ -41,7 +32,7 @@ def train_run(
     config: TrainConfig | None = None,
     *,
     progress: bool = True,
-) -> TrainReport:
+) -> RunReport:
     """Train on ``run.data`` and save the model to ``run.out``; see :class:`TrainRun`. With
     ``run.resume`` and no data, the run's options (these three arguments) come from the checkpoint.
     ``model_config`` defaults to the hinge loss for answer sets (``run.answers``), else
@@ -71,10 +62,10 @@ def train_run(
         progress=progress,
     )
     if "threshold" not in model.info["training"]:  # a worker other than rank 0: it writes and says nothing
-        return TrainReport({}, [], model)
+        return RunReport({}, [], model)
     model.save(run.out, overwrite=run.overwrite)
     result, lines = _report(model, run, model_config, config, val_questions, test)
-    return TrainReport(result, lines, model)
+    return RunReport(result, lines, model)
 
 
 def _check_out(run: TrainRun, model_config: ModelConfig, config: TrainConfig) -> None:
@@ -200,7 +191,7 @@ def _in_workers() -> bool:
     return world().distributed
 
 
-def _launch(run: TrainRun, model_config: ModelConfig, config: TrainConfig, progress: bool) -> TrainReport:
+def _launch(run: TrainRun, model_config: ModelConfig, config: TrainConfig, progress: bool) -> RunReport:
     """The run on ``run.nproc`` local workers (siamese.runtime.distributed.launch); rank 0's report
     comes back, and a user error in a worker is raised here as the same error."""
     import logging
@@ -228,7 +219,7 @@ def _launch(run: TrainRun, model_config: ModelConfig, config: TrainConfig, progr
         finally:
             elastic.setLevel(level)
     result, lines = returned[0]
-    return TrainReport(result, lines, load_model(result["out"]))
+    return RunReport(result, lines, load_model(result["out"]))
 
 
 def _worker(run: TrainRun, model_config, config, progress: bool, failure: str):

@@ -1,0 +1,142 @@
+"""Dedupe runs from files to a run folder, as ``siamese dedupe`` runs them: :func:`dedupe_files`
+reads the texts (and a reference set or index), loads the model (and a cross-encoder to verify
+with), runs :func:`siamese.search.run.dedupe` or :func:`~siamese.search.run.dedupe_against` and
+reports; :func:`rethreshold_files` regroups a finished run without encoding."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..io.report import RunReport
+
+
+def corpus_engine(engine: str, address: str | None, device: str, progress: bool):
+    """None (this process) or the Ray engine (``engine="ray"``); Ray is imported only then."""
+    from .ray_engine import check_engine
+
+    if check_engine(engine) == "local":
+        if address is not None:
+            raise ConfigError("--address is the Ray cluster to join: give it with --engine ray")
+        return None
+    from .ray_engine import RayEngine
+
+    return RayEngine(address, device=device, progress=progress)
+
+
+def dedupe_files(
+    model_dir: str | os.PathLike,
+    data: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    against: str | os.PathLike | None = None,
+    verify: str | os.PathLike | None = None,
+    verify_band: float | None = 0.1,
+    threshold: float | None = None,
+    floor: float | None = None,
+    column: str | None = None,
+    id_column: str | None = None,
+    against_column: str | None = None,
+    against_id_column: str | None = None,
+    k: int = 20,
+    kind: str = "auto",
+    clustering: str | None = None,
+    min_size: int | None = None,
+    explain: int = 0,
+    device: str = "auto",
+    engine: str = "local",
+    address: str | None = None,
+    progress: bool = True,
+) -> RunReport:
+    """Group the near-duplicate texts of ``data`` (or, with ``against``, a reference file or index
+    folder, flag the texts that duplicate it) with the model of ``model_dir`` into the run folder
+    ``out``. ``verify``: a cross-encoder folder deciding the candidate pairs within
+    ``verify_band`` of the threshold (None: every candidate). ``explain``: also report this many
+    of the least similar pairs accepted. The report's ``value`` is the
+    :class:`~siamese.search.run.DedupeRun`."""
+    from ..data.records import read_records
+    from ..io.atomic import check_not_input, check_target
+    from ..models.loading import load_cross_encoder
+    from ..models.siamese import SiameseModel
+    from .pairs import DEFAULT_CLUSTERING
+    from .run import dedupe, dedupe_against
+
+    out = Path(out)
+    check_not_input(out, [p for p in (model_dir, data, against, verify) if p is not None])  # never over its inputs
+    check_target(out, kind="dedupe run")
+    extra = {}
+    if verify is not None:
+        if against is not None:
+            raise ConfigError("--verify works on a dedupe within one corpus, not with --against")
+        extra = {"verify": load_cross_encoder(verify, device=device), "verify_band": verify_band}
+    options = dict(threshold=threshold, floor=floor, k=k, kind=kind, progress=progress)
+    options["engine"] = corpus_engine(engine, address, device, progress)
+    records = read_records(data, column, id_column)
+    sources = {"data": str(data), "column": column, "id_column": id_column}
+    model = SiameseModel.load(model_dir, device=device)
+    if against is None:
+        run = dedupe(
+            model,
+            records,
+            out,
+            clustering=clustering or DEFAULT_CLUSTERING,
+            min_size=min_size or 2,
+            sources=sources,
+            **extra,
+            **options,
+        )
+    else:
+        reference = _reference(Path(against), model, against_column or column, against_id_column, id_column)
+        run = dedupe_against(model, records, reference, out, sources={**sources, "against": str(against)}, **options)
+    return _report(run, run.summary(), explain)
+
+
+def _reference(against: Path, model, column: str | None, against_id_column: str | None, id_column: str | None):
+    """The reference set: an index folder (opened with the model) or a file of texts."""
+    from ..data.records import read_records
+
+    if against.is_dir():
+        from .index import DuplicateIndex
+
+        return DuplicateIndex.load(against, model)
+    return read_records(against, column, against_id_column if against_id_column is not None else id_column)
+
+
+def rethreshold_files(
+    run_dir: str | os.PathLike,
+    threshold: float,
+    *,
+    clustering: str | None = None,
+    min_size: int | None = None,
+    explain: int = 0,
+) -> RunReport:
+    """Regroup the run folder ``run_dir`` at ``threshold`` (at or above its floor), in place,
+    without encoding; ``clustering`` and ``min_size`` default to the run's."""
+    from .run import DedupeRun
+
+    run = DedupeRun.load(run_dir)
+    summary = run.rethreshold(threshold, clustering=clustering, min_size=min_size)
+    return _report(run, summary, explain)
+
+
+def _report(run, summary: dict, explain: int) -> RunReport:
+    """The run's summary (and the ``explain`` least similar accepted pairs) as JSON and lines."""
+    if "verified" in run.meta:
+        summary["verified"] = run.meta["verified"]
+    least = run.least_similar(explain) if explain else []
+    if explain:
+        summary["least_similar"] = [a.as_json() for a in least]
+    if summary["mode"] == "self":
+        lines = [
+            f"{summary['pairs']} duplicate pairs in {summary['clusters']} clusters ({summary['clustered_texts']} "
+            f"of {summary['texts']} texts, {summary['exact_duplicates']} exact copies) at {summary['threshold']:.3f}; "
+            f"written to {summary['out']}"
+        ]
+    else:
+        lines = [
+            f"{summary['flagged']} of {summary['texts']} texts duplicate the reference ({summary['exact_matches']} "
+            f"exactly) at {summary['threshold']:.3f}; written to {summary['out']}"
+        ]
+    lines += [f"{a.similarity:.3f} [{a.first.id}] {a.first.text} ~ [{a.second.id}] {a.second.text}" for a in least]
+    return RunReport(summary, lines, run)
