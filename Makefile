@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SIAMESE_DATA ?= $(abspath ../shared/data)
 
-.PHONY: install mpnet browser demo test lint docs bench check-install gpu-check clean
+.PHONY: install mpnet browser demo test lint typecheck docs bench check-install gpu-check clean
 
 install: $(VENV)/.installed
 
@@ -30,13 +30,17 @@ demo: install
 
 # Two workers, each test file on one of them (module fixtures such as the Ray cluster stay whole);
 # every test process runs torch on one thread (tests/conftest.py), so two keep both cores busy.
-test: install mpnet browser lint
+test: install mpnet browser lint typecheck
 	$(PY) -m pytest -q -n 2 --dist loadfile
 
 # ruff (pyproject.toml's [tool.ruff]): the lint rules and the one formatting, checked, not applied
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# mypy (pinned in [test]) over the package: pyproject.toml's [tool.mypy] says which modules are strict
+typecheck: install
+	$(PY) -m mypy
 
 # The web page is tested in Debian's headless Chromium (Playwright's own browser download is not used).
 browser:

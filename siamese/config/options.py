@@ -48,7 +48,7 @@ class Option:
         return f"{self.help} {found()}" if callable(found) else f"{self.help} One of: {', '.join(found)}."
 
 
-def option(default: Any = MISSING, help: str = "", *, default_factory: Any = MISSING, **how) -> Any:
+def option(default: Any = MISSING, help: str = "", *, default_factory: Any = MISSING, **how: Any) -> Any:
     """A dataclass field declared as a command-line option (``how``: the :class:`Option` fields)."""
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"option": Option(help, **how)})
 
@@ -59,7 +59,7 @@ class Declared:
 
     name: str
     owner: type
-    field: dataclasses.Field
+    field: dataclasses.Field[Any]
     option: Option
 
     @property
@@ -68,7 +68,7 @@ class Declared:
             return self.option.cli_default
         if self.field.default is not MISSING:
             return self.field.default
-        return self.field.default_factory()
+        return self.field.default_factory()  # type: ignore[operator]  # one of the two is set
 
     @property
     def type(self) -> Any:
@@ -80,7 +80,7 @@ class Declared:
         return hint
 
 
-def _nested(f: dataclasses.Field) -> type | None:
+def _nested(f: dataclasses.Field[Any]) -> type | None:
     """The dataclass a field holds when its options are declared inside it (e.g. the loss options)."""
     factory = f.default_factory
     return factory if isinstance(factory, type) and dataclasses.is_dataclass(factory) else None
@@ -97,7 +97,7 @@ def declared_options(*configs: type) -> Iterator[Declared]:
                 yield Declared(f.name, config, f, f.metadata["option"])
 
 
-def from_options(config: type, values: dict) -> Any:
+def from_options(config: type, values: dict[str, Any]) -> Any:
     """A ``config`` built from option values by field name: a declared option's value parsed; one
     left unset on the command line (None where its command-line default is None) keeps the field's
     default; nested configurations are built the same way; other fields are taken from ``values``

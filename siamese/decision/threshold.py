@@ -3,6 +3,8 @@ meeting a target precision or recall. Only numpy: every layer that decides a thr
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..errors import ConfigError, DataError
@@ -17,7 +19,7 @@ def check_targets(precision: float | None, recall: float | None) -> None:
             raise ConfigError(f"target {name} must be in (0, 1], got {value}")
 
 
-def choose_threshold(scores: np.ndarray, labels: np.ndarray, metric: str = "accuracy") -> tuple[float, dict]:
+def choose_threshold(scores: np.ndarray, labels: np.ndarray, metric: str = "accuracy") -> tuple[float, dict[str, Any]]:
     """The threshold (predict duplicate when score > t) that maximises ``metric`` on these pairs.
 
     Candidates are midpoints between consecutive distinct scores, so the choice does not sit
@@ -49,7 +51,7 @@ def choose_threshold(scores: np.ndarray, labels: np.ndarray, metric: str = "accu
 
 def threshold_for_target(
     scores: np.ndarray, labels: np.ndarray, *, precision: float | None = None, recall: float | None = None
-) -> tuple[float, dict]:
+) -> tuple[float, dict[str, Any]]:
     """A threshold (duplicate when score > t) meeting a target on these pairs.
 
     ``precision``: the lowest threshold whose precision reaches it (the most recall at that
@@ -81,6 +83,7 @@ def threshold_for_target(
             )
         best = ok[-1]  # the largest k: the lowest threshold
     else:
+        assert recall is not None  # check_targets: one of the two is given
         best = np.flatnonzero(recalls >= recall - 1e-12)[0]  # the smallest k: the highest threshold
     kb = k[best]
     lower = s[kb] if kb < len(s) else min(s[-1], -1.0) - 1e-6

@@ -12,6 +12,6 @@ class RunReport:
     """``result``: JSON (sizes, scores, where it was written, ...); ``lines``: the same for a
     person; ``value``: what the run made (a model, a dedupe run), when there is one."""
 
-    result: dict
+    result: dict[str, Any]
     lines: list[str] = field(default_factory=list)
     value: Any = None
