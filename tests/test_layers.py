@@ -1,6 +1,7 @@
 """The package's shape, read statically from its source (ast over siamese/**/*.py, imports inside
-functions included): no import cycle, the layers run one way (command line and HTTP -> Python API
--> core), no function body over 80 lines, and loading a model imports no scikit-learn."""
+functions included): no import cycle, the folders' layers run one way (command line -> HTTP ->
+applications -> model core -> data -> foundations), no function body over 80 lines, and loading a
+model imports no scikit-learn."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_the_graph_is_read():
-    assert "siamese.training.bi_encoder" in GRAPH["siamese.cli.train"]
+    assert "siamese.training.run" in GRAPH["siamese.cli.train"]
     assert "siamese.cross.train" in GRAPH["siamese.training.bi_encoder"]  # an import inside a function counts
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
@@ -82,15 +83,39 @@ def test_no_import_cycles():
     assert _cycles(GRAPH) == []
 
 
+# The folders of siamese/, bottom to top (docs/architecture.md draws the same): a module imports
+# only from its own layer or the layers below.
+LAYERS = [
+    ("foundations", {"siamese", "errors", "version", "_lazy", "io", "runtime"}),
+    ("data", {"data"}),
+    ("model core", {"config", "models", "decision", "evaluation", "training", "cross"}),
+    ("applications", {"search", "distill", "emoji", "label"}),
+    ("HTTP", {"serve", "label.web"}),
+    ("command line", {"cli", "__main__"}),
+]
+
+
 def _layer(name: str) -> int:
-    """2: the command line; 1: the HTTP apps (the service, the labelling page); 0: the Python API and the core."""
-    if name.startswith("siamese.cli") or name == "siamese.__main__":
-        return 2
-    return 1 if name.startswith("siamese.serve") or name == "siamese.label.web" else 0
+    """The layer of a module, by its folder (label/web.py, the labelling page, is an HTTP app)."""
+    parts = name.split(".")[1:]
+    for key in (".".join(parts[:2]), parts[0] if parts else "siamese"):  # a module's own entry first
+        for index, (_, folders) in enumerate(LAYERS):
+            if key in folders:
+                return index
+    raise AssertionError(f"{name}: in no layer of LAYERS (a new folder? place it there)")
+
+
+def test_every_module_is_in_a_layer():
+    assert {name: _layer(name) for name in MODULES}
 
 
 def test_imports_never_run_up_a_layer():
-    upward = [(m, d) for m, deps in GRAPH.items() for d in deps if _layer(d) > _layer(m)]
+    upward = [
+        f"{m} ({LAYERS[_layer(m)][0]}) imports {d} ({LAYERS[_layer(d)][0]})"
+        for m, deps in GRAPH.items()
+        for d in deps
+        if _layer(d) > _layer(m)
+    ]
     assert upward == []
 
 
