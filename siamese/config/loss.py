@@ -24,6 +24,7 @@ class LossConfig:
     )
 
     def check(self) -> None:
+        """Refuse a negative margin or a scale that is not positive."""
         if self.margin is not None and not self.margin >= 0:
             raise ConfigError(f"the loss margin must be >= 0, got {self.margin}")
         if self.scale is not None and not self.scale > 0:

@@ -64,6 +64,7 @@ class Declared:
 
     @property
     def default(self) -> Any:
+        """The command line's default: the declared one, else the field's."""
         if self.option.cli_default is not NOT_SET:
             return self.option.cli_default
         if self.field.default is not MISSING:
@@ -72,6 +73,7 @@ class Declared:
 
     @property
     def type(self) -> Any:
+        """The command line's type: the declared one, else the field's annotation."""
         if self.option.cli_type is not None:
             return self.option.cli_type
         hint = self.field.type

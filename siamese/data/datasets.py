@@ -49,10 +49,12 @@ def data_root(root: str | os.PathLike | None = None) -> Path:
 
 
 def available(root: str | os.PathLike | None = None) -> bool:
+    """Whether the shared data sets are in ``root`` (default: ``$SIAMESE_DATA``)."""
     return (data_root(root) / CATALOGUE["msrp-test"][0]).is_file()
 
 
 def load(name: str, root: str | os.PathLike | None = None) -> Pairs:
+    """The pair set ``name`` (one of :data:`CATALOGUE`), read from ``root``."""
     if name not in CATALOGUE:
         raise DataError(f"unknown data set {name!r}; choose one of: {', '.join(CATALOGUE)}")
     rel, fmt, splits = CATALOGUE[name]
@@ -68,6 +70,7 @@ def load(name: str, root: str | os.PathLike | None = None) -> Pairs:
 
 
 def load_many(names: list[str], root: str | os.PathLike | None = None) -> Pairs:
+    """Several pair sets as one."""
     return Pairs.concat([load(n, root) for n in names])
 
 

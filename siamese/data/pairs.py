@@ -153,6 +153,7 @@ class Pairs:
         return replace(self, weights=np.full(len(self), weight, dtype=np.float32))
 
     def subset(self, index: Sequence[int] | np.ndarray) -> Pairs:
+        """The pairs at ``index``, in that order."""
         index = np.asarray(index, dtype=np.int64)
         return Pairs(
             text1=[self.text1[i] for i in index],
@@ -165,10 +166,13 @@ class Pairs:
         )
 
     def positives(self) -> Pairs:
+        """The duplicate pairs (label 1)."""
         return self.subset(np.flatnonzero(self.labels == 1))
 
     @staticmethod
     def concat(parts: Sequence[Pairs]) -> Pairs:
+        """Several pair sets as one (graded scores and weights kept; a 0/1 part mixed with graded ones takes
+        the top or the bottom of their scale)."""
         if len(parts) == 1:
             return parts[0]
         scores = weights = None

@@ -208,5 +208,6 @@ def calibrate(
 
 
 def check_method(method: str) -> None:
+    """Refuse an unknown calibration method, with a one-line message."""
     if method not in ("auto", *METHODS):
         raise ConfigError(f"calibration method must be auto, {', '.join(METHODS)}, got {method!r}")

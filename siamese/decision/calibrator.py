@@ -31,9 +31,11 @@ class Calibrator:
     fitted_on: dict | None = None  # {"path", "pairs", "sha256"} when fitted on a file
 
     def __call__(self, scores) -> np.ndarray:
+        """The probabilities of ``scores`` (similarities)."""
         return _apply(self.method, self.params, np.asarray(scores, dtype=np.float64))
 
     def to_dict(self) -> dict:
+        """The calibration as JSON (what config.json keeps)."""
         return asdict(self)
 
     @classmethod

@@ -57,6 +57,7 @@ def distill(
             initial=student,
             progress=progress,
         )
+        assert isinstance(tuned, SiameseModel)  # a student is a bi-encoder: train() returns one
         tuned.info["distillation"] = student.info["distillation"]
         student = tuned
     student.info["distillation"]["threshold_choice"] = set_threshold(student, parts)
@@ -71,7 +72,7 @@ def distill(
     return student
 
 
-def distill_run(run: DistillRun, config: StaticConfig | None = None, *, progress: bool = True):
+def distill_run(run: DistillRun, config: StaticConfig | None = None, *, progress: bool = True) -> RunReport:
     """A distillation from files to a model folder, as ``siamese distill`` runs it: the corpus
     (``run.data``, default the shared sets), the validation and fine-tuning pair files read,
     :func:`distill`, the student saved to ``run.out``. Returns the report (result and lines) and

@@ -56,6 +56,7 @@ class Evaluation:
 
     @property
     def predicted(self) -> np.ndarray:
+        """The duplicate verdicts at the threshold."""
         return self.scores > self.threshold
 
 

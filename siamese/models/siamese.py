@@ -16,6 +16,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -39,6 +40,9 @@ from .encoders import Encoder, TransformerEncoder, build_encoder, encoder_class
 from .encoders.transformer import weights_follow
 from .heads import HEADS, build_head, clip_threshold
 from .st_layout import encoder_weights, write_layout
+
+if TYPE_CHECKING:
+    from ..evaluation.explain import Explanation
 
 FORMAT = "siamese-model/1"
 # The decision threshold before one is chosen on validation pairs. It is fitted state, like the
@@ -345,7 +349,7 @@ class SiameseModel:
         t = self.threshold if threshold is None else threshold
         return self.similarity(a, b) > t
 
-    def explain(self, text1: str, text2: str, *, similarity: float | None = None):
+    def explain(self, text1: str, text2: str, *, similarity: float | None = None) -> Explanation:
         """Which words of each text drove their similarity: a :class:`siamese.evaluation.explain.Explanation`
         (per-word weights; ``method`` "exact" for the bag of words, else "occlusion"). Pass the
         ``similarity`` already reported for the pair to have the explanation state the same number."""

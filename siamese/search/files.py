@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError
 from ..io.report import RunReport
 
 
-def corpus_engine(engine: str, address: str | None, device: str, progress: bool):
+def corpus_engine(engine: str, address: str | None, device: str, progress: bool) -> Any:
     """None (this process) or the Ray engine (``engine="ray"``); Ray is imported only then."""
     from .ray_engine import check_engine
 

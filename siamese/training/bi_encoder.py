@@ -14,6 +14,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -40,6 +41,9 @@ from .board import TensorBoardLog, check_log_dir
 from .loop import Checkpoint, Trainer, read_checkpoint
 from .optim import LazyAdam
 from .teacher import TeacherVectors, load_teacher
+
+if TYPE_CHECKING:
+    from ..cross.model import CrossEncoder
 
 __all__ = ["LossConfig", "ModelConfig", "Recipe", "TrainConfig", "batches", "prepare", "train"]
 
@@ -195,7 +199,7 @@ def train(
     progress: bool = True,
     initial: SiameseModel | None = None,
     recipe: Recipe | None = None,
-):
+) -> SiameseModel | CrossEncoder:
     """Train a model; ``model_config.cross`` chooses a cross-encoder (:mod:`siamese.cross`) over
     a Siamese bi-encoder. The loss (``model_config.loss``) says what a bi-encoder learns from: the
     duplicate pairs of ``train_pairs`` (triplet, hinge, mnr; the rest of the batch gives the

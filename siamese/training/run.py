@@ -14,6 +14,7 @@ import sys
 import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 from .. import errors
 from ..config.configs import ModelConfig, TrainConfig
@@ -80,7 +81,7 @@ def _check_out(run: TrainRun, model_config: ModelConfig, config: TrainConfig) ->
     check_target(run.out, overwrite=run.overwrite, kind="model")
 
 
-def read_train_data(run: TrainRun, *, seed: int = 0):
+def read_train_data(run: TrainRun, *, seed: int = 0) -> tuple[Any, Any, Any, Any]:
     """(training, validation, test, validation questions): the pairs of ``run.data`` (weighted,
     the test and validation splits taken out), test None unless ``run.test_fraction``; with
     ``run.answers``, triplets and the validation questions."""

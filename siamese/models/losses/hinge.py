@@ -31,6 +31,7 @@ class HingeLoss(PairLoss):
     default_margin = 0.2
 
     def forward(self, anchor, positive, negative=None, labels=None, head=None) -> torch.Tensor:
+        """The mean hinge loss of the batch (see :func:`hinge_loss`; a head other than the cosine scores it)."""
         if head is None and negative is not None:
             return hinge_loss(anchor, positive, negative, self.margin)
         head = self.head_or_cosine(head)

@@ -57,6 +57,7 @@ class TripletLoss(PairLoss):
     default_margin = 0.25
 
     def forward(self, v1, v2, negative=None, labels=None, head=None) -> torch.Tensor:
+        """The batch's triplet loss (see :func:`triplet_loss`), scored by ``head`` (default: the cosine)."""
         head = self.head_or_cosine(head)
         if negative is None:
             return triplet_loss_from_scores(head.matrix(v2, v1), self.margin)
