@@ -2,7 +2,7 @@
 one device, beside sentence-transformers on the same device, model, pairs and batch size.
 
     python bench/gpu.py --device cuda              # make gpu-check; meant to take under 6 min (not yet run on a GPU)
-    python bench/gpu.py --device cpu --quick       # tiny sizes: what the test runs (tests/test_gpu_bench.py)
+    python bench/gpu.py --device cpu --quick       # tiny sizes: what the test runs (tests/runtime/test_gpu_bench.py)
 
 Rows (pairs/s; texts/s of the encoding):
   lstm (batch 1024), bilstm, cnn, bow+cosent   siamese.train (3 epochs), throughput after the warm-up

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -28,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)
 # Encodings in fp32 (also in the CLI subprocesses, which inherit it): many tests compare
 # transformer vectors with Hugging Face's own fp32 forward pass at 1e-5, which bf16 (the default
-# on CPUs with native bf16) does not meet. tests/test_fast_transformer.py tests auto and bf16.
+# on CPUs with native bf16) does not meet. tests/models/test_fast_transformer.py tests auto and bf16.
 os.environ.setdefault("SIAMESE_PRECISION", "fp32")
 
 
@@ -212,7 +213,46 @@ def invoke(*args, env: dict | None = None) -> Ran:
     return Ran(result.exit_code, result.stdout, result.stderr)
 
 
-# -- a real HTTP server on 127.0.0.1 (tests/test_serve.py, tests/test_web.py) ---------------------
+# -- the commands as the tests run them ------------------------------------------------------------------
+
+
+def script(*args, check_ok: bool = True) -> subprocess.CompletedProcess:
+    """The installed console script in a subprocess."""
+    assert SCRIPT.is_file(), f"{SCRIPT} missing: install the package with pip install -e ."
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # see conftest: tiny models, shared 2-core machine
+    proc = subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, env=env, timeout=600)
+    if check_ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def run(*args, check_ok: bool = True):
+    """The command in this process."""
+    proc = invoke(*args)
+    if check_ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def run_json(*args, run=run) -> dict:
+    proc = run(*args, "--json")
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1, proc.stdout  # nothing but the JSON on stdout
+    return json.loads(lines[0])
+
+
+def assert_user_error(proc: subprocess.CompletedProcess, *fragments: str) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr  # one line, no traceback
+    assert lines[0].startswith("error: ")
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    assert proc.stdout == ""
+    return lines[0]
+
+
+# -- a real HTTP server on 127.0.0.1 (tests/serve/test_serve.py, tests/serve/test_web.py) ---------------------
 
 SCRIPT = Path(sys.executable).parent / "siamese"
 

@@ -247,7 +247,7 @@ def test_a_damaged_checkpoint_is_a_one_line_error(checkpoint, tmp_path, how):
 
 @pytest.mark.parametrize("meta", ['{"run": []}', '{"run": {"cli": []}}', '{"run": {"cli": {"data": 3}}}'])
 def test_train_resume_with_a_damaged_meta_is_a_one_line_error(checkpoint, tmp_path, meta):
-    from test_cli import assert_user_error, run
+    from conftest import assert_user_error, run
 
     bad = Path(shutil.copytree(checkpoint, tmp_path / "ck"))
     _tamper(bad, f"meta={meta}")
@@ -419,7 +419,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[" ".join(c[:2]) + f" {i}" for i, c in enumerate(CASES)])
 def test_an_output_never_replaces_or_lands_in_an_input(folders, case):
-    from test_cli import assert_user_error, run
+    from conftest import assert_user_error, run
 
     paths = {p.name.split(".")[0]: p for p in folders.iterdir()}
     before = {name: _snapshot(p) for name, p in paths.items() if p.is_dir()}
@@ -485,7 +485,7 @@ def test_a_damaged_dedupe_run_is_a_one_line_error(tmp_path, tiny_model, name, da
 
 
 def test_emoji_outputs_never_land_in_their_inputs(tmp_path):
-    from test_cli import assert_user_error, run
+    from conftest import assert_user_error, run
 
     vae = tmp_path / "vae"
     vae.mkdir()

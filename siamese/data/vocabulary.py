@@ -82,7 +82,7 @@ class Vectorizer:
         nothing around them, each word's ids come from a cache (a text is then a few dictionary
         look-ups: ~3x the tokenizer's speed); otherwise a twin tokenizer without the normalizer
         takes them (~1.5x). The same ids as the tokenizer's, but for a special token typed
-        into a text ("[SEP]"), which stays text. tests/test_text.py checks both paths."""
+        into a text ("[SEP]"), which stays text. tests/data/test_text.py checks both paths."""
         special = self.add_special_tokens
         twin = self._ascii_twin()
         if twin is None:

@@ -1,5 +1,5 @@
 """What every encoder declares and does. Capabilities are class attributes, read by the model and
-the trainer instead of probing constructors; tests/test_contracts.py checks each declaration
+the trainer instead of probing constructors; tests/config/test_contracts.py checks each declaration
 against the constructor it describes."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from siamese.evaluation.metrics import choose_threshold
 from siamese.models.siamese import ModelConfig
 from siamese.training.bi_encoder import TrainConfig, train
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def overlap(text1, text2) -> np.ndarray:

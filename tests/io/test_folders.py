@@ -14,14 +14,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli import assert_user_error, run
+from conftest import assert_user_error, run
 
 import siamese.io.atomic as atomic
 from siamese import ModelConfig, SiameseModel
 from siamese.errors import OutputError
 
 PROBES = ["how do i learn python", "what is the best way to learn python", "where is the station"]
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 
 

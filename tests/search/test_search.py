@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from test_cli import assert_user_error, run, run_json
+from conftest import assert_user_error, run, run_json
 
 from siamese import datasets, read_texts
 from siamese.search import DuplicateIndex, SearchIndexError, communities, components, dedupe, duplicate_pairs

@@ -14,8 +14,8 @@ import faiss
 import numpy as np
 import pytest
 import torch
+from conftest import assert_user_error, run
 from safetensors.torch import load_file, save_file
-from test_cli import assert_user_error, run
 
 from siamese import ModelConfig, SiameseModel
 from siamese.errors import ModelError

@@ -13,7 +13,7 @@ import pytest
 
 from siamese.runtime import kernels
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LOAD = (
     "import warnings, siamese.runtime.kernels as k\n"
     "with warnings.catch_warnings(record=True) as w:\n"

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from test_cli import assert_user_error, run, run_json
+from conftest import assert_user_error, run, run_json
 
 from siamese import read_texts
 from siamese.search import DedupeRun, DuplicateIndex, dedupe, dedupe_against, normalise, read_records

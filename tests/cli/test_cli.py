@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from conftest import SCRIPT, invoke
+from conftest import SCRIPT, assert_user_error, run, run_json, script
 
 from siamese import SiameseModel, datasets
 from siamese.evaluation.metrics import evaluate
@@ -34,42 +34,6 @@ EVAL_KEYS = {
     "log_loss",
     "calibrated",
 }
-
-
-def script(*args, check_ok: bool = True) -> subprocess.CompletedProcess:
-    """The installed console script in a subprocess."""
-    assert SCRIPT.is_file(), f"{SCRIPT} missing: install the package with pip install -e ."
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # see conftest: tiny models, shared 2-core machine
-    proc = subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, env=env, timeout=600)
-    if check_ok:
-        assert proc.returncode == 0, proc.stderr
-    return proc
-
-
-def run(*args, check_ok: bool = True):
-    """The command in this process."""
-    proc = invoke(*args)
-    if check_ok:
-        assert proc.returncode == 0, proc.stderr
-    return proc
-
-
-def run_json(*args, run=run) -> dict:
-    proc = run(*args, "--json")
-    lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 1, proc.stdout  # nothing but the JSON on stdout
-    return json.loads(lines[0])
-
-
-def assert_user_error(proc: subprocess.CompletedProcess, *fragments: str) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr  # one line, no traceback
-    assert lines[0].startswith("error: ")
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    assert proc.stdout == ""
-    return lines[0]
 
 
 @pytest.mark.slow  # subprocesses

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from test_cli import run, run_json
+from conftest import run, run_json
 
 from siamese import read_texts
 from siamese.search import DedupeRun, dedupe

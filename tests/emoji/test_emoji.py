@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import assert_user_error, run, run_json
 from PIL import Image
-from test_cli import assert_user_error, run, run_json
 
 from siamese.emoji.images import char_to_name, load_emojis, name_to_char
 from siamese.emoji.sentiment import sentiment_classes, sentiment_priors

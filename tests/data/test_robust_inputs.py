@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_cli import assert_user_error, run
+from conftest import assert_user_error, run
 
 from siamese import read_pairs, read_texts
 from siamese.data.answers import read_trecqa
