@@ -238,10 +238,11 @@ def transformer_family(folder: Path, pairs, device, quick: bool, rival: bool) ->
 
 
 def cross_family(folder: Path, pairs, device, quick: bool, rival: bool) -> dict:
-    from siamese.cross import CrossConfig, CrossTrainConfig, train_cross
+    from siamese.config.configs import TrainConfig
+    from siamese.cross import CrossConfig, train_cross
 
     batch = 8 if quick else 32
-    config = CrossTrainConfig(epochs=1, batch_size=batch, both_orders=False, calibrate=False, device=str(device))
+    config = TrainConfig(epochs=1, batch_size=batch, calibrate=False, device=str(device))
     model, seconds = timed(
         lambda: train_cross(
             pairs,
@@ -249,6 +250,7 @@ def cross_family(folder: Path, pairs, device, quick: bool, rival: bool) -> dict:
             model_config=CrossConfig(transformer=str(folder), max_length=128),
             config=config,
             progress=False,
+            both_orders=False,
         )
     )
     info = model.info["training"]

@@ -7,8 +7,9 @@ Imports nothing heavy (no torch): the command line reads these declarations when
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -20,7 +21,9 @@ from .options import check_bounds, option
 # trainers and the help read it).
 KIND_DEFAULTS = {
     "bi-encoder": {"epochs": 5, "batch_size": 256},
-    "cross-encoder": {"epochs": 1, "batch_size": 16, "lr": 2e-5},
+    # the usual fine-tuning recipe of BERT-size models: AdamW with this decay, a warm-up over the
+    # first tenth of the steps (unless warmup_steps says otherwise), then a linear decay
+    "cross-encoder": {"epochs": 1, "batch_size": 16, "lr": 2e-5, "weight_decay": 0.01, "warmup_share": 0.1},
 }
 
 
@@ -242,3 +245,13 @@ class TrainConfig:
         check_bounds(self, ConfigError)
         if self.threshold_metric not in ("accuracy", "f1"):
             raise ConfigError(f"threshold_metric must be 'accuracy' or 'f1', got {self.threshold_metric!r}")
+
+
+def jsonable_config(config: TrainConfig) -> dict:
+    """The training configuration as JSON (a teacher given as a model in memory is named, not stored)."""
+    teacher = config.teacher
+    if teacher is not None and not isinstance(teacher, (str, os.PathLike)):
+        teacher = "<model in memory>"
+    return json.loads(
+        json.dumps({**asdict(replace(config, teacher=None)), "teacher": None if teacher is None else str(teacher)})
+    )

@@ -1,7 +1,7 @@
 """Cross-encoders: both texts of a pair read together (the most accurate verdicts, pairs only).
 
 - :mod:`.model`: :class:`CrossEncoder` (similarity / predict / save / load), :class:`CrossConfig`
-- :mod:`.train`: :func:`train_cross`, :class:`CrossTrainConfig`
+- :mod:`.train`: :func:`train_cross` (configured by :class:`~siamese.config.configs.TrainConfig`, as every training)
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ __getattr__, __dir__, __all__ = lazy_exports(
     {
         "CrossConfig": ".model",
         "CrossEncoder": ".model",
-        "CrossTrainConfig": ".train",
         "train_cross": ".train",
     },
 )

@@ -33,6 +33,7 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 from torch import nn
 
+from ..config.configs import ModelConfig
 from ..decision.calibrator import Calibrator
 from ..errors import ConfigError, ModelError
 from ..io.atomic import atomic_dir, atomic_file
@@ -61,6 +62,17 @@ class CrossConfig:
     # folder or a Siamese model folder (None: the transformer alone decides).
     prior: str | None = None
     hf_config: dict | None = field(default=None, repr=False)  # the transformer's own config (set when built)
+
+    @classmethod
+    def of(cls, model_config: ModelConfig) -> CrossConfig:
+        """The architecture ``ModelConfig(cross=True)`` asks for: the transformer of
+        ``encoder_options["path"]`` (default minilm), its ``max_length`` and ``encoder_options["prior"]``."""
+        options = model_config.encoder_options
+        return cls(
+            transformer=options.get("path") or "minilm",
+            max_length=model_config.max_length or cls.max_length,
+            prior=options.get("prior"),
+        )
 
     def check(self) -> None:
         if not isinstance(self.max_length, int) or not 8 <= self.max_length <= 4096:

@@ -7,16 +7,15 @@ where its cosine means what it will mean at use; else the training pairs) and st
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ..config.configs import KIND_DEFAULTS
+from ..config.configs import KIND_DEFAULTS, TrainConfig, jsonable_config
 from ..data.pairs import Pairs
 from ..decision.decide import both_labels, decide
 from ..errors import ConfigError, DataError
@@ -27,28 +26,7 @@ from ..training.batches import batches
 from ..training.loop import Checkpoint, Trainer, read_checkpoint
 from .model import CrossConfig, CrossEncoder
 
-
-@dataclass
-class CrossTrainConfig:
-    """Optimisation of a cross-encoder (defaults: the usual fine-tuning recipe for BERT-size models)."""
-
-    epochs: int = KIND_DEFAULTS["cross-encoder"]["epochs"]
-    batch_size: int = KIND_DEFAULTS["cross-encoder"]["batch_size"]
-    lr: float = KIND_DEFAULTS["cross-encoder"]["lr"]
-    weight_decay: float = 0.01
-    warmup_fraction: float = 0.1  # of all steps, then a linear decay to 0
-    both_orders: bool = True  # train on (a, b) and (b, a): the score averages both orders
-    precision: str = "auto"  # bf16 autocast where the CPU has it natively; on a CUDA GPU bf16 (else fp16)
-    device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, cuda:N, mps
-    threshold_metric: str = "accuracy"
-    calibrate: bool = True
-    seed: int = 0
-
-    def check(self) -> None:
-        if self.epochs < 1 or self.batch_size < 2 or not self.lr > 0 or not 0 <= self.warmup_fraction < 1:
-            raise ConfigError("epochs >= 1, batch_size >= 2, lr > 0 and warmup_fraction in [0, 1) are required")
-        if self.threshold_metric not in ("accuracy", "f1"):
-            raise ConfigError(f"threshold_metric must be 'accuracy' or 'f1', got {self.threshold_metric!r}")
+CROSS = KIND_DEFAULTS["cross-encoder"]
 
 
 def targets_of(pairs: Pairs) -> np.ndarray:
@@ -67,17 +45,21 @@ def train_cross(
     val_pairs: Pairs | None = None,
     *,
     model_config: CrossConfig | None = None,
-    config: CrossTrainConfig | None = None,
+    config: TrainConfig | None = None,
     checkpoint: str | os.PathLike | None = None,
     resume: bool = False,
     run: dict | None = None,
     progress: bool = True,
+    both_orders: bool = True,
 ) -> CrossEncoder:
     """Fine-tune a cross-encoder on ``train_pairs``; ``val_pairs`` (both labels) give the
-    validation loss (best epoch kept), the threshold and the calibration. ``checkpoint`` /
-    ``resume`` / ``run`` as :func:`siamese.training.bi_encoder.train` (the one entry: ``ModelConfig(cross=True)``)."""
-    config = config or CrossTrainConfig()
-    config.check()
+    validation loss (best epoch kept), the threshold and the calibration. ``config`` is the one
+    training configuration (:class:`~siamese.config.configs.TrainConfig`): an unset epochs, batch
+    size or learning rate is the cross-encoder's (``KIND_DEFAULTS``), ``warmup_steps=0`` a warm-up
+    over the first tenth of the steps. ``both_orders``: train on (a, b) and (b, a), the symmetry
+    the model is scored with. ``checkpoint`` / ``resume`` / ``run`` as
+    :func:`siamese.training.bi_encoder.train` (the one entry: ``ModelConfig(cross=True)``)."""
+    config = cross_defaults(config or TrainConfig())
     targets = _training_targets(train_pairs)
     device = resolve_device(config.device)
     precision = resolve_precision(config.precision, device)
@@ -85,7 +67,7 @@ def train_cross(
     torch.manual_seed(config.seed)
     model = CrossEncoder.build(model_config).to(device)
     prior, val_prior = _fit_prior(model, train_pairs, val_pairs, targets)
-    data = _Encoded.of(model, train_pairs, targets, prior, both_orders=config.both_orders)
+    data = _Encoded.of(model, train_pairs, targets, prior, both_orders=both_orders)
     val = None
     if val_pairs is not None and len(val_pairs) >= 2:
         val = _Encoded.of(model, val_pairs, targets_of(val_pairs), val_prior, both_orders=False)
@@ -103,7 +85,7 @@ def train_cross(
     model.network.eval()
     decision = _decide(model, config, train_pairs, val_pairs, val_prior, progress)
     model.info["training"] = {
-        "config": asdict(config),
+        "config": jsonable_config(config),
         "precision": precision,
         "device": str(device),
         "loss": "bce",
@@ -201,19 +183,21 @@ def _validation_loss(model: CrossEncoder, val: _Encoded, cast) -> float:
 
 
 def _trainer(
-    model: CrossEncoder, config: CrossTrainConfig, rows: int, rng, checkpoint, run, progress, precision: str
+    model: CrossEncoder, config: TrainConfig, rows: int, rng, checkpoint, run, progress, precision: str
 ) -> Trainer:
     """AdamW (no decay on biases and LayerNorm), linear warm-up then decay, checkpoints."""
     network = model.network
     decay = [p for n, p in network.named_parameters() if p.ndim > 1]
     no_decay = [p for n, p in network.named_parameters() if p.ndim <= 1]  # biases and LayerNorm
     optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        [{"params": decay, "weight_decay": CROSS["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
         lr=config.lr,
         fused=model.device.type == "cuda",  # one kernel for every weight's update
     )
     steps = config.epochs * -(-rows // config.batch_size)
-    warmup = max(1, int(config.warmup_fraction * steps))
+    # warmup_steps=0: a tenth of the steps (BERT's fine-tuning recipe); never more than half
+    warmup = min(config.warmup_steps, steps // 2) if config.warmup_steps else int(CROSS["warmup_share"] * steps)
+    warmup = max(1, warmup)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup)))
     )
@@ -232,12 +216,12 @@ def _trainer(
     )
 
 
-def _config_json(config: CrossTrainConfig) -> dict:
-    # the device may change between runs (trained on a GPU, resumed on the CPU)
-    return json.loads(json.dumps({k: v for k, v in asdict(config).items() if k != "device"}))
+def _config_json(config: TrainConfig) -> dict:
+    # the device may change between runs (trained on a GPU, resumed on the CPU), and the log folder
+    return {k: v for k, v in jsonable_config(config).items() if k not in ("device", "log_dir")}
 
 
-def _restore(trainer: Trainer, checkpoint, config: CrossTrainConfig) -> None:
+def _restore(trainer: Trainer, checkpoint, config: TrainConfig) -> None:
     """The trainer state saved in ``checkpoint``, after checking it was written with ``config``."""
     if checkpoint is None:
         raise ConfigError("resume needs the checkpoint folder the run wrote")
@@ -247,7 +231,7 @@ def _restore(trainer: Trainer, checkpoint, config: CrossTrainConfig) -> None:
     trainer.restore(tensors, skeleton)
 
 
-def _decide(model: CrossEncoder, config: CrossTrainConfig, train_pairs, val_pairs, val_prior, progress: bool):
+def _decide(model: CrossEncoder, config: TrainConfig, train_pairs, val_pairs, val_prior, progress: bool):
     """The threshold and calibration (siamese.decision.decide), on the labels (graded pairs carry them
     too: STS-B >= 4 is a duplicate), as for a Siamese model; the validation pairs' prior cosines
     are reused."""
@@ -292,32 +276,14 @@ def fit_prior(network, cosines: np.ndarray, targets: np.ndarray) -> None:
         network.prior_shift.fill_(float(params[1]))
 
 
-def train_from_configs(train_pairs: Pairs, val_pairs: Pairs | None, model_config, config, **kwargs) -> CrossEncoder:
-    """:func:`siamese.train` with ``ModelConfig(cross=True)`` (checked by :func:`siamese.training.bi_encoder.prepare`):
-    the configurations read as a cross-encoder's (transformer from ``encoder_options["path"]``,
-    ``max_length``; epochs, batch size, learning rate, warm-up, seed, precision, threshold metric,
-    calibration)."""
-    defaults = CrossTrainConfig()  # an unset epochs / batch size / learning rate: the cross-encoder's
+def cross_defaults(config: TrainConfig) -> TrainConfig:
+    """``config`` with the cross-encoder's epochs, batch size and learning rate where they are unset,
+    checked (the options it does not take are refused by :func:`siamese.training.bi_encoder.prepare`)."""
     config = replace(
-        config, epochs=config.epochs or defaults.epochs, batch_size=config.batch_size or defaults.batch_size
+        config,
+        epochs=config.epochs or CROSS["epochs"],
+        batch_size=config.batch_size or CROSS["batch_size"],
+        lr=config.lr or CROSS["lr"],
     )
-    steps_hint = config.warmup_steps  # TrainConfig counts warm-up in steps; ours is a fraction
-    cross_config = CrossTrainConfig(
-        epochs=config.epochs,
-        batch_size=config.batch_size,
-        lr=config.lr or defaults.lr,
-        seed=config.seed,
-        precision=config.precision,
-        device=config.device,
-        threshold_metric=config.threshold_metric,
-        calibrate=config.calibrate,
-        warmup_fraction=defaults.warmup_fraction
-        if not steps_hint
-        else min(0.5, steps_hint * config.batch_size / max(1, 2 * len(train_pairs) * config.epochs)),
-    )
-    architecture = CrossConfig(
-        transformer=model_config.encoder_options.get("path") or "minilm",
-        max_length=model_config.max_length or CrossConfig.max_length,
-        prior=model_config.encoder_options.get("prior"),
-    )
-    return train_cross(train_pairs, val_pairs, model_config=architecture, config=cross_config, **kwargs)
+    config.check()
+    return config

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, replace
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from ..config.configs import KIND_DEFAULTS, LossConfig, ModelConfig, TrainConfig
+from ..config.configs import KIND_DEFAULTS, LossConfig, ModelConfig, TrainConfig, jsonable_config
 from ..data.pairs import Pairs
 from ..data.vocabulary import pad
 from ..decision.decide import both_labels, check_target_pairs, decide
@@ -226,13 +225,14 @@ def train(
     rank 0's model (the others return the same weights without them)."""
     recipe = recipe or prepare(model_config, config, initial=initial)
     if recipe.model_config.cross:
-        from ..cross.train import train_from_configs
+        from ..cross.model import CrossConfig
+        from ..cross.train import train_cross
 
-        return train_from_configs(
+        return train_cross(
             train_pairs,
             val_pairs,
-            recipe.model_config,
-            recipe.config,
+            model_config=CrossConfig.of(recipe.model_config),
+            config=recipe.config,
             checkpoint=checkpoint,
             resume=resume,
             run=run,
@@ -513,16 +513,6 @@ def _decide(model: SiameseModel, recipe: Recipe, train_pairs: Pairs, val_pairs: 
     if progress and config.calibrate and not decision.calibration["fitted"]:
         tqdm.write(f"not calibrated ({decision.calibration['note']})")
     return decision
-
-
-def jsonable_config(config: TrainConfig) -> dict:
-    """The training configuration as JSON (a teacher given as a model in memory is named, not stored)."""
-    teacher = config.teacher
-    if teacher is not None and not isinstance(teacher, (str, os.PathLike)):
-        teacher = "<model in memory>"
-    return json.loads(
-        json.dumps({**asdict(replace(config, teacher=None)), "teacher": None if teacher is None else str(teacher)})
-    )
 
 
 def _resume_state(checkpoint: str | os.PathLike | None, config: TrainConfig) -> tuple[dict, dict]:

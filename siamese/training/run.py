@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import errors
-from ..config.configs import ModelConfig, TrainConfig
+from ..config.configs import ModelConfig, TrainConfig, jsonable_config
 from ..config.loss import LossConfig
 from ..config.options import declared_options, is_path
 from ..config.run import TrainRun
@@ -143,8 +143,6 @@ def run_json(run: TrainRun, model_config: ModelConfig, config: TrainConfig) -> d
         if isinstance(value, list):
             return [text(v) for v in value]
         return os.fspath(value) if isinstance(value, os.PathLike) else value
-
-    from .bi_encoder import jsonable_config
 
     return {
         "run": {k: text(v) for k, v in asdict(run).items()},

@@ -11,7 +11,8 @@ import torch
 from conftest import invoke
 
 from siamese import ModelError, SiameseModel, datasets
-from siamese.cross import CrossConfig, CrossEncoder, CrossTrainConfig, train_cross
+from siamese.config.configs import TrainConfig
+from siamese.cross import CrossConfig, CrossEncoder, train_cross
 from siamese.evaluation.metrics import evaluate
 from siamese.models.loading import load_model
 
@@ -30,7 +31,7 @@ def cross_model(small, tmp_path_factory):
         train_pairs,
         val,
         model_config=CrossConfig(max_length=64),
-        config=CrossTrainConfig(epochs=1, batch_size=16, lr=5e-5, precision="fp32"),
+        config=TrainConfig(epochs=1, batch_size=16, lr=5e-5, precision="fp32"),
         progress=False,
     )
     path = model.save(tmp_path_factory.mktemp("cross") / "model")
@@ -97,7 +98,7 @@ def test_resume_after_a_crash_ends_as_the_uninterrupted_run(small, tmp_path, mon
     train_pairs, val = small
     kw = dict(
         model_config=CrossConfig(max_length=32),
-        config=CrossTrainConfig(epochs=2, batch_size=32, precision="fp32", calibrate=False),
+        config=TrainConfig(epochs=2, batch_size=32, precision="fp32", calibrate=False),
         progress=False,
     )
     sub, subval = train_pairs.subset(np.arange(32)), val.subset(np.arange(16))

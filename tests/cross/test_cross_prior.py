@@ -10,7 +10,7 @@ from conftest import invoke
 from sklearn.metrics import roc_auc_score
 
 from siamese import ConfigError, ModelConfig, ModelError, TrainConfig, datasets, train
-from siamese.cross import CrossConfig, CrossEncoder, CrossTrainConfig, train_cross
+from siamese.cross import CrossConfig, CrossEncoder, train_cross
 from siamese.cross.train import fit_prior
 from siamese.models.loading import load_model
 from siamese.models.sentence_encoder import sentence_encoder
@@ -32,7 +32,7 @@ def prior_model(small, tmp_path_factory):
         train_pairs,
         val,
         model_config=CrossConfig(max_length=64, prior="minilm"),
-        config=CrossTrainConfig(epochs=1, batch_size=16, lr=5e-5, precision="fp32"),
+        config=TrainConfig(epochs=1, batch_size=16, lr=5e-5, precision="fp32"),
         progress=False,
     )
     return model, model.save(tmp_path_factory.mktemp("cross-prior") / "model")
