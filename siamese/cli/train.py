@@ -1,5 +1,7 @@
 """``siamese train``, ``distill``, ``export`` and ``pretrained``: commands that write a model folder.
-Also the ``train --nproc N`` launcher (local torch.distributed workers) and ``train --resume``."""
+Each parses its options, calls its Python twin (siamese.training.run.train_run,
+siamese.distill.pipeline.distill_run, siamese.models.export.export_folder,
+siamese.models.sentence_encoder.pretrained_run) and prints the report."""
 
 from __future__ import annotations
 
@@ -23,9 +25,7 @@ from .common import (
     OverwriteOpt,
     Text1Opt,
     Text2Opt,
-    check_out_folder,
     emit,
-    read_pair_file,
     user_errors,
 )
 from .declared import declared_command
@@ -207,23 +207,10 @@ def export(
     as_json: JsonOpt = False,
 ):
     """Export a model for fast CPU inference; every command opens the exported folder like any model folder."""
-    from ..models.export import check_export_options, export_model
-    from ..models.siamese import SiameseModel
+    from ..models.export import export_folder
 
-    check_export_options(format, quantize)  # before the model is loaded
-    check_out_folder(out, overwrite, inputs=[model_dir])
-    # ONNX is traced on the CPU, where ONNX Runtime then runs it
-    result = export_model(
-        SiameseModel.load(model_dir, device="cpu"), out, format=format, quantize=quantize, overwrite=overwrite
-    )
-    emit(
-        result,
-        as_json,
-        [
-            f"exported {model_dir} to {out} ({format}{', ' + quantize if quantize else ''}, "
-            f"{result['bytes'] / 1e6:.1f} MB; cosine to the PyTorch model >= {result['min_cosine']:.4f})"
-        ],
-    )
+    report = export_folder(model_dir, out, format=format, quantize=quantize, overwrite=overwrite)
+    emit(report.result, as_json, report.lines)
 
 
 @user_errors
@@ -264,35 +251,19 @@ def pretrained_model(
     as_json: JsonOpt = False,
 ):
     """Save a pretrained sentence encoder, untrained, as a Siamese model (cosine head, threshold chosen on pairs)."""
-    check_out_folder(out, overwrite, inputs=[Path(source)])
-    from ..data.datasets import validation_sets
-    from ..models.sentence_encoder import from_pretrained
+    from ..models.sentence_encoder import pretrained_run
 
-    parts = [read_pair_file(p, format, text1, text2, label) for p in val_data] if val_data else validation_sets()
-    model = from_pretrained(source, parts, max_length=max_length, metric=threshold_metric, device=device)
-    model.save(out, overwrite=overwrite)
-    info = model.info["pretrained"]
-    choice = info["threshold_choice"]
-    result = {
-        "out": str(out),
-        "source": source,
-        "folder": info["folder"],
-        "pooling": info["pooling"],
-        "max_length": info["max_length"],
-        "dim": info["dim"],
-        "threshold": choice["threshold"],
-        "threshold_metric": choice["metric"],
-        "threshold_value": choice["value"],
-        "val_pairs": choice["val_pairs"],
-        "chosen_on": choice["chosen_on"],
-    }
-    emit(
-        result,
-        as_json,
-        [
-            f"{source}: {info['pooling']} pooling, {info['dim']}-d, up to {info['max_length']} tokens per text",
-            f"threshold {choice['threshold']:.3f} ({choice['metric']} {choice['value']:.4f} on {choice['val_pairs']} "
-            f"validation pairs: {', '.join(choice['chosen_on'])})",
-            f"saved to {out}",
-        ],
+    report = pretrained_run(
+        source,
+        out,
+        val_data=val_data,
+        max_length=max_length,
+        metric=threshold_metric,
+        format=format,
+        text1=text1,
+        text2=text2,
+        label=label,
+        device=device,
+        overwrite=overwrite,
     )
+    emit(report.result, as_json, report.lines)

@@ -41,7 +41,8 @@ import torch
 
 from ..data.vocabulary import pad
 from ..errors import ConfigError, ModelError
-from ..io.atomic import atomic_dir
+from ..io.atomic import atomic_dir, check_not_input, check_target
+from ..io.report import RunReport
 from .encoders.onnx import FILE, file_sha256
 from .siamese import SiameseModel
 
@@ -269,3 +270,27 @@ def quantize_int8(src: Path, dst: Path, ids: np.ndarray, lengths: np.ndarray) ->
 
 
 __all__ = ["EXPORT_FORMATS", "QUANTIZATIONS", "check_export_options", "export_model"]
+
+
+def export_folder(
+    model_dir: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    format: str = "onnx",
+    quantize: str | None = None,
+    overwrite: bool = False,
+) -> RunReport:
+    """The model folder ``model_dir`` exported to ``out``, as ``siamese export`` does: the options
+    and ``out`` checked before the model is loaded (on the CPU, where ONNX is traced and then runs),
+    :func:`export_model`, and the report."""
+    check_export_options(format, quantize)  # before the model is loaded
+    check_not_input(out, [model_dir])
+    check_target(Path(out), overwrite=overwrite, kind="model")
+    result = export_model(
+        SiameseModel.load(model_dir, device="cpu"), out, format=format, quantize=quantize, overwrite=overwrite
+    )
+    line = (
+        f"exported {model_dir} to {out} ({format}{', ' + quantize if quantize else ''}, "
+        f"{result['bytes'] / 1e6:.1f} MB; cosine to the PyTorch model >= {result['min_cosine']:.4f})"
+    )
+    return RunReport(result, [line])

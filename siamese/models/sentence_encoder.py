@@ -16,6 +16,7 @@ from ..data.pairs import Pairs
 from ..decision.decide import both_labels, decide
 from ..errors import ConfigError, ModelError
 from ..io.manifest import read_json_object
+from ..io.report import RunReport
 from .pretrained import NAMED, model_folder
 from .siamese import FORMAT, ModelConfig, SiameseModel
 from .st_layout import read_layout
@@ -112,3 +113,54 @@ def set_threshold(model: SiameseModel, parts: Sequence[Pairs], metric: str = "ac
     model.set_threshold(decision.threshold)
     found = {k: v for k, v in decision.choice.items() if k not in ("split", "pairs")}
     return {"threshold": model.threshold, "chosen_on": [p.source for p in parts], "val_pairs": len(val), **found}
+
+
+def pretrained_run(
+    source: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    val_data: Sequence[str | os.PathLike] | None = None,
+    max_length: int | None = None,
+    metric: str = "accuracy",
+    format: str = "auto",
+    text1: str | None = None,
+    text2: str | None = None,
+    label: str | None = None,
+    device: str = "auto",
+    overwrite: bool = False,
+) -> RunReport:
+    """A pretrained encoder saved as a model folder, as ``siamese pretrained`` does:
+    :func:`from_pretrained` with its threshold chosen on the pair files ``val_data`` (default: the
+    shared validation sets), saved to ``out``; the report's ``value`` is the model."""
+    from ..data.datasets import validation_sets
+    from ..data.pairs import read_pairs
+    from ..io.atomic import check_not_input, check_target
+
+    check_not_input(out, [source])
+    check_target(Path(out), overwrite=overwrite, kind="model")
+    how = {"text1": text1, "text2": text2, "label": label}
+    parts = [read_pairs(p, format, **how) for p in val_data] if val_data else validation_sets()
+    model = from_pretrained(source, parts, max_length=max_length, metric=metric, device=device)
+    model.save(out, overwrite=overwrite)
+    info = model.info["pretrained"]
+    choice = info["threshold_choice"]
+    result = {
+        "out": str(out),
+        "source": str(source),
+        "folder": info["folder"],
+        "pooling": info["pooling"],
+        "max_length": info["max_length"],
+        "dim": info["dim"],
+        "threshold": choice["threshold"],
+        "threshold_metric": choice["metric"],
+        "threshold_value": choice["value"],
+        "val_pairs": choice["val_pairs"],
+        "chosen_on": choice["chosen_on"],
+    }
+    lines = [
+        f"{source}: {info['pooling']} pooling, {info['dim']}-d, up to {info['max_length']} tokens per text",
+        f"threshold {choice['threshold']:.3f} ({choice['metric']} {choice['value']:.4f} on {choice['val_pairs']} "
+        f"validation pairs: {', '.join(choice['chosen_on'])})",
+        f"saved to {out}",
+    ]
+    return RunReport(result, lines, model)

@@ -29,14 +29,16 @@ def _stable(value):
     return value
 
 
-def _same_folders(a: Path, b: Path) -> None:
-    """The same files; JSON equal but for clocks and names; weights and arrays equal."""
+def _same_folders(a: Path, b: Path, inputs: tuple[Path, Path] | None = None) -> None:
+    """The same files; JSON equal but for clocks and names (``inputs``: the two runs' input
+    folders, whose paths the JSON may record); weights and arrays equal."""
     files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
     for rel in files:
         x, y = a / rel, b / rel
         if rel.suffix == ".json":
-            assert _stable(json.loads(x.read_text())) == _stable(json.loads(y.read_text())), rel
+            left = x.read_text() if inputs is None else x.read_text().replace(str(inputs[0]), str(inputs[1]))
+            assert _stable(json.loads(left)) == _stable(json.loads(y.read_text())), rel
         elif rel.suffix == ".safetensors":
             left, right = load_file(x), load_file(y)
             assert left.keys() == right.keys()
@@ -136,3 +138,21 @@ def test_distill_and_its_twin_write_the_same_student(quora, tmp_path):
     api = distill_run(run, StaticConfig(dim=32, epochs=1, vocabulary="words"), progress=False)
     _same_folders(tmp_path / "cli", tmp_path / "api")
     assert _stable(cli) == _stable(api.result)
+
+
+@pytest.mark.slow
+def test_pretrained_and_export_and_their_twins_write_the_same_folders(quora, tmp_path):
+    from siamese.models.export import export_folder
+    from siamese.models.sentence_encoder import pretrained_run
+
+    cli = _command("pretrained", "minilm", "--out", tmp_path / "cli", "--val-data", quora, "--max-length", 64)
+    api = pretrained_run("minilm", tmp_path / "api", val_data=[quora], max_length=64)
+    _same_folders(tmp_path / "cli", tmp_path / "api")
+    assert _stable(cli) == _stable(api.result) and cli["val_pairs"] == 300
+    cli = _command("export", tmp_path / "cli", "--out", tmp_path / "cli-onnx")
+    api = export_folder(tmp_path / "api", tmp_path / "api-onnx")
+    _same_folders(tmp_path / "cli-onnx", tmp_path / "api-onnx", inputs=(tmp_path / "cli", tmp_path / "api"))
+    assert (tmp_path / "cli-onnx" / "model.onnx").read_bytes() == (tmp_path / "api-onnx" / "model.onnx").read_bytes()
+    assert _stable({k: v for k, v in cli.items() if k != "model_dir"}) == _stable(
+        {k: v for k, v in api.result.items() if k != "model_dir"}
+    )
