@@ -3,10 +3,12 @@
     common.py      shared options, user_errors (one ``error:`` line, exit 2), check_out_folder, read_pair_file, emit
     root.py        the Typer app: registers every command below and mounts the sub-apps
                    (not app.py: a submodule named app would shadow the `app` attribute)
-    train.py       train (also --nproc workers, --resume, --cross), distill, export, pretrained
-    evaluate.py    evaluate, predict, calibrate, score, summary, rank, evaluate-answers
+    train.py       train (also --nproc workers, --resume, --cross), distill
+    models.py      pretrained, export, summary
+    evaluate.py    evaluate, predict, calibrate, score, rank, evaluate-answers
     corpus.py      encode, index build / index add, search, dedupe
-    serve.py       serve, formats
+    serve.py       serve
+    data.py        formats
     emoji.py       the ``siamese emoji ...`` sub-app (the emoji package's commands)
     label.py       label (the labelling loop's local page, or an --oracle-column replay)
     declared.py    commands generated from declared options (train)

@@ -276,37 +276,6 @@ def score(
 
 
 @user_errors
-def summary(
-    model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
-    png: Annotated[Optional[Path], typer.Option("--png", help="Also draw the architecture into this PNG file.")] = None,
-    overwrite: OverwriteFileOpt = False,
-    as_json: JsonOpt = False,
-):
-    """Layers, output shapes and parameter counts of a model (like Keras's model.summary())."""
-    from dataclasses import asdict
-
-    from ..models.siamese import SiameseModel
-    from ..models.summary import draw, summary_rows
-
-    check_out_file(png, overwrite, inputs=[model_dir])
-
-    model = SiameseModel.load(model_dir, device="cpu")  # a table of shapes: no GPU needed
-    if png is not None:
-        draw(model, png)
-    rows = [asdict(r) for r in summary_rows(model)]
-    total = sum(p.numel() for m in (model.encoder, model.head) for p in m.parameters())
-    result = {
-        "encoder": model.config.encoder,
-        "head": model.config.head,
-        "loss": model.config.loss,
-        "layers": rows,
-        "total_params": total,
-        "png": str(png) if png else None,
-    }
-    emit(result, as_json, [model.summary()] + ([f"architecture drawn to {png}"] if png else []))
-
-
-@user_errors
 def rank(
     model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
     question: Annotated[str, typer.Argument(help="The question.")],

@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from . import corpus, evaluate, label, serve, train
+from . import corpus, data, evaluate, label, models, serve, train
 from .declared import DeclaredCommand
 from .emoji import emoji_app
 
@@ -21,9 +21,9 @@ app.command()(evaluate.evaluate)
 app.command()(evaluate.predict)
 app.command()(evaluate.calibrate)
 app.command()(evaluate.score)
-app.command("pretrained")(train.pretrained_model)
+app.command("pretrained")(models.pretrained_model)
 app.command()(corpus.encode)
-app.command()(evaluate.summary)
+app.command()(models.summary)
 app.command()(evaluate.rank)
 app.command("evaluate-answers")(evaluate.evaluate_answers)
 app.command()(corpus.search)
@@ -31,8 +31,8 @@ app.command()(corpus.dedupe)
 app.command()(serve.serve)
 app.command()(label.label)
 app.command("distill", cls=DeclaredCommand)(train.distill_command)
-app.command()(train.export)
-app.command()(serve.formats)
+app.command()(models.export)
+app.command()(data.formats)
 
 index_app = typer.Typer(no_args_is_help=True, help="Build and extend duplicate-search indexes.")
 index_app.command("build")(corpus.index_build)

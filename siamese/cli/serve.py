@@ -1,4 +1,4 @@
-"""``siamese serve`` (the HTTP API) and ``siamese formats``."""
+"""``siamese serve``: the HTTP API over a model (and optionally a duplicate-search index)."""
 
 from __future__ import annotations
 
@@ -64,11 +64,3 @@ def serve(
         read_timeout=read_timeout,
         what=f"{model_dir}" + (f" + {index_dir}" if index_dir else "") + (" (API keys required)" if keys else ""),
     )
-
-
-def formats():
-    """List the pair formats the readers understand."""
-    from ..data.pairs import FORMATS
-
-    for fmt in FORMATS.values():
-        typer.echo(f"{fmt.name:<12} {fmt.description}")

@@ -1,16 +1,13 @@
-"""``siamese train``, ``distill``, ``export`` and ``pretrained``: commands that write a model folder.
-Each parses its options, calls its Python twin (siamese.training.run.train_run,
-siamese.distill.pipeline.distill_run, siamese.models.export.export_folder,
-siamese.models.sentence_encoder.pretrained_run) and prints the report."""
+"""``siamese train`` and ``distill``: commands that train a model folder. Each parses its options,
+calls its Python twin (siamese.training.run.train_run, siamese.distill.pipeline.distill_run) and
+prints the report."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
-
-import typer
+from typing import Optional
 
 from ..config.options import declared_options, from_options, is_path
 from ..config.options import option as declare
@@ -18,13 +15,7 @@ from ..config.run import TrainRun
 from ..config.static import DistillRun, StaticConfig
 from ..errors import ConfigError
 from .common import (
-    DeviceOpt,
-    FormatOpt,
     JsonOpt,
-    LabelOpt,
-    OverwriteOpt,
-    Text1Opt,
-    Text2Opt,
     emit,
     user_errors,
 )
@@ -187,83 +178,3 @@ distill_command = user_errors(
     )
 )
 distill_command.__name__ = distill_command.__qualname__ = "distill_command"
-
-
-@user_errors
-def export(
-    model_dir: Annotated[Path, typer.Argument(help="Model folder (a transformer with the cosine head).")],
-    out: Annotated[
-        Path,
-        typer.Option(
-            "--out", help="Folder to write: config.json, tokenizer.json, model.onnx (only if the export succeeds)."
-        ),
-    ],
-    format: Annotated[str, typer.Option("--format", help="onnx: the encoder runs in ONNX Runtime.")] = "onnx",
-    quantize: Annotated[
-        Optional[str],
-        typer.Option(help="int8: dynamic int8 quantisation of the matmuls (faster, 4x smaller, vectors slightly off)."),
-    ] = None,
-    overwrite: OverwriteOpt = False,
-    as_json: JsonOpt = False,
-):
-    """Export a model for fast CPU inference; every command opens the exported folder like any model folder."""
-    from ..models.export import export_folder
-
-    report = export_folder(model_dir, out, format=format, quantize=quantize, overwrite=overwrite)
-    emit(report.result, as_json, report.lines)
-
-
-@user_errors
-def pretrained_model(
-    source: Annotated[
-        str,
-        typer.Argument(
-            help=(
-                "minilm (all-MiniLM-L6-v2), mpnet (all-mpnet-base-v2; make mpnet), or a local sentence-transformers "
-                "or Hugging Face model folder."
-            )
-        ),
-    ],
-    out: Annotated[Path, typer.Option("--out", help="Model folder to write.")],
-    val_data: Annotated[
-        Optional[list[Path]],
-        typer.Option(
-            "--val-data",
-            help=(
-                "Labelled pairs to choose the threshold on (repeat for several files). Default: the shared "
-                "validation sets (msrp-val, sts-dev, sick-trial)."
-            ),
-        ),
-    ] = None,
-    max_length: Annotated[
-        Optional[int],
-        typer.Option(min=1, help="Tokens kept per text (default: the folder's max_seq_length, else 128)."),
-    ] = None,
-    threshold_metric: Annotated[
-        str, typer.Option(help="What the threshold maximises on the validation pairs: accuracy or f1.")
-    ] = "accuracy",
-    format: FormatOpt = "auto",
-    text1: Text1Opt = None,
-    text2: Text2Opt = None,
-    label: LabelOpt = None,
-    device: DeviceOpt = "auto",
-    overwrite: OverwriteOpt = False,
-    as_json: JsonOpt = False,
-):
-    """Save a pretrained sentence encoder, untrained, as a Siamese model (cosine head, threshold chosen on pairs)."""
-    from ..models.sentence_encoder import pretrained_run
-
-    report = pretrained_run(
-        source,
-        out,
-        val_data=val_data,
-        max_length=max_length,
-        metric=threshold_metric,
-        format=format,
-        text1=text1,
-        text2=text2,
-        label=label,
-        device=device,
-        overwrite=overwrite,
-    )
-    emit(report.result, as_json, report.lines)

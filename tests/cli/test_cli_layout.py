@@ -12,7 +12,7 @@ import siamese
 from siamese.cli import app
 
 PACKAGE = Path(siamese.__file__).parent
-FAMILIES = ("train", "evaluate", "corpus", "serve", "label")
+FAMILIES = ("train", "models", "evaluate", "corpus", "serve", "label", "data")
 
 
 def _module_imports(path: Path, name: str) -> set[str]:
