@@ -81,14 +81,21 @@ def main(args: list[str] | None = None) -> None:
     code: int | str | None = 0
     try:
         try:
-            app(args)
-        except SystemExit as e:
-            code = e.code
-    except Stopped as e:
-        with contextlib.suppress(Exception):
-            print(f"stopped by {signal.Signals(e.signum).name}", file=sys.stderr)
+            try:
+                app(args)
+            except SystemExit as e:
+                code = e.code
+        except Stopped as e:
+            code = 128 + e.signum
+            with contextlib.suppress(Exception):
+                print(f"stopped by {signal.Signals(e.signum).name}", file=sys.stderr)
+        _after_command()
+    except Stopped as e:  # the signal came while the command's end was being handled: it is done
         code = 128 + e.signum
-    finally:
-        for s in STOP_SIGNALS:
-            signal.signal(s, _exit_now)
+        _after_command()
     sys.exit(code)
+
+
+def _after_command() -> None:
+    for s in STOP_SIGNALS:
+        signal.signal(s, _exit_now)

@@ -101,14 +101,24 @@ def check_hf_folder(folder) -> None:
     check_hf_config(hf_config, config_file)
     if "model_type" not in hf_config:
         return
-    held = 0
-    for file in folder.glob("*.safetensors"):
-        held += sum(math.prod(shape) for shape in read_header(file, ModelError).values())
+    found: dict[str, tuple] = {}  # tensor name -> (its file, its shape)
+    for file in sorted(folder.glob("*.safetensors")):
+        found.update({name: (file, shape) for name, shape in read_header(file, ModelError).items()})
     try:
         network = meta_build(lambda: rebuild_transformer(hf_config))
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
         raise ModelError(f"{config_file}: not a config transformers can build ({str(e).splitlines()[0]})") from None
+    # the file's names may carry the base model's prefix ("bert.embeddings..."), as transformers allows
+    prefix = getattr(network, "base_model_prefix", None) or str(hf_config.get("model_type", ""))
+    for name, tensor in network.state_dict().items():
+        file, shape = found.get(name) or found.get(f"{prefix}.{name}") or (None, None)
+        if shape is not None and tuple(shape) != tuple(tensor.shape):
+            raise ModelError(
+                f"{file}: weights do not fit {config_file.name} (tensor {name!r} has shape {list(shape)}, "
+                f"the config asks for {list(tensor.shape)})"
+            )
     asked = sum(p.numel() for p in network.parameters())
+    held = sum(math.prod(shape) for _, shape in found.values())
     if asked > held:
         raise ModelError(
             f"{config_file}: describes a network of {asked:,} weights, but the folder's safetensors hold "
@@ -176,8 +186,11 @@ class TransformerEncoder(Encoder):
             _refuse_siamese_folder(folder)
             require_safetensors(folder)
             check_hf_folder(folder)
-            with quiet_loading():
-                self.model = AutoModel.from_pretrained(str(folder), local_files_only=True, use_safetensors=True)
+            try:
+                with quiet_loading():
+                    self.model = AutoModel.from_pretrained(str(folder), local_files_only=True, use_safetensors=True)
+            except (RuntimeError, ValueError, KeyError, TypeError) as e:  # what the checks above cannot see
+                raise ModelError(f"{folder}: transformers cannot load it ({str(e).splitlines()[0]})") from None
             hf_config = json.loads(self.model.config.to_json_string())
             path = str(folder)
         else:  # rebuilt from a saved Siamese model: the weights follow from model.safetensors
