@@ -255,12 +255,18 @@ class LabelStore:
 
     def _set_aside(self, fd: int, at: int, torn: bytes) -> None:
         """A last row cut short (we hold the lock: no writer is alive midway) goes to the torn file."""
-        with open(self.torn_file, "ab") as f:
-            f.write(torn + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.ftruncate(fd, at)
-        os.fsync(fd)
+        try:
+            with open(self.torn_file, "ab") as f:
+                f.write(torn + b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.ftruncate(fd, at)
+            os.fsync(fd)
+        except OSError as e:
+            raise OutputError(
+                f"{self.path}: its last row was cut short by a crash, and moving it to {self.torn_file.name} "
+                f"failed ({e.strerror or e})"
+            ) from None
         log.warning("%s: its last row was cut short (a crash while writing); moved to %s", self.path, self.torn_file)
 
     def _clear_killed_undo(self) -> None:

@@ -164,15 +164,28 @@ class DuplicateIndex:
                 f"{file}: cannot write the on-disk build's scratch vectors ({e.strerror or e}; "
                 "$TMPDIR sets where they go)"
             ) from None
-        if engine is not None:
-            engine.encode(self.model, texts, out=vectors)
-        else:
-            chunk = 1 << 16
-            for start in range(0, len(texts), chunk):
-                vectors[start : start + chunk] = self.model.encode(texts[start : start + chunk], progress=progress)
+        try:
+            if engine is not None:
+                engine.encode(self.model, texts, out=vectors)
+            else:
+                chunk = 1 << 16
+                for start in range(0, len(texts), chunk):
+                    vectors[start : start + chunk] = self.model.encode(texts[start : start + chunk], progress=progress)
+        except BaseException:  # an error, or a signal (siamese.cli's SIGTERM): no scratch left behind
+            del vectors
+            self._scratch.cleanup()
+            raise
         self.pending = vectors
         self.texts.extend(texts)
         self.ids.extend(ids)
+
+    def close(self) -> None:
+        """Delete an on-disk build's scratch vectors now (save() deletes them once it has written the
+        index; otherwise they stay until the process ends, for another try at saving)."""
+        self.pending = None
+        scratch = getattr(self, "_scratch", None)
+        if scratch is not None:
+            scratch.cleanup()
 
     def _keys(self) -> set[str]:
         """The indexed texts as exact-duplicate checks compare them (built on first use)."""
