@@ -1194,6 +1194,7 @@ def main() -> None:
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--minutes", type=float, default=10.0, help="Wall-time budget of the whole probe.")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "robustness.json")
+    parser.add_argument("--only", nargs="+", metavar="GROUP", help="Run only these groups (names as in the table).")
     parser.add_argument(
         "--data", type=Path, default=Path(os.environ.get("SIAMESE_DATA", REPO.parent / "shared" / "data"))
     )
@@ -1209,19 +1210,23 @@ def main() -> None:
     try:
         probe.setup()
         probe.setup_round_three()
-        probe.outputs()
-        probe.concurrency(12, 0.1 * budget)
-        probe.damaged(211, 0.08 * budget)
-        probe.bad_inputs(410, 0.1 * budget)
-        probe.failing_writes("file-size limit", 90, 0.1 * budget, None)
-        if mounted:
-            probe.failing_writes("full disk", 90, 0.1 * budget, disk)
-        probe.hosts(300, 0.05 * budget)
-        probe.reservations(12, 0.06 * budget)
-        probe.line_ends(80, 0.05 * budget)
-        probe.transformer_configs(76, 0.08 * budget)
-        probe.sigterms(72, 0.1 * budget)
-        probe.kills(148, max(60.0, budget - (time.monotonic() - started)))
+        groups = [
+            ("outputs replacing inputs", lambda: probe.outputs()),
+            ("concurrency", lambda: probe.concurrency(12, 0.1 * budget)),
+            ("damaged folders", lambda: probe.damaged(211, 0.08 * budget)),
+            ("bad inputs", lambda: probe.bad_inputs(410, 0.1 * budget)),
+            ("file-size limit", lambda: probe.failing_writes("file-size limit", 90, 0.1 * budget, None)),
+            ("full disk", lambda: mounted and probe.failing_writes("full disk", 90, 0.1 * budget, disk)),
+            ("Host header", lambda: probe.hosts(300, 0.05 * budget)),
+            ("queue reservation", lambda: probe.reservations(12, 0.06 * budget)),
+            ("CR-only and no-final-newline files", lambda: probe.line_ends(80, 0.05 * budget)),
+            ("huge transformer configs", lambda: probe.transformer_configs(76, 0.08 * budget)),
+            ("SIGTERM", lambda: probe.sigterms(72, 0.1 * budget)),
+            ("kills", lambda: probe.kills(148, max(60.0, budget - (time.monotonic() - started)))),
+        ]
+        for name, run_group in groups:
+            if not args.only or name in args.only:
+                run_group()
     finally:
         for w in (probe.worker, probe.zygote):
             w.proc.kill()
@@ -1231,8 +1236,11 @@ def main() -> None:
     rows = ["bad inputs", "kills", "damaged folders", "concurrency", "outputs replacing inputs"]
     rows += ["file-size limit", "full disk", "SIGTERM", "Host header", "queue reservation"]
     rows += ["CR-only and no-final-newline files", "huge transformer configs"]
+    rows = [r for r in rows if not args.only or r in args.only]
     result = {
-        "command": "python bench/probe.py --minutes " + f"{args.minutes:g}",
+        "command": "python bench/probe.py --minutes "
+        + f"{args.minutes:g}"
+        + (f" --only {args.only}" if args.only else ""),
         "commit": subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
         ).stdout.strip(),
