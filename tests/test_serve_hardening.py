@@ -193,7 +193,8 @@ def test_chunked_60mb_body_is_413_without_reading_it(hardened):
     before = rss_kb(hardened.proc.pid)
     sock = socket.create_connection(("127.0.0.1", hardened.port), timeout=10)
     sock.sendall(
-        b"POST /embed HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"POST /embed HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
     )
     chunk = b"%x\r\n" % 65536 + b"[" + b" " * 65535 + b"\r\n"
     sent, answer = 0, b""
@@ -272,7 +273,8 @@ def read_all(sock: socket.socket, timeout: float) -> tuple[bytes, float]:
             b'{"texts": [',
         ),
         (
-            b"POST /embed HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST /embed HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
             b'5\r\n{"tex',
         ),
     ],
