@@ -1,5 +1,8 @@
 """The hostile probe, in one command: bad input files, kill -9 mid-write, damaged
-folders, concurrent writers and outputs aimed at inputs, against the ``siamese`` commands.
+folders, concurrent writers and outputs aimed at inputs; writes under a file-size limit
+and on a full disk, SIGTERM mid-write, Host headers naming other sites, a flood of tabs at the
+labelling queue, CR-only and unterminated files, transformer configs asking for the impossible,
+against the ``siamese`` commands and servers.
 
     python bench/probe.py [--minutes 10] [--out bench/results/robustness.json]   (make bench-robustness)
 
@@ -21,9 +24,12 @@ counts in the results say how many trials were run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
+import re
+import resource
 import select
 import shutil
 import signal
@@ -31,6 +37,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
@@ -60,22 +68,31 @@ def worker_main() -> None:
         elif req["op"] == "fork":
             pid = os.fork()
             if pid == 0:
-                _child(req["args"])
+                _child(req["args"], fsize=req.get("fsize"), stderr=req.get("stderr"), env=req.get("env"))
             proto.write(json.dumps({"pid": pid}) + "\n")
         elif req["op"] == "wait":
             _, status = os.waitpid(req["pid"], 0)
             proto.write(json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n")
 
 
-def _child(args: list[str]) -> None:
-    """A forked command: its own process, as `siamese ARGS` would be (without torch's import time)."""
+def _child(args: list[str], *, fsize: int | None = None, stderr: str | None = None, env: dict | None = None) -> None:
+    """A forked command: its own process, as `siamese ARGS` would be (without torch's import time):
+    the console entry point (its SIGTERM handling), under a file-size limit (``ulimit -f``) when
+    ``fsize`` is given, its stderr into the file ``stderr``, ``env`` added to its environment."""
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    from siamese.cli import app
+    if stderr:
+        os.dup2(os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
+    if env:
+        os.environ.update(env)
+        tempfile.tempdir = None  # $TMPDIR read again
+    if fsize is not None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    from siamese.cli.root import main
 
     try:
-        app(args, prog_name="siamese")
+        main(args)
     except SystemExit as e:
         os._exit(e.code if isinstance(e.code, int) else 1)
     except BaseException:
@@ -546,9 +563,519 @@ class Probe:
             ok = all(s == 0 for s in statuses) and set(texts) == expected and len(texts) == 1100
             self.record("concurrency", ok, f"two index adds: rc {statuses}, {len(texts)} texts (want 1,100)")
 
+    # -- round three: set-up
+    def setup_round_three(self) -> None:
+        """What the round-three groups need: a corpus with an oracle column, a saved transformer
+        model and a Hugging Face folder to tamper with, and every writer's output once, whole."""
+        w = self.work
+        import csv
+
+        with open(w / "topics.csv", "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["text", "topic"])
+            writer.writerows([q, q.split()[0].lower()] for q in self.questions[:120])
+        self.scratch = w / "tmp"  # the commands' $TMPDIR: an on-disk build's scratch goes there
+        self.scratch.mkdir()
+        code = (
+            "import sys, shutil; from siamese import ModelConfig, SiameseModel\n"
+            "from siamese.models.pretrained import default_model_path\n"
+            "SiameseModel.build([], ModelConfig(encoder='transformer', max_length=32)).save(sys.argv[1])\n"
+            "shutil.copytree(default_model_path(), sys.argv[2])\n"
+        )
+        env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+        subprocess.run([sys.executable, "-c", code, str(w / "TM"), str(w / "HF")], check=True, env=env)
+        self.base = w / "base"  # every writer's output, written whole: each trial starts from a copy
+        self.base.mkdir()
+        shutil.copytree(w / "IDX", self.base / "IDX")
+        shutil.copytree(w / "M", self.base / "M")
+        for _, command, _, _ in self.write_scenarios(self.base):
+            if command[0] not in ("index",) or command[1] != "add":
+                r = self.worker.run(*command)
+                assert r["rc"] == 0, (command, r)
+
+    def write_scenarios(self, where: Path) -> list[tuple]:
+        """(name, command, target, the next command on the target) for each writer, outputs in ``where``."""
+        w, q = self.work, "what is life insurance"
+        return [
+            ("index add", ("index", "add", where / "IDX", "--data", w / "add_a.txt", "--quiet"), "IDX", ("search", q)),
+            (
+                "index build",
+                (
+                    "index",
+                    "build",
+                    w / "M",
+                    "--data",
+                    w / "add_b.txt",
+                    "--out",
+                    where / "IDX",
+                    "--overwrite",
+                    "--quiet",
+                ),
+                "IDX",
+                ("search", q),
+            ),
+            (
+                "ondisk build",
+                ("index", "build", w / "M", "--data", w / "add_a.txt", "--kind", "ondisk", "--out", where / "OD")
+                + ("--overwrite", "--quiet"),
+                "OD",
+                ("search", q),
+            ),
+            (
+                "train",
+                ("train", "--data", w / "pairs.csv", "--encoder", "bow", "--epochs", "1", "--dim", "16")
+                + ("--out", where / "M", "--overwrite"),
+                "M",
+                ("predict", q, q),
+            ),
+            ("calibrate", ("calibrate", where / "M", "--data", w / "pairs.csv"), "M", ("predict", q, q)),
+            (
+                "score",
+                ("score", w / "M", "--data", w / "pairs.csv", "--out", where / "s.csv", "--overwrite", "--quiet"),
+                "s.csv",
+                None,
+            ),
+            (
+                "encode",
+                ("encode", w / "M", "--data", w / "texts.txt", "--out", where / "v.npy", "--overwrite", "--quiet"),
+                "v.npy",
+                None,
+            ),
+            (
+                "dedupe",
+                ("dedupe", w / "M", "--data", w / "notes.csv", "--out", where / "RUN"),
+                "RUN",
+                ("--rethreshold",),
+            ),
+            (
+                "label",
+                ("label", w / "M", "--data", w / "topics.csv", "--column", "text", "--out", where / "labels.csv")
+                + ("--oracle-column", "topic", "--budget", str(self.rng.randrange(20, 60)), "-k", "3"),
+                "labels.csv",
+                None,
+            ),
+        ]
+
+    def _next_ok(self, target: Path, after) -> bool:
+        """The target reads after the command: the next command on it works, or its file is whole."""
+        if target.name == "labels.csv":
+            return _labels_whole(target)
+        if after is None:
+            return target.is_file() and target.stat().st_size > 0
+        if after == ("--rethreshold",):
+            args = ("dedupe", target, "--rethreshold", "0.9")
+        else:
+            args = (after[0], target, *after[1:])
+        r = self.worker.run(*args)
+        return r["rc"] == 0 and not r.get("exception")
+
+    def _left(self, target: Path) -> list[str]:
+        beside = [p.name for p in target.parent.iterdir() if p.name.startswith(f".{target.name}.")]
+        return beside + [p.name for p in self.scratch.glob("siamese-*")]
+
+    # -- 6. writes that fail: a file-size limit, then a full disk
+    def failing_writes(self, group: str, limit: int, seconds: float, disk: Path | None) -> None:
+        """Each writer under a file-size limit (``disk`` None: RLIMIT_FSIZE in its process, EFBIG) or
+        with its output on a small tmpfs filled to a random room (ENOSPC). Clean: it worked and the
+        target reads, or a one-line error naming what it could not write, the old target unchanged
+        (the labels file: whole rows); nothing left beside it or in $TMPDIR."""
+        w, end, n = self.work, time.monotonic() + seconds, 0
+        where = disk if disk is not None else w / "fsize"
+        where.mkdir(exist_ok=True)
+        while n < limit and time.monotonic() < end:
+            name, command, target_name, after = self.rng.choice(self.write_scenarios(where))
+            target = where / target_name
+            for p in list(where.iterdir()):  # a fresh copy of the whole outputs
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+            if (self.base / target_name).is_dir():
+                shutil.copytree(self.base / target_name, target, symlinks=True)
+            else:
+                shutil.copyfile(self.base / target_name, target)
+            before = _snapshot(target)
+            room = int(10 ** self.rng.uniform(3, 5.7))  # 1 KB .. 500 KB
+            if disk is not None:
+                _fill(disk, room)
+            stderr = w / "stderr.txt"
+            request = {"op": "fork", "args": [str(a) for a in command], "stderr": str(stderr)}
+            request["env"] = {"TMPDIR": str(self.scratch)}
+            if disk is None:
+                request["fsize"] = room
+            pid = self.zygote.call(request)["pid"]
+            status = self.zygote.call({"op": "wait", "pid": pid})["status"]
+            (where / ".filler").unlink(missing_ok=True)
+            err = stderr.read_text(errors="replace")
+            last = err.strip().splitlines()[-1] if err.strip() else ""
+            left = self._left(target)
+            if status == 0:
+                ok = self._next_ok(target, after)
+            elif status == 2:
+                named = last.startswith("error: ") and ("cannot write" in last or "not saved" in last)
+                kept = _labels_whole(target) if name == "label" else _snapshot(target) == before
+                ok = named and kept and (name == "label" or self._next_ok(target, after))
+            else:
+                ok = False
+            ok = ok and not left and "Traceback" not in err
+            self.record(group, ok, f"[{name}, {room:,} bytes] rc {status}: {last[-200:]} left {left}")
+            self.results[group]["refused (the write failed)"] = self.results[group].get(
+                "refused (the write failed)", 0
+            ) + (status == 2)
+            n += 1
+
+    # -- 7. SIGTERM mid-write, then the next command on the target
+    def sigterms(self, limit: int, seconds: float) -> None:
+        """SIGTERM at a random moment of each writer: it exits 143 (or 0 when done), having removed its
+        temporary files, lock and $TMPDIR scratch; the next command on the target works."""
+        w, end, n = self.work, time.monotonic() + seconds, 0
+        where = w / "term"
+        where.mkdir()
+        scenarios = self.write_scenarios(where)
+        for _, _, target_name, _ in scenarios:
+            if not (where / target_name).exists():
+                copy = shutil.copytree if (self.base / target_name).is_dir() else shutil.copyfile
+                copy(self.base / target_name, where / target_name)
+        durations = {}
+        for name, command, _, _ in scenarios:
+            t = time.monotonic()
+            pid = self.zygote.call({"op": "fork", "args": [str(a) for a in command]})["pid"]
+            self.zygote.call({"op": "wait", "pid": pid})
+            durations[name] = max(0.3, time.monotonic() - t)
+        while n < limit and time.monotonic() < end:
+            name, command, target_name, after = scenarios[n % len(scenarios)]
+            target = where / target_name
+            stderr = w / "stderr.txt"
+            request = {"op": "fork", "args": [str(a) for a in command], "stderr": str(stderr)}
+            pid = self.zygote.call({**request, "env": {"TMPDIR": str(self.scratch)}})["pid"]
+            time.sleep(self.rng.uniform(0.1, 1.1) * durations[name])
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            status = self.zygote.call({"op": "wait", "pid": pid})["status"]
+            err = stderr.read_text(errors="replace")
+            left = self._left(target)
+            # -SIGTERM: the signal came in the interpreter's last steps, the command done
+            ok = status in (0, 128 + signal.SIGTERM, -signal.SIGTERM) and "Traceback" not in err and not left
+            ok = ok and self._next_ok(target, after)
+            self.record("SIGTERM", ok, f"[{name}] rc {status} {err.strip()[-150:]} left {left}")
+            self.results["SIGTERM"]["stopped mid-command"] = self.results["SIGTERM"].get("stopped mid-command", 0) + (
+                "stopped by SIGTERM" in err
+            )
+            n += 1
+
+    # -- 8. the labelling page and the service against other sites
+    def _server(self, *args) -> tuple[subprocess.Popen, str]:
+        port = _free_port()
+        env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "TMPDIR": str(self.scratch)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "siamese", *map(str, args), "--port", str(port), "--log-level", "warning"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 180
+        while _http(base, "/health")[0] != 200:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{args[0]} did not start")
+            time.sleep(0.3)
+        return proc, base
+
+    def hosts(self, limit: int, seconds: float) -> None:
+        """Requests naming another site in Host (DNS rebinding) are refused (421) by ``serve`` without
+        keys and by ``label``, before anything is read or written; the server's own names and any
+        IP address are answered; label's /api/ without the page's token is 403."""
+        w, end, n = self.work, time.monotonic() + seconds, 0
+        serve, serve_base = self._server("serve", w / "M", "--index", w / "IDX")
+        labels = w / "hosts-labels.csv"
+        label, label_base = self._server(
+            "label", w / "M", "--data", w / "topics.csv", "--column", "text", "--out", labels
+        )
+        try:
+            token = _page_token(label_base)
+            port = serve_base.rsplit(":", 1)[1]
+            good = ["127.0.0.1", f"127.0.0.1:{port}", "localhost", f"LOCALHOST:{port}", f"[::1]:{port}", "10.0.0.7:80"]
+            good += ["app.localhost", "[fe80::1]"]
+            bad = ["evil.example", f"evil.example:{port}", "localhost.evil.example", "127.0.0.1.nip.io"]
+            bad += [f"attacker.test:{port}", "xn--80ak6aa92e.com", "EVIL.EXAMPLE", "a.b.c.d.e"]
+            search = {"query": "what is life insurance", "k": 3}
+            while n < limit and time.monotonic() < end:
+                host = self.rng.choice(good + bad)
+                want = 200 if host in good else 421
+                which = self.rng.randrange(5)
+                if which == 0:
+                    status, body = _http(serve_base, "/search", search, {"Host": host})
+                    ok = status == want and (want == 421) != ("hits" in body)
+                elif which == 1:
+                    status, _ = _http(serve_base, "/health", None, {"Host": host})
+                    ok = status == want
+                elif which == 2:
+                    status, _ = _http(label_base, "/", None, {"Host": host})
+                    ok = status == want
+                elif which == 3:
+                    status, body = _http(label_base, f"/api/next?tab=h{n}", None, {"Host": host, **token})
+                    ok = status == want and (want == 421) != ("pair" in body)
+                else:  # an answer: recorded only when both the name and the token are right
+                    before = _labels_count(labels)
+                    with_token = self.rng.random() < 0.7
+                    headers = {"Host": host, **(token if with_token else {"X-Siamese-Token": "guess"})}
+                    shown = _http(label_base, "/api/next?tab=probe", None, token)[1].get("pair")
+                    if shown is None:
+                        break
+                    status, body = _http(
+                        label_base, "/api/answer", {"index": shown["index"], "label": "n", "tab": "probe"}, headers
+                    )
+                    want = want if with_token or want == 421 else 403
+                    ok = status == want and _labels_count(labels) == before + (want == 200)
+                self.record("Host header", ok, f"Host {host!r} case {which}: {status} (want {want})")
+                n += 1
+        finally:
+            for proc in (serve, label):
+                proc.kill()
+                proc.wait()
+
+    def reservations(self, limit: int, seconds: float) -> None:
+        """A flood of GET /api/next under new tab names (a page of another site: no token; a buggy
+        page: with it) never leaves the person's tab without a pair; a tab's Undo takes back its own
+        answer only."""
+        w, end, n = self.work, time.monotonic() + seconds, 0
+        labels = w / "queue-labels.csv"
+        proc, base = self._server(
+            "label", w / "M", "--data", w / "topics.csv", "--column", "text", "--out", labels, "-k", "3"
+        )
+        try:
+            token = _page_token(base)
+            pairs = _http(base, "/health")[1]["pairs"]
+            while n < limit and time.monotonic() < end:
+                if n % 3 == 2:  # two tabs answer; each undoes its own
+                    a = _http(base, "/api/next?tab=a", None, token)[1]["pair"]
+                    b = _http(base, "/api/next?tab=b", None, token)[1]["pair"]
+                    if a is None or b is None:
+                        break
+                    _http(base, "/api/answer", {"index": a["index"], "label": "d", "tab": "a"}, token)
+                    _http(base, "/api/answer", {"index": b["index"], "label": "n", "tab": "b"}, token)
+                    status, undone = _http(base, "/api/undo", {"tab": "a"}, token)
+                    rows = [(r[0], r[1]) for r in _labels_rows(labels)]
+                    ok = status == 200 and undone["pair"]["index"] == a["index"]
+                    ok = ok and (b["text1"], b["text2"]) in rows and (a["text1"], a["text2"]) not in rows
+                    self.record("queue reservation", ok, f"undo in tab a (b answered last): {status}")
+                    _http(base, "/api/answer", {"index": a["index"], "label": "d", "tab": "a"}, token)
+                    n += 1
+                    continue
+                flood = pairs + 20
+                with_token = n % 3 == 1
+                for i in range(flood):
+                    _http(base, f"/api/next?tab=flood{n}-{i}", None, token if with_token else {})
+                status, mine = _http(base, "/api/next?tab=person", None, token)
+                pair = mine.get("pair") if status == 200 else None
+                ok = pair is not None
+                if ok:
+                    s2, done = _http(
+                        base, "/api/answer", {"index": pair["index"], "label": "n", "tab": "person"}, token
+                    )
+                    ok = s2 == 200 and done.get("saved") is True
+                what = f"{flood} GETs of new tabs {'with' if with_token else 'without'} the token"
+                self.record("queue reservation", ok, f"{what}: the person's tab got {status} {pair is not None}")
+                n += 1
+        finally:
+            proc.kill()
+            proc.wait()
+
+    # -- 9. files as people leave them: CR-only line ends, no final line end, a row cut short
+    def line_ends(self, limit: int, seconds: float) -> None:
+        """Input files with CR-only line ends or without a final line end read as the same rows;
+        labels files so (and header-only, CRLF, a last row cut short) resume without losing a row;
+        a NUL byte in a labels file is a one-line error."""
+        w, end, n = self.work, time.monotonic() + seconds, 0
+        d = w / "ends"
+        d.mkdir()
+        pairs_lines = self.pairs_text.splitlines()[:300]
+        texts = self.questions[:300]
+        header = "text1,text2,label,id1,id2,similarity,time"
+        labels_variants = [
+            ("cr only", header + "\ra,b,1,,,0.5,t\rc,d,0,,,,t\r", 2),
+            ("no final line end", header + "\na,b,1,,,0.5,t\nc,d,0,,,,t", 2),
+            ("header only, no line end", header, 0),
+            ("crlf", header + "\r\na,b,1,,,0.5,t\r\n", 1),
+            ("row cut short", header + '\na,b,1,,,0.5,t\n"how do i reset my pass', 1),
+            ("row cut short, no quote", header + "\na,b,1,,,0.5,t\nc,d,1,,", 1),
+        ]
+        while n < limit and time.monotonic() < end:
+            kind = n % 4
+            ending = self.rng.choice(["\r", "\n", "\r\n"])
+            final = self.rng.random() < 0.5
+            if kind == 0:  # pairs
+                path = d / "pairs.csv"
+                path.write_text(ending.join(pairs_lines) + (ending if final else ""), newline="")
+                args = self.rng.choice(
+                    [
+                        ("evaluate", w / "M", "--data", path, "--format", "quora", "--json"),
+                        ("score", w / "M", "--data", path, "--out", d / "s.csv", "--overwrite", "--format", "quora"),
+                    ]
+                )
+                r = self.worker.run(*args)
+                if args[0] == "evaluate":
+                    ok = r["rc"] == 0 and json.loads(r["stdout"])["n"] == len(pairs_lines) - 1
+                else:
+                    ok = r["rc"] == 0 and len((d / "s.csv").read_text().splitlines()) == len(pairs_lines)
+            elif kind == 1:  # texts
+                path = d / "texts.txt"
+                path.write_text(ending.join(texts) + (ending if final else ""), newline="")
+                r = self.worker.run("encode", w / "M", "--data", path, "--out", d / "v.npy", "--overwrite", "--json")
+                ok = r["rc"] == 0 and json.loads(r["stdout"])["n"] == len(texts)
+            elif kind == 2:  # a labels file, resumed by a replay
+                name, content, rows = labels_variants[(n // 4) % len(labels_variants)]
+                path = d / "labels.csv"
+                path.write_text(content, newline="")
+                (d / "labels.torn.txt").unlink(missing_ok=True)
+                r = self.worker.run(
+                    *("label", w / "M", "--data", w / "topics.csv", "--column", "text", "--out", path),
+                    *("--oracle-column", "topic", "--budget", str(rows + 5), "-k", "3"),
+                )
+                kept = _labels_rows(path)
+                ok = r["rc"] == 0 and _labels_whole(path) and len(kept) == rows + 5
+                ok = ok and [k[0] for k in kept[:rows]] == (["a", "c"][:rows] if rows else [])
+                if "cut short" in name:
+                    ok = ok and (d / "labels.torn.txt").is_file()
+            else:  # a NUL byte in a labels file
+                path = d / "labels.csv"
+                path.write_bytes((header + "\na,b,1,,,,t\nc\0,d,0,,,,t\n").encode())
+                r = self.worker.run("label", w / "M", "--data", w / "topics.csv", "--column", "text", "--out", path)
+                ok = one_line_error(r) and "NUL" in r["stderr"]
+            self.record(
+                "CR-only and no-final-newline files",
+                ok,
+                f"[case {kind}, {ending!r}, final {final}] " + self.describe(("...",), r),
+            )
+            n += 1
+
+    # -- 10. transformer configs asking for the impossible
+    def transformer_configs(self, limit: int, seconds: float) -> None:
+        """A saved transformer's hf_config, or a Hugging Face folder's config.json, with sizes no
+        weights file can back: a one-line error before anything is allocated."""
+        w, end, n = self.work, time.monotonic() + seconds, 0
+        config_file = w / "TM" / "config.json"
+        pristine = config_file.read_text()
+        hf_file = w / "HF" / "config.json"
+        hf_pristine = hf_file.read_text()
+        keys = ["vocab_size", "hidden_size", "intermediate_size", "max_position_embeddings", "type_vocab_size"]
+        keys += ["num_hidden_layers", "num_attention_heads"]
+        values = [10**9, 10**12, 10**18, 2**63, -1, 0, "x", 2.5, None, [1], True, 7, 385, 10**6]
+        attacks = [(k, v) for k in keys for v in values if not (v is None and k == "type_vocab_size")]
+        self.rng.shuffle(attacks)
+        for key, value in attacks:
+            if n >= limit or time.monotonic() > end:
+                break
+            on_hf = n % 4 == 3
+            target = hf_file if on_hf else config_file
+            raw = json.loads(hf_pristine if on_hf else pristine)
+            (raw if on_hf else raw["encoder_options"]["hf_config"])[key] = value
+            target.write_text(json.dumps(raw))
+            started = time.monotonic()
+            if on_hf:
+                args = ("train", "--data", w / "pairs.csv", "--encoder", "transformer", "--transformer", w / "HF")
+                args += ("--epochs", "1", "--out", w / "TT")
+            else:
+                args = ("predict", w / "TM", "what is life insurance", "is life insurance worth it")
+            r = self.worker.run(*args, timeout=120)
+            took = time.monotonic() - started
+            ok = one_line_error(r) and took < 60
+            self.record(
+                "huge transformer configs",
+                ok,
+                f"[{'HF folder' if on_hf else 'model'} {key}={value!r}, {took:.1f} s] " + self.describe(args, r),
+            )
+            target.write_text(hf_pristine if on_hf else pristine)
+            n += 1
+
     def _together(self, commands) -> list[int]:
         pids = [self.zygote.call({"op": "fork", "args": [str(a) for a in c]})["pid"] for c in commands]
         return [self.zygote.call({"op": "wait", "pid": pid})["status"] for pid in pids]
+
+
+def _fill(disk: Path, room: int) -> None:
+    """Fill the tmpfs ``disk`` so that only ``room`` bytes (to a page) stay free."""
+    filler = disk / ".filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        while True:
+            os.write(fd, b"\0" * 65536)
+    except OSError:
+        pass
+    try:
+        while True:
+            os.write(fd, b"\0" * 512)
+    except OSError:
+        pass
+    os.close(fd)
+    os.truncate(filler, max(0, filler.stat().st_size - room))
+
+
+def _mount_tmpfs(folder: Path, size_kb: int) -> bool:
+    """A small tmpfs at ``folder``: a real full disk (needs root; False where it cannot be mounted)."""
+    folder.mkdir(exist_ok=True)
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        return False
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(folder)], capture_output=True)
+    return done.returncode == 0
+
+
+def _labels_rows(path: Path) -> list[list[str]]:
+    import csv
+
+    if not path.is_file():
+        return []
+    with open(path, newline="", encoding="utf-8") as f:
+        return [row for row in list(csv.reader(f))[1:] if row]
+
+
+def _labels_count(path: Path) -> int:
+    return len(_labels_rows(path))
+
+
+def _labels_whole(path: Path) -> bool:
+    """A labels file whose every row is whole (7 fields, a 0/1 label) and which ends a line."""
+    import csv
+
+    if not path.is_file():
+        return False
+    data = path.read_bytes()
+    if data and not data.endswith((b"\n", b"\r")):
+        return False
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f, strict=True))
+    except (csv.Error, UnicodeDecodeError):
+        return False
+    return all(len(r) == 7 and r[2] in ("0", "1") for r in rows[1:] if r)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _http(base: str, path: str, body=None, headers: dict | None = None) -> tuple[int, dict]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(
+        base + path, data=data, headers={"Content-Type": "application/json", **(headers or {})}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            raw = r.read()
+            return r.status, json.loads(raw) if "json" in r.headers.get("content-type", "") else {"body": len(raw)}
+    except urllib.error.HTTPError as e:
+        try:
+            return e.code, json.loads(e.read() or b"{}")
+        except ValueError:
+            return e.code, {}
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return 0, {}
+
+
+def _page_token(base: str) -> dict:
+    page = urllib.request.urlopen(base + "/", timeout=30).read().decode()
+    return {"X-Siamese-Token": re.search(r'<meta name="siamese-token" content="([^"]+)">', page).group(1)}
 
 
 def _snapshot(path: Path) -> dict:
@@ -667,6 +1194,7 @@ def main() -> None:
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--minutes", type=float, default=10.0, help="Wall-time budget of the whole probe.")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "robustness.json")
+    parser.add_argument("--only", nargs="+", metavar="GROUP", help="Run only these groups (names as in the table).")
     parser.add_argument(
         "--data", type=Path, default=Path(os.environ.get("SIAMESE_DATA", REPO.parent / "shared" / "data"))
     )
@@ -677,32 +1205,56 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="probe-"))
     budget = args.minutes * 60
     probe = Probe(work, args.data, args.minutes)
+    disk = work / "disk"
+    mounted = _mount_tmpfs(disk, 4096)
     try:
         probe.setup()
-        probe.outputs()
-        probe.concurrency(12, 0.3 * budget)
-        probe.damaged(211, 0.2 * budget)
-        probe.bad_inputs(410, 0.25 * budget)
-        probe.kills(148, max(60.0, budget - (time.monotonic() - started)))
+        probe.setup_round_three()
+        groups = [
+            ("outputs replacing inputs", lambda: probe.outputs()),
+            ("concurrency", lambda: probe.concurrency(12, 0.1 * budget)),
+            ("damaged folders", lambda: probe.damaged(211, 0.08 * budget)),
+            ("bad inputs", lambda: probe.bad_inputs(410, 0.1 * budget)),
+            ("file-size limit", lambda: probe.failing_writes("file-size limit", 90, 0.1 * budget, None)),
+            ("full disk", lambda: mounted and probe.failing_writes("full disk", 90, 0.1 * budget, disk)),
+            ("Host header", lambda: probe.hosts(300, 0.05 * budget)),
+            ("queue reservation", lambda: probe.reservations(12, 0.06 * budget)),
+            ("CR-only and no-final-newline files", lambda: probe.line_ends(80, 0.05 * budget)),
+            ("huge transformer configs", lambda: probe.transformer_configs(76, 0.08 * budget)),
+            ("SIGTERM", lambda: probe.sigterms(72, 0.1 * budget)),
+            ("kills", lambda: probe.kills(148, max(60.0, budget - (time.monotonic() - started)))),
+        ]
+        for name, run_group in groups:
+            if not args.only or name in args.only:
+                run_group()
     finally:
         for w in (probe.worker, probe.zygote):
             w.proc.kill()
+        if mounted:
+            subprocess.run(["umount", "-l", str(disk)], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
     rows = ["bad inputs", "kills", "damaged folders", "concurrency", "outputs replacing inputs"]
+    rows += ["file-size limit", "full disk", "SIGTERM", "Host header", "queue reservation"]
+    rows += ["CR-only and no-final-newline files", "huge transformer configs"]
+    rows = [r for r in rows if not args.only or r in args.only]
     result = {
-        "command": "python bench/probe.py --minutes " + f"{args.minutes:g}",
+        "command": "python bench/probe.py --minutes "
+        + f"{args.minutes:g}"
+        + (f" --only {args.only}" if args.only else ""),
         "commit": subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
         ).stdout.strip(),
         "seconds": round(time.monotonic() - started),
+        # a real full disk (a small tmpfs, mounted where this process may: root), else not probed
+        "full disk": "a 4 MiB tmpfs filled to a random room" if mounted else "not probed (no tmpfs mount: not root)",
         "groups": {k: probe.results.get(k, {"trials": 0, "failed": 0, "failures": []}) for k in rows},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    print(f"{'probe':26s} {'trials':>6s} {'failed':>6s}")
+    print(f"{'probe':36s} {'trials':>6s} {'failed':>6s}")
     for k in rows:
         g = result["groups"][k]
-        print(f"{k:26s} {g['trials']:6d} {g['failed']:6d}")
+        print(f"{k:36s} {g['trials']:6d} {g['failed']:6d}")
         for f in g["failures"][:5]:
             print("    " + f)
     print(f"({result['seconds']} s; details in {args.out})")

@@ -1,4 +1,4 @@
-"""The ``siamese`` command line (the console script ``siamese = siamese.cli:app``).
+"""The ``siamese`` command line (the console script ``siamese = siamese.cli:main``: the app, SIGTERM handled).
 
     common.py      shared options, user_errors (one ``error:`` line, exit 2), check_out_folder, read_pair_file, emit
     root.py        the Typer app: registers every command below and mounts the sub-apps

@@ -115,8 +115,11 @@ def index_build(
     index = DuplicateIndex(model, kind=kind)
     index.shard_size = shard_size
     texts = read_texts(data, column)
-    index.add(texts, progress=not quiet, engine=corpus_engine(engine, address, device, not (quiet or as_json)))
-    index.save(out, overwrite=overwrite)
+    try:
+        index.add(texts, progress=not quiet, engine=corpus_engine(engine, address, device, not (quiet or as_json)))
+        index.save(out, overwrite=overwrite)
+    finally:
+        index.close()  # an on-disk build's scratch vectors, also when the save failed or a signal came
     emit(
         {"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind},
         as_json,

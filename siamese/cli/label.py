@@ -63,6 +63,8 @@ def label(
     save_to = save_to or out.with_name(out.stem + "-model")
     for path in (out, save_to):
         check_not_input(path, [source, model_dir])
+    if save_to.absolute() == out.absolute() or (save_to.exists() and out.exists() and save_to.samefile(out)):
+        raise ConfigError(f"--save-to {save_to}: is the labels file (--out); the model needs a folder of its own")
     check_target(save_to, kind="model")
     if log_level.lower() not in ("critical", "error", "warning", "info"):
         raise ConfigError(f"--log-level must be critical, error, warning or info, got {log_level!r}")
@@ -74,8 +76,16 @@ def label(
         return
     from ..label.web import create_app
     from ..serve import run
+    from ..serve.security import local_names
 
-    run(create_app(session), host=host, port=port, log_level=log_level.lower(), what=f"labelling {source} into {out}")
+    run(
+        create_app(session, host_names=local_names(host)),
+        host=host,
+        port=port,
+        log_level=log_level.lower(),
+        what=f"labelling {source} into {out}",
+        note="open it in a browser",
+    )
 
 
 def _session(model_dir, data, column, pairs, read, out, save_to, k, target_precision, seed, device):

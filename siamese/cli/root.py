@@ -6,6 +6,9 @@ command imports what it needs when it runs: loading the app costs Typer and noth
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
 
 import typer
@@ -42,5 +45,57 @@ app.add_typer(index_app, name="index")
 app.add_typer(emoji_app, name="emoji")  # `siamese emoji ...`
 
 
-def main() -> None:  # pragma: no cover - console entry point
-    sys.exit(app())
+class Stopped(BaseException):
+    """SIGTERM or SIGINT while a command runs, raised in the main thread: every ``with`` and
+    ``finally`` on the way out runs, so temporary files, locks and scratch folders are removed
+    (not an Exception: nothing that handles errors catches it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum, frame) -> None:
+    for s in STOP_SIGNALS:  # the clean-up on the way out is short: a second signal does not cut it
+        signal.signal(s, signal.SIG_IGN)
+    raise Stopped(signum)
+
+
+def _exit_now(signum, frame) -> None:
+    """After the command: its outputs are written, and a signal during the interpreter's shutdown
+    (torch's threads) ends the process at once, without a traceback."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(128 + signum)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def main(args: list[str] | None = None) -> None:
+    """The console entry point: the app, with SIGTERM (a job scheduler's, ``docker stop``'s) handled
+    as SIGINT is: what was being written is cleaned up, then exit 128 + the signal (130, 143)."""
+    for s in STOP_SIGNALS:
+        signal.signal(s, _stop)
+    code: int | str | None = 0
+    try:
+        try:
+            try:
+                app(args)
+            except SystemExit as e:
+                code = e.code
+        except Stopped as e:
+            code = 128 + e.signum
+            with contextlib.suppress(Exception):
+                print(f"stopped by {signal.Signals(e.signum).name}", file=sys.stderr)
+        _after_command()
+    except Stopped as e:  # the signal came while the command's end was being handled: it is done
+        code = 128 + e.signum
+        _after_command()
+    sys.exit(code)
+
+
+def _after_command() -> None:
+    for s in STOP_SIGNALS:
+        signal.signal(s, _exit_now)

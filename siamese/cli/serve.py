@@ -27,6 +27,17 @@ def serve(
             ),
         ),
     ] = None,
+    allow_host: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--allow-host",
+            help=(
+                "Without API keys, answer requests whose Host is this name too (repeat for several; behind a proxy). "
+                "IP addresses, localhost and this machine's names are always answered; other names are refused, "
+                "so that no page of another site reaches the server by DNS rebinding."
+            ),
+        ),
+    ] = None,
     batching: Annotated[
         bool, typer.Option("--batching/--no-batching", help="Encode concurrent requests' texts in one model call.")
     ] = True,
@@ -45,6 +56,7 @@ def serve(
     from ..models.loading import load_model
     from ..search import DuplicateIndex
     from ..serve import BatchConfig, Limits, api_keys, create_app, run
+    from ..serve.security import local_names
 
     if log_level.lower() not in ("critical", "error", "warning", "info", "debug"):
         raise ConfigError(f"--log-level must be critical, error, warning, info or debug, got {log_level!r}")
@@ -55,7 +67,8 @@ def serve(
     if index_dir and getattr(model, "kind", None) == "cross":
         raise ConfigError("a cross-encoder has no vectors to search an index with; serve it without --index")
     index = DuplicateIndex.load(index_dir, model) if index_dir else None
-    app = create_app(model, index, Limits(read_timeout=read_timeout), batching=config, api_keys=keys)
+    names = local_names(host, allow_host or ())
+    app = create_app(model, index, Limits(read_timeout=read_timeout), batching=config, api_keys=keys, host_names=names)
     run(
         app,
         host=host,

@@ -36,7 +36,7 @@ from torch import nn
 from ..config.configs import ModelConfig
 from ..decision.calibrator import Calibrator
 from ..errors import ConfigError, ModelError
-from ..io.atomic import atomic_dir, atomic_file
+from ..io.atomic import atomic_dir, atomic_file, naming
 from ..io.extras import require
 from ..io.manifest import read_manifest
 from ..models.encoders.transformer import rebuild_transformer
@@ -306,10 +306,13 @@ class CrossEncoder:
         return json.dumps(manifest, indent=2) + "\n"
 
     def write(self, folder: Path) -> None:
-        (folder / "config.json").write_text(self._config_json())
-        self.tokenizer.tokenizer.save(str(folder / "tokenizer.json"))
+        with naming(folder / "config.json"):
+            (folder / "config.json").write_text(self._config_json())
+        with naming(folder / "tokenizer.json"):
+            self.tokenizer.tokenizer.save(str(folder / "tokenizer.json"))
         state = {k: v.detach().contiguous() for k, v in self.network.state_dict().items()}
-        save_file(state, str(folder / "model.safetensors"), metadata={"format": FORMAT})
+        with naming(folder / "model.safetensors"):
+            save_file(state, str(folder / "model.safetensors"), metadata={"format": FORMAT})
         if self.prior is not None:
             (folder / PRIOR_FOLDER).mkdir()
             self.prior.write(folder / PRIOR_FOLDER)

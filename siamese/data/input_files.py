@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from ..errors import DataError
+from ..errors import DataError, SiameseError
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
@@ -67,6 +67,8 @@ def open_text(path: str | os.PathLike) -> Iterator[TextIO]:
             check_utf8_stream(raw, path)
         with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
             yield f
+    except SiameseError:
+        raise  # an error of the caller's own work (an output it could not write) is not this file's
     except OSError as e:
         raise input_error(path, e) from None
 
@@ -115,6 +117,12 @@ def check_delimiter(path: Path, first_line: str, delimiter: str) -> None:
     if delimiter in first_line:
         return
     for other, name in _DELIMITER_NAMES.items():
+        if other == ";" and other in first_line:  # no reader or --format takes semicolons
+            raise DataError(
+                f"{path}:1: the first line is semicolon-separated; siamese reads comma-separated (.csv) and "
+                "tab-separated (.tsv) files only: save it with commas or tabs (a spreadsheet's CSV export "
+                "with a comma as separator)"
+            )
         if other != delimiter and other in first_line:
             raise DataError(
                 f"{path}:1: the first line is {name}-separated, but this file is read "

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
-from .input_files import check_utf8, first_line, open_table, open_text, table_delimiter
+from .input_files import check_delimiter, check_utf8, first_line, open_table, open_text, table_delimiter
 
 
 @dataclass(frozen=True)
@@ -214,6 +214,7 @@ def detect_format(path: str | os.PathLike, *, labelled: bool = True) -> PairForm
     fields = first.split("\t")
     if len(fields) >= 7 and _is_float(fields[4]):
         return FORMATS["sts"]
+    check_delimiter(path, first, table_delimiter(path))  # a semicolon-separated file is told so
     raise DataError(
         f"{path}: cannot tell the format from the first line {first[:80]!r}; "
         f"pass --format ({', '.join(FORMATS)}) or name the columns with --text1/--text2"

@@ -39,7 +39,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import OutputError
+from ..errors import OutputError, SiameseError
 
 MANIFESTS = ("config.json", "index.json", "run.json")  # model, index, dedupe run
 _RENAME_EXCHANGE = 2
@@ -55,10 +55,61 @@ def lock_timeout() -> float:
         ) from None
 
 
-def output_error(path: Path, e: OSError) -> OutputError:
-    """An OSError met while writing ``path`` as a one-line error."""
-    where = e.filename if e.filename else path
+def output_error(path: Path, e: OSError, tmp: Path | None = None) -> OutputError:
+    """An OSError met while writing ``path`` as a one-line error. A file inside the temporary
+    folder ``tmp`` is named as it will be inside ``path`` (the user knows that name)."""
+    if isinstance(e, OutputError):
+        return e
+    where = Path(e.filename) if e.filename else path
+    if tmp is not None and where.is_relative_to(tmp):
+        where = path / where.relative_to(tmp)
     return OutputError(f"{where}: cannot write ({e.strerror or e})")
+
+
+@contextlib.contextmanager
+def naming(path: str | os.PathLike) -> Iterator[None]:
+    """A failed write (or flush, or close) raises an OSError without a file name, the Rust writers
+    (tokenizers, safetensors) another exception: an OSError naming ``path``."""
+    try:
+        yield
+    except Exception as e:
+        error = as_os_error(e)
+        if error is None or error.filename or isinstance(e, SiameseError):
+            raise
+        raise OSError(error.errno, error.strerror, str(path)) from None
+
+
+_RUST_OS_ERROR = re.compile(r"os error (\d+)|Os \{ code: (\d+)")
+
+
+def as_os_error(e: BaseException) -> OSError | None:
+    """``e`` as an OSError when it reports one: tokenizers' ``Exception("File too large (os error
+    27)")`` and safetensors' ``SafetensorError(... IoError(Os { code: 28, ...}))`` are OS errors
+    raised as other exceptions by their Rust code."""
+    if isinstance(e, OSError):
+        return e
+    if isinstance(e, SiameseError):  # a message of ours, which may quote anything
+        return None
+    found = _RUST_OS_ERROR.search(str(e))
+    if found is None:
+        return None
+    code = int(found.group(1) or found.group(2))
+    return OSError(code, os.strerror(code))
+
+
+def check_writable(target: Path) -> None:
+    """Refuse, before any work, a target whose nearest existing folder cannot take a new file (a
+    read-only folder or file system, no permission, a full disk): the one check that is sure is to
+    create a file there, which is removed at once."""
+    parent = target.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".check", dir=parent)
+    except OSError as e:
+        raise OutputError(f"{target}: cannot write there ({e.strerror or e}: {parent})") from None
+    os.close(fd)
+    os.unlink(name)
 
 
 KINDS = {"config.json": "model", "index.json": "index", "run.json": "dedupe run"}
@@ -142,6 +193,7 @@ def check_file_target(path: str | os.PathLike, *, overwrite: bool = False, input
     check_not_input(path, inputs)
     if (path.exists() or path.is_symlink()) and not overwrite:
         raise OutputError(f"{path}: a file is already there; choose another name, or pass --overwrite to replace it")
+    check_writable(_through_link(path))
     return path
 
 
@@ -187,6 +239,13 @@ def check_target(target: Path, *, overwrite: bool = False, kind: str | None = No
             )
     if target.resolve() == Path(target.resolve().anchor):
         raise OutputError(f"{target}: cannot replace the root folder")
+    check_writable(_through_link(target))
+
+
+def _through_link(target: Path) -> Path:
+    """A symbolic link to an existing file or folder is written through: its target is replaced
+    (as ``cp`` or a shell's ``>`` would), and the link stays."""
+    return Path(os.path.realpath(target)) if target.is_symlink() and target.exists() else target
 
 
 _held: set[tuple[str, int]] = set()  # (lock file, thread) held by this process: target_lock is re-entrant
@@ -250,7 +309,10 @@ def _leftover_patterns(target: Path) -> tuple[re.Pattern, re.Pattern]:
     """The names a killed write of ``target`` leaves: a temporary folder (atomic_dir) or file
     (atomic_file, ``.NAME.XXXXXXXX.tmp`` as mkstemp names it), and a hidden old folder."""
     name = re.escape(target.name)
-    return re.compile(rf"\.{name}\.(siamese-[a-z0-9_]+|[a-z0-9_]{{8}})\.tmp"), re.compile(rf"\.{name}\.old-\d+")
+    return (
+        re.compile(rf"\.{name}\.(siamese-[a-z0-9_]+\.tmp|[a-z0-9_]{{8}}\.(tmp|check))"),
+        re.compile(rf"\.{name}\.old-\d+"),
+    )
 
 
 def clear_leftovers(target: str | os.PathLike) -> None:
@@ -359,9 +421,13 @@ def atomic_dir(target: str | os.PathLike, *, overwrite: bool = False, kind: str 
     """Yield a temporary folder beside ``target``; on success it replaces ``target`` atomically.
 
     ``target`` must not exist, be empty, or be a siamese folder (of ``kind``, when given), unless
-    ``overwrite``; OS errors become one-line :class:`OutputError`\\ s."""
+    ``overwrite``; a symbolic link to a folder is written through (the folder it names is
+    replaced, the link stays). OS errors, also those the Rust writers (tokenizers, safetensors)
+    raise as other exceptions, become one-line :class:`OutputError`\\ s naming the file, and
+    nothing is published: every file is flushed and fsynced before the swap."""
     target = Path(os.path.abspath(target))
     check_target(target, overwrite=overwrite, kind=kind)
+    target = _through_link(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -382,8 +448,11 @@ def atomic_dir(target: str | os.PathLike, *, overwrite: bool = False, kind: str 
             fsync_tree(tmp)
             _publish(tmp, target)
             tmp = None
-        except OSError as e:
-            raise output_error(target, e) from None
+        except Exception as e:
+            error = as_os_error(e)
+            if error is None:
+                raise
+            raise output_error(target, error, tmp) from None
         finally:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -391,8 +460,9 @@ def atomic_dir(target: str | os.PathLike, *, overwrite: bool = False, kind: str 
 
 @contextlib.contextmanager
 def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``target``; on success it is fsynced and renamed over ``target``."""
-    target = Path(os.path.abspath(target))
+    """Yield a temporary path beside ``target``; on success it is fsynced and renamed over
+    ``target`` (through a symbolic link to a file: the file it names is replaced)."""
+    target = _through_link(Path(os.path.abspath(target)))
     if target.is_dir():
         raise OutputError(f"{target}: a folder is there, not a file")
     try:
@@ -421,8 +491,13 @@ def _write_file(target: Path) -> Iterator[Path]:
         os.replace(tmp, target)
         tmp = None
         fsync_dir(target.parent)
-    except OSError as e:
-        raise output_error(target, e) from None
+    except Exception as e:
+        error = as_os_error(e)
+        if error is None:
+            raise
+        if error.filename and tmp is not None and Path(error.filename) == tmp:
+            error = OSError(error.errno, error.strerror)  # the temporary name means nothing to the user
+        raise output_error(target, error) from None
     finally:
         if tmp is not None:
             tmp.unlink(missing_ok=True)

@@ -19,6 +19,9 @@ from .selection import Candidates, Selector, corpus_candidates, pair_candidates
 from .store import LabelStore, answer, pair_key
 
 RESERVE_SECONDS = 600.0  # a pair shown in one tab is not shown in another for this long
+# At most this many pairs are held for tabs at once (the oldest shown is let go first): a page
+# asking for pairs under ever new tab names cannot hold the whole queue.
+MAX_RESERVED = 16
 
 
 class LabelSession:
@@ -46,6 +49,7 @@ class LabelSession:
         self.index_of = {pair_key(*candidates.pair(n)): n for n in range(len(candidates))}
         self.skipped: set[int] = set()
         self.reserved: dict[int, tuple[str, float]] = {}  # candidate -> (tab, when shown)
+        self.answered_by: dict[str, list[tuple[str, str]]] = {}  # tab -> the pairs it answered, in order
         self.lock = threading.RLock()
         self._stats: dict | None = None
         self._seen = -1
@@ -113,8 +117,13 @@ class LabelSession:
             n = self.selector.choose(done, unavailable, t, width)
             if n is None:
                 return None
-            self.reserved[n] = (tab, now)
+            self._reserve(n, tab, now)
             return self.show(n)
+
+    def _reserve(self, n: int, tab: str, now: float) -> None:
+        while len(self.reserved) >= MAX_RESERVED:
+            del self.reserved[min(self.reserved, key=lambda m: self.reserved[m][1])]
+        self.reserved[n] = (tab, now)
 
     def show(self, n: int) -> dict:
         text1, text2 = self.c.pair(n)
@@ -143,12 +152,23 @@ class LabelSession:
                 return True
             text1, text2 = self.c.pair(n)
             id1, id2 = self.c.ids[n]
-            return self.store.add(answer(text1, text2, label, id1, id2, self.c.similarity[n]))
+            saved = self.store.add(answer(text1, text2, label, id1, id2, self.c.similarity[n]))
+            if saved:
+                self.answered_by.setdefault(tab, []).append(pair_key(text1, text2))
+            return saved
 
     def undo(self, tab: str = "") -> dict | None:
-        """Take back the last answer; its pair is shown to ``tab`` again (None: nothing to undo)."""
+        """Take back ``tab``'s last answer (never another tab's: it was acknowledged there); its
+        pair is shown to ``tab`` again (None: this tab has nothing to undo)."""
         with self.lock:
-            gone = self.store.undo()
+            self.store.refresh()
+            mine = self.answered_by.get(tab, [])
+            while mine and mine[-1] not in self.store.keys:  # undone meanwhile (another process)
+                mine.pop()
+            if not mine:
+                return None
+            gone = self.store.undo(mine[-1])
+            mine.pop()
             if gone is None:
                 return None
             n = self.index_of.get(gone.key)
@@ -156,7 +176,7 @@ class LabelSession:
                 return {"undone": gone.text1, "next": None}
             for other in [m for m, (who, _) in self.reserved.items() if who == tab]:
                 del self.reserved[other]
-            self.reserved[n] = (tab, time.monotonic())
+            self._reserve(n, tab, time.monotonic())
             return self.show(n)
 
     def save(self, choice: str = "fitted") -> dict:

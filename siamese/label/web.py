@@ -5,24 +5,34 @@ Routes: ``/`` the page, ``/health``, ``GET /api/next?tab=T`` (the pair to show t
 statistics), ``POST /api/answer`` ``{"index", "label": "d"|"n"|"s", "tab"}`` (answered once the
 row is on disk; then the next pair), ``POST /api/undo`` ``{"tab"}``, ``POST /api/save``
 ``{"choice": "fitted"|"target"}``. A user error is a 4xx with a one-line ``detail``.
+
+Every ``/api/`` call must carry the run's token (``X-Siamese-Token``), which the page finds in
+itself (a ``<meta name="siamese-token">`` filled in when it is served): a page of another site
+can send requests to 127.0.0.1 (an ``<img>``, a form) but cannot read the page to learn it; and a
+Host header naming another site (DNS rebinding) is refused (siamese.serve.security.HostCheck).
 """
 
 from __future__ import annotations
 
+import hmac
+import secrets
 from pathlib import Path
 
 from fastapi import FastAPI, HTTPException
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import SiameseError
-from ..serve.limits import BodyLimits
-from ..serve.security import SecurityHeaders
+from ..serve.limits import BodyLimits, refuse
+from ..serve.security import HostCheck, SecurityHeaders
 from ..version import __version__
 from .session import LabelSession
 
 PAGE = Path(__file__).with_name("static") / "label.html"
 LABELS = {"d": 1, "n": 0, "s": None}
+TOKEN_HEADER = "x-siamese-token"
+TOKEN_SLOT = '<meta name="siamese-token" content="">'
 
 
 class AnswerRequest(BaseModel):
@@ -39,9 +49,39 @@ class SaveRequest(BaseModel):
     choice: str = Field("fitted", pattern="^(fitted|target)$")
 
 
-def create_app(session: LabelSession, *, read_timeout: float = 15.0) -> FastAPI:
+class PageToken:
+    """ASGI middleware: 403 for an /api/ call without the run's token (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, *, token: str, timeout: float):
+        self.app, self.token, self.timeout = app, token.encode(), timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/api/"):
+            given = dict(scope["headers"]).get(TOKEN_HEADER.encode(), b"")
+            if not hmac.compare_digest(given, self.token):
+                detail = "missing or wrong page token: reload the labelling page (it sends the token itself)"
+                return await refuse(scope, receive, send, 403, detail, seconds=self.timeout)
+        await self.app(scope, receive, send)
+
+
+def create_app(
+    session: LabelSession,
+    *,
+    read_timeout: float = 15.0,
+    token: str | None = None,
+    host_names: frozenset[str] | None = None,
+) -> FastAPI:
+    """The page and its API over ``session``. ``token``: what every /api/ call must send (default:
+    a new random one; the page served at / carries it). ``host_names``: the names a request's Host
+    may give beside IP addresses (None: any; ``siamese label`` sets them)."""
+    token = token or secrets.token_urlsafe(24)
+    page = PAGE.read_text(encoding="utf-8").replace(TOKEN_SLOT, TOKEN_SLOT.replace('""', f'"{token}"'))
     app = FastAPI(title="siamese label", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.token = token
     app.add_middleware(BodyLimits, max_bytes=16_384, timeout=read_timeout, max_items=16)
+    app.add_middleware(PageToken, token=token, timeout=read_timeout)
+    if host_names is not None:
+        app.add_middleware(HostCheck, names=host_names, hint="open the page at its address ({address})")
     app.add_middleware(SecurityHeaders, page=PAGE)
 
     @app.exception_handler(SiameseError)
@@ -53,7 +93,7 @@ def create_app(session: LabelSession, *, read_timeout: float = 15.0) -> FastAPI:
 
     @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     async def home():
-        return FileResponse(PAGE, media_type="text/html")
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})  # its token is this run's
 
     @app.api_route("/health", methods=["GET", "HEAD"])
     async def health():
@@ -77,7 +117,7 @@ def create_app(session: LabelSession, *, read_timeout: float = 15.0) -> FastAPI:
     def undo(req: TabRequest):
         shown = session.undo(req.tab)
         if shown is None:
-            raise HTTPException(409, "nothing to undo")
+            raise HTTPException(409, "nothing to undo in this tab (a tab undoes its own answers)")
         return state(shown if "index" in shown else session.next(req.tab), undone=True)
 
     @app.post("/api/save")

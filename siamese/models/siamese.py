@@ -28,7 +28,7 @@ from ..data.glove import embedding_matrix, load_glove
 from ..data.vocabulary import PretrainedVectorizer, Vectorizer, pad
 from ..decision.calibrator import Calibrator
 from ..errors import ConfigError, ModelError, SiameseError
-from ..io.atomic import atomic_dir, atomic_file
+from ..io.atomic import atomic_dir, atomic_file, naming
 from ..io.manifest import Field, check_fields, read_manifest
 from ..io.progress import tqdm
 from ..io.weights import check_shapes, expected_shapes, load_finite, meta_build, read_header
@@ -390,8 +390,10 @@ class SiameseModel:
         """The model folder's files, written into ``folder`` (an empty temporary folder: see :meth:`save`)."""
         from .card import write_card
 
-        (folder / "config.json").write_text(self._config_json())
-        self.vectorizer.save(folder / "tokenizer.json")
+        with naming(folder / "config.json"):
+            (folder / "config.json").write_text(self._config_json())
+        with naming(folder / "tokenizer.json"):
+            self.vectorizer.save(folder / "tokenizer.json")
         write_card(self, folder)  # README.md (and history.png): what the model is, from its config and info
         if self.encoder.exported:
             self.encoder.save_to(folder)  # the graph file, as exported
@@ -403,7 +405,8 @@ class SiameseModel:
                 folder, self.encoder, self.vectorizer, max_length=self.config.max_length, head=self.config.head
             )
             state = {k: v for k, v in state.items() if k.startswith(HEAD_PREFIX)}
-        save_file(state, str(folder / "model.safetensors"), metadata={"format": FORMAT})
+        with naming(folder / "model.safetensors"):
+            save_file(state, str(folder / "model.safetensors"), metadata={"format": FORMAT})
 
     def _config_json(self, config: ModelConfig | None = None, info: dict | None = None) -> str:
         """config.json's text: this model's, or (``siamese export``) another config and info with
@@ -515,6 +518,8 @@ class SiameseModel:
                 except RuntimeError as e:  # e.g. sizes whose product overflows
                     raise ValueError(str(e)) from None
                 check_shapes(weights, read_header(weights, ModelError), shapes, ModelError)
+            elif own_tokenizer and not exported and options.get("hf_config") is not None:
+                _check_transformer_shapes(path, config, options)
             with weights_follow():  # every weight is loaded below: no random initialisation first
                 encoder = build_encoder(config.encoder, vocab, **options)
             head = build_head(config.head, encoder.dim)
@@ -548,6 +553,28 @@ class SiameseModel:
         model.path = path.resolve()
         model.precision = precision
         return model.to(device)
+
+
+def _check_transformer_shapes(path: Path, config: ModelConfig, options: dict) -> None:
+    """A saved transformer's sizes (its ``hf_config``) against its weight files' headers, on the
+    meta device, before anything is allocated (as every other encoder is checked)."""
+    from .encoders.transformer import check_hf_config
+
+    config_file = path / "config.json"
+    check_hf_config(options["hf_config"], config_file)
+    try:
+        encoder = meta_build(lambda: build_encoder(config.encoder, None, **options))
+        head = meta_build(lambda: build_head(config.head, encoder.dim))
+    except RuntimeError as e:  # e.g. sizes whose product overflows
+        raise ValueError(str(e)) from None
+    weights, hf_weights = path / "model.safetensors", encoder_weights(path)
+    if hf_weights is None:  # written before the sentence-transformers layout: every weight in one file
+        expected = expected_shapes({"": encoder, HEAD_PREFIX: head})
+        check_shapes(weights, read_header(weights, ModelError), expected, ModelError)
+        return
+    expected = expected_shapes({"": encoder.model})
+    check_shapes(hf_weights, read_header(hf_weights, ModelError), expected, ModelError)
+    check_shapes(weights, read_header(weights, ModelError), expected_shapes({HEAD_PREFIX: head}), ModelError)
 
 
 def _load_vectorizer(path: Path, config: ModelConfig, raw: dict, own_tokenizer: bool) -> Vectorizer:

@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath
 from safetensors.torch import save_file
 
 from ..errors import ModelError
+from ..io.atomic import naming
 from ..io.manifest import read_json_object
 
 TRANSFORMER_FOLDER = "0_Transformer"
@@ -161,8 +162,10 @@ def write_layout(folder: Path, encoder, vectorizer, *, max_length: int | None, h
     sub.mkdir()
     (sub / "config.json").write_text(json.dumps(encoder.hf_config, indent=2) + "\n")
     state = {k: v.detach().contiguous() for k, v in encoder.model.state_dict().items()}
-    save_file(state, str(sub / WEIGHTS), metadata={"format": "pt"})  # "pt": what transformers requires to load it
-    vectorizer.save(sub / "tokenizer.json")
+    with naming(sub / WEIGHTS):
+        save_file(state, str(sub / WEIGHTS), metadata={"format": "pt"})  # "pt": what transformers requires to load it
+    with naming(sub / "tokenizer.json"):
+        vectorizer.save(sub / "tokenizer.json")
     # The generic fast tokenizer reads tokenizer.json as it is: by model type transformers would
     # pick a class (e.g. RoBERTa's) that may rebuild the tokenizer its own way.
     _write_json(sub / "tokenizer_config.json", {"tokenizer_class": "PreTrainedTokenizerFast"})

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 
 import faiss
 
@@ -39,3 +41,28 @@ def faiss_index(kind: str, dim: int, *, size: int = 0, hnsw_m: int = 32, ef_sear
         )
         return index
     raise ConfigError(f"unknown index kind {kind!r}; choose one of: {', '.join(KINDS)}")
+
+
+def write_index(index, path: str | os.PathLike) -> None:
+    """``faiss.write_index`` through a Python file, so that every write, the flush, the fsync and
+    the close raise an OSError when they fail (a full disk, a file-size limit): FAISS's own file
+    writer may print "close error" and return, leaving a short file. The file's size is then
+    checked against what was written."""
+    written = 0
+
+    def write(chunk: bytes) -> int:
+        nonlocal written
+        n = f.write(chunk)
+        written += n
+        return n
+
+    try:
+        with open(path, "wb") as f:
+            faiss.write_index(index, faiss.PyCallbackIOWriter(write))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from None  # a failed write does not name its file
+    size = os.stat(path).st_size
+    if size != written:
+        raise OSError(errno.EIO, f"wrote {written:,} bytes but the file holds {size:,}", str(path))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,11 +18,11 @@ import numpy as np
 
 from ..data.input_files import open_text
 from ..data.records import normalise
-from ..errors import ConfigError, ModelError, SearchIndexError
-from ..io.atomic import atomic_dir, clear_leftovers, target_lock
+from ..errors import ConfigError, ModelError, OutputError, SearchIndexError
+from ..io.atomic import atomic_dir, clear_leftovers, naming, target_lock
 from ..io.manifest import Field, check_fields, read_manifest
 from ..models.siamese import SiameseModel
-from .faiss_indexes import KINDS, faiss_index, ivf_lists  # noqa: F401 (re-exported)
+from .faiss_indexes import KINDS, faiss_index, ivf_lists, write_index  # noqa: F401 (re-exported)
 
 FORMAT = "siamese-index/1"
 # Every index.json field, checked before the index is opened.
@@ -88,6 +87,7 @@ class DuplicateIndex:
         self._seen: set[str] | None = None
         self.index = self._empty(size=0)
         self.pending: np.ndarray | None = None  # ondisk, before save: the vectors, memory-mapped
+        self.path: Path | None = None  # the folder it was loaded from or saved to
         self.shard_size = 1_000_000  # ondisk: vectors added to the lists per shard
 
     def _empty(self, size: int):
@@ -151,19 +151,41 @@ class DuplicateIndex:
             )
         if self.pending is not None:
             raise ConfigError("an on-disk index takes its texts in one add() before save()")
-        self._scratch = tempfile.TemporaryDirectory(prefix="siamese-ondisk-")
-        vectors = np.lib.format.open_memmap(
-            Path(self._scratch.name) / "vectors.npy", mode="w+", dtype=np.float32, shape=(len(texts), self.model.dim)
-        )
-        if engine is not None:
-            engine.encode(self.model, texts, out=vectors)
-        else:
-            chunk = 1 << 16
-            for start in range(0, len(texts), chunk):
-                vectors[start : start + chunk] = self.model.encode(texts[start : start + chunk], progress=progress)
+        from .ondisk import preallocate, scratch_folder
+
+        self._scratch = scratch_folder()
+        file = Path(self._scratch.name) / "vectors.npy"
+        try:
+            vectors = np.lib.format.open_memmap(file, mode="w+", dtype=np.float32, shape=(len(texts), self.model.dim))
+            preallocate(file)  # a full disk is an error here, not a SIGBUS when the map is written
+        except OSError as e:
+            self._scratch.cleanup()
+            raise OutputError(
+                f"{file}: cannot write the on-disk build's scratch vectors ({e.strerror or e}; "
+                "$TMPDIR sets where they go)"
+            ) from None
+        try:
+            if engine is not None:
+                engine.encode(self.model, texts, out=vectors)
+            else:
+                chunk = 1 << 16
+                for start in range(0, len(texts), chunk):
+                    vectors[start : start + chunk] = self.model.encode(texts[start : start + chunk], progress=progress)
+        except BaseException:  # an error, or a signal (siamese.cli's SIGTERM): no scratch left behind
+            del vectors
+            self._scratch.cleanup()
+            raise
         self.pending = vectors
         self.texts.extend(texts)
         self.ids.extend(ids)
+
+    def close(self) -> None:
+        """Delete an on-disk build's scratch vectors now (save() deletes them once it has written the
+        index; otherwise they stay until the process ends, for another try at saving)."""
+        self.pending = None
+        scratch = getattr(self, "_scratch", None)
+        if scratch is not None:
+            scratch.cleanup()
 
     def _keys(self) -> set[str]:
         """The indexed texts as exact-duplicate checks compare them (built on first use)."""
@@ -203,8 +225,8 @@ class DuplicateIndex:
                 build_ondisk(self.pending, tmp, shard_size=self.shard_size, nprobe=self.nprobe)
                 lists = dict(zip(("lists_bytes", "lists_sha256"), lists_digest(tmp / LISTS_FILE)))
             else:
-                faiss.write_index(self.index, str(tmp / "index.faiss"))
-            with open(tmp / "texts.jsonl", "w", encoding="utf-8") as f:
+                write_index(self.index, tmp / "index.faiss")
+            with naming(tmp / "texts.jsonl"), open(tmp / "texts.jsonl", "w", encoding="utf-8") as f:
                 for i, t in zip(self.ids, self.texts):
                     f.write(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n")
             meta = {
@@ -220,12 +242,14 @@ class DuplicateIndex:
                 "threshold": self.model.threshold,
                 **lists,
             }
-            (tmp / "index.json").write_text(json.dumps(meta, indent=2) + "\n")
+            with naming(tmp / "index.json"):
+                (tmp / "index.json").write_text(json.dumps(meta, indent=2) + "\n")
         if self.pending is not None:  # built: search the saved index, its lists memory-mapped
             from .ondisk import read_ondisk
 
             self.index, self.pending = read_ondisk(path / "index.faiss", self.nprobe, lists), None
             self._scratch.cleanup()
+        self.path = path.resolve()
         return path
 
     @classmethod
@@ -296,6 +320,7 @@ class DuplicateIndex:
         elif self.kind in ("ivf", "ondisk"):
             self.index.nprobe = self.nprobe
         self.ids, self.texts = read_texts_jsonl(path / "texts.jsonl")
+        self.path = path.resolve()
         if self.index.ntotal != len(self.texts) or meta.get("size", len(self.texts)) != len(self.texts):
             raise SearchIndexError(
                 f"{path}: index holds {self.index.ntotal} vectors, index.json says {meta.get('size')}, "

@@ -16,17 +16,21 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
+import fcntl
 import hashlib
 import os
 import shutil
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import faiss
 import numpy as np
 
 from ..errors import SearchIndexError
-from .faiss_indexes import faiss_index
+from .faiss_indexes import faiss_index, write_index
 
 LISTS_FILE = "lists.ivfdata"
 # The lists file's checksum is verified on every load up to this size; above it (a corpus larger
@@ -61,15 +65,86 @@ def build_ondisk(
         block = np.ascontiguousarray(vectors[start : start + shard_size], dtype=np.float32)
         shard.add_with_ids(block, np.arange(start, start + len(block), dtype=np.int64))
         shards.append(str(scratch / f"shard{len(shards):05d}.index"))
-        faiss.write_index(shard, shards[-1])
+        write_index(shard, shards[-1])
         del shard, block
     from faiss.contrib.ondisk import merge_ondisk
 
+    lists = folder / LISTS_FILE
+    # merge_ondisk writes the lists through a memory map: their blocks are taken first, so a full
+    # disk or a file-size limit is an OSError here instead of a SIGBUS (or lost pages) mid-merge
+    with open(lists, "wb"):
+        pass
+    preallocate(lists, len(vectors) * (trained.code_size + 8))  # a vector's code and its 64-bit id
     with _stdout_to_stderr():
-        merge_ondisk(trained, shards, str(folder / LISTS_FILE))
-    faiss.write_index(trained, str(folder / "index.faiss"))
+        merge_ondisk(trained, shards, str(lists))
+    write_index(trained, folder / "index.faiss")
     shutil.rmtree(scratch)
+    with _stdout_to_stderr(silent=True):  # read back as a search would (every list in the file) before publishing
+        check_bounds(
+            faiss.read_index(str(folder / "index.faiss"), faiss.IO_FLAG_ONDISK_SAME_DIR), lists, lists.stat().st_size
+        )
     return "index.faiss"
+
+
+def preallocate(file: str | Path, size: int | None = None) -> None:
+    """Take the disk blocks of ``file`` (``size`` bytes, default its size) now: writes through a
+    memory map then cannot fail for want of space (where the file system can allocate ahead)."""
+    fd = os.open(file, os.O_RDWR)
+    try:
+        size = os.fstat(fd).st_size if size is None else size
+        if size:
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except OSError as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise OSError(e.errno, e.strerror, str(file)) from None
+    finally:
+        os.close(fd)
+
+
+SCRATCH_PREFIX = "siamese-ondisk-"
+
+
+def scratch_folder() -> tempfile.TemporaryDirectory:
+    """A folder in $TMPDIR for an on-disk build's vectors. Its process holds a lock on a file in it
+    as long as it lives (the kernel drops it when the process dies, even by kill -9), so the
+    folders of killed builds, whose lock nobody holds, are deleted here."""
+    root = Path(tempfile.gettempdir())
+    for old in root.glob(f"{SCRATCH_PREFIX}*"):
+        _remove_if_stale(old)
+    try:
+        return _Scratch(prefix=SCRATCH_PREFIX)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(root)) from None
+
+
+class _Scratch(tempfile.TemporaryDirectory):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.lock_fd = os.open(Path(self.name) / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self.lock_fd, fcntl.LOCK_EX)
+
+    def cleanup(self) -> None:
+        super().cleanup()
+        if self.lock_fd >= 0:
+            os.close(self.lock_fd)
+            self.lock_fd = -1
+
+
+def _remove_if_stale(folder: Path) -> None:
+    try:
+        if time.time() - folder.stat().st_mtime < 60:
+            return  # perhaps being created: its lock may not be taken yet
+        fd = os.open(folder / ".lock", os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return  # not one of ours, another user's, or gone
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)  # a live build holds it
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    os.close(fd)
 
 
 def read_ondisk(path: str | Path, nprobe: int = 16, meta: dict | None = None):
@@ -137,12 +212,17 @@ def check_bounds(index, lists: Path, size: int) -> None:
 
 
 @contextlib.contextmanager
-def _stdout_to_stderr():
+def _stdout_to_stderr(silent: bool = False):
     """FAISS's C++ prints progress notes (resizing, the lists file's new path) with printf: keep
-    them off stdout, which holds the commands' results (--json)."""
+    them off stdout, which holds the commands' results (--json); ``silent``: drop them."""
     sys.stdout.flush()
     saved = os.dup(1)
-    os.dup2(2, 1)
+    if silent:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    else:
+        os.dup2(2, 1)
     try:
         yield
     finally:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import DataError, OutputError
 from ..io.atomic import as_umask_allows, atomic_file
 
 
@@ -41,6 +41,8 @@ def write_vectors(path: str | os.PathLike, vectors: np.ndarray) -> Path:
             with open(tmp, "wb") as f:  # a file object: np.save(name) would add ".npy"
                 np.save(f, np.asarray(vectors, dtype=np.float32))
             as_umask_allows(tmp)  # the temporary file is private (0600); the vectors are a plain output
+    except OutputError:
+        raise  # atomic_file's, naming the file already
     except OSError as e:
         raise DataError(f"{path}: cannot write ({e.strerror or e})") from None
     return path
@@ -69,6 +71,8 @@ def encode_to_file(
                 engine.encode(model, texts, out=vectors)
                 vectors.flush()
                 as_umask_allows(tmp)
+        except OutputError:
+            raise
         except OSError as e:
             raise DataError(f"{out}: cannot write ({e.strerror or e})") from None
         seconds = time.perf_counter() - started

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import copy
+import logging
+import os
 import threading
 from collections.abc import Sequence
 from contextlib import asynccontextmanager, nullcontext
@@ -28,7 +30,9 @@ from ..version import __version__
 from .batcher import BatchConfig, BatchedModel, Batcher, Overloaded
 from .limits import BodyLimits
 from .metrics import Metrics, Observe
-from .security import ApiKeys, SecurityHeaders
+from .security import ApiKeys, HostCheck, SecurityHeaders
+
+log = logging.getLogger("siamese.serve")
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class Limits:
     read_timeout: float = 15.0  # seconds for a request's headers, and again for its body (408)
 
 
+HOST_HINT = "open it by its address ({address}), or start it with --allow-host NAME (behind a proxy)"
 # a threshold is on the head's scale (a cosine, a probability, a cross-encoder's logit): never near this
 THRESHOLD_BOUND = 1e6
 
@@ -81,9 +86,12 @@ def create_app(
     *,
     batching: BatchConfig | None = None,
     api_keys: Sequence[str] = (),
+    host_names: frozenset[str] | None = None,
 ) -> FastAPI:
     """The service of ``model`` (and ``index``): the routes, the batcher every encoding goes
-    through, the limits, API keys and metrics."""
+    through, the limits, API keys and metrics. ``host_names``: without API keys, the only names
+    (beside IP addresses) a request's Host may give (see :mod:`siamese.serve.security`); None:
+    any (``siamese serve`` always sets them)."""
     limits, batching = limits or Limits(), batching or BatchConfig()
     metrics = Metrics()
     model_name = model.path.name if model.path else "siamese"
@@ -95,16 +103,16 @@ def create_app(
     batcher = None if cross else Batcher(model.encode, batching, on_batch=metrics.observe_batch)
     if not cross:
         model = BatchedModel(model, batcher)  # the handlers below encode through the batcher
-    if index is not None:
-        index = copy.copy(index)  # the same FAISS index and texts, searched with the batched model
-        index.model = model
+    live = Reloader(model, index)
 
     @asynccontextmanager
     async def lifespan(app):
         # waiting requests each hold a worker thread: let the queue, not the thread pool, be the limit
         limiter = anyio.to_thread.current_default_thread_limiter()
         limiter.total_tokens = max(limiter.total_tokens, batching.max_queue + 16)
+        live.start()
         yield
+        live.stop()
         if batcher is not None:
             batcher.close()
 
@@ -125,6 +133,8 @@ def create_app(
         BodyLimits, max_bytes=limits.max_body_bytes, timeout=limits.read_timeout, max_items=limits.max_texts
     )
     app.add_middleware(ApiKeys, keys=api_keys, timeout=limits.read_timeout)
+    if host_names is not None and not api_keys:  # with keys, a rebinding page has no key to send
+        app.add_middleware(HostCheck, names=host_names, hint=HOST_HINT, timeout=limits.read_timeout)
     app.add_middleware(SecurityHeaders, page=page)
     routes: set[str] = set()  # filled once the routes below exist
     app.add_middleware(Observe, metrics=metrics, routes=routes)
@@ -153,14 +163,107 @@ def create_app(
             "threshold": model.threshold,
             "calibrated": model.calibrator is not None,
             "api_key_required": bool(api_keys),
-            "index_size": len(index) if index is not None else None,
+            "index_size": len(live.index) if live.index is not None else None,
+            "reload": live.problem,  # what changed on disk that a restart must take, or null
         }
 
     checks = _Checks(limits, cross)
     _pair_routes(app, model, checks, batcher, threading.BoundedSemaphore(EXPLAINING_AT_ONCE))
-    _vector_routes(app, model, index, checks, model_name, limits)
+    _vector_routes(app, model, live, checks, model_name, limits)
     routes.update(route.path for route in app.routes)
     return app
+
+
+class Reloader:
+    """The model's threshold and calibration, and the index, as their folders now hold them:
+    ``siamese calibrate`` and ``siamese index add`` (or ``index build --overwrite``) rewrite them
+    while the service runs. A thread looks every ``every`` seconds (a stat of a few files) and
+    loads what changed off the request path; requests then use it. New weights (a model trained
+    again into the folder) are not swapped in: the log and /health's ``reload`` say to restart."""
+
+    def __init__(self, model, index: DuplicateIndex | None, *, every: float = 2.0):
+        if index is not None:
+            index = copy.copy(index)  # the same FAISS index and texts, searched with ``model`` (batched)
+            index.model = model
+        self.model, self.index, self.every = model, index, every
+        self.loaded = model._model if isinstance(model, BatchedModel) else model  # the model itself
+        self.model_dir: Path | None = getattr(self.loaded, "path", None)
+        self.index_dir: Path | None = getattr(index, "path", None)
+        self.problem: str | None = None
+        self._seen = self._signatures()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _signatures(self) -> tuple:
+        return (
+            _signature(self.model_dir, ("config.json",)),
+            _signature(self.model_dir, ("model.safetensors", "0_Transformer/model.safetensors")),
+            _signature(self.index_dir, ("index.json", "index.faiss", "texts.jsonl")),
+        )
+
+    def start(self) -> None:
+        if (self.model_dir or self.index_dir) and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="siamese-reload", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.check()
+
+    def check(self) -> None:
+        """Load what changed on disk since the last look."""
+        now = self._signatures()
+        config, weights, index = (a != b for a, b in zip(now, self._seen))
+        self._seen = now
+        try:
+            if weights:
+                self.problem = f"{self.model_dir}: its weights changed on disk; restart siamese serve to serve them"
+                log.warning(self.problem)
+            elif config:
+                self._reload_config()
+            if index and not weights:
+                self._reload_index()
+        except Exception as e:  # a folder mid-change, damaged, or of another model: keep serving what we have
+            self.problem = f"{str(e).splitlines()[0] if str(e) else type(e).__name__}; still serving the one loaded"
+            log.warning(self.problem)
+
+    def _reload_config(self) -> None:
+        from ..loading import load_model
+
+        fresh = load_model(self.model_dir, device="cpu")
+        if fresh.fingerprint() != self.loaded.fingerprint():
+            self.problem = f"{self.model_dir}: a different model is there now; restart siamese serve to serve it"
+            log.warning(self.problem)
+            return
+        self.loaded.calibrator = fresh.calibrator
+        self.loaded.set_threshold(fresh.threshold)
+        self.problem = None
+        log.info("%s: reloaded its threshold (%g) and calibration", self.model_dir, fresh.threshold)
+
+    def _reload_index(self) -> None:
+        fresh = DuplicateIndex.load(self.index_dir, self.model)  # searched with the batched model
+        self.index = fresh
+        self.problem = None
+        log.info("%s: reloaded (%d texts)", self.index_dir, len(fresh))
+
+
+def _signature(folder: Path | None, names: Sequence[str]) -> tuple:
+    """What changes when a file is rewritten (atomically: a new inode) or edited."""
+    if folder is None:
+        return ()
+    found = []
+    for name in names:
+        try:
+            info = os.stat(folder / name)
+        except OSError:
+            continue
+        found.append((name, info.st_ino, info.st_mtime_ns, info.st_size))
+    return tuple(found)
 
 
 class _Checks:
@@ -220,11 +323,12 @@ def _pair_routes(app: FastAPI, model, checks: _Checks, batcher: Batcher | None, 
         return JSONResponse({"threshold": t, "results": results})
 
 
-def _vector_routes(app: FastAPI, model, index, checks: _Checks, model_name: str, limits: Limits) -> None:
+def _vector_routes(app: FastAPI, model, live: Reloader, checks: _Checks, model_name: str, limits: Limits) -> None:
     """/search, /embed and the OpenAI-style /v1/embeddings: what needs a bi-encoder's vectors."""
 
     @app.post("/search")
     def search(req: SearchRequest):
+        index = live.index
         if index is None:
             raise HTTPException(404, "this server has no index; start it with --index")
         checks.text(req.query, "'query'")

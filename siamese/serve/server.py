@@ -64,7 +64,7 @@ def logging_config(level: str) -> dict:
         "handlers": {"stderr": stderr},
         "loggers": {
             name: {"handlers": ["stderr"], "level": level, "propagate": False}
-            for name in ("uvicorn", "uvicorn.error", "siamese.access", "siamese.serve")
+            for name in ("uvicorn", "uvicorn.error", "siamese.access", "siamese.serve", "siamese.label")
         },
     }
 
@@ -90,8 +90,9 @@ def run(
     read_timeout: float = 15.0,
     keep_alive: int = 5,
     what: str = "",
+    note: str = "docs at /docs, metrics at /metrics",
 ) -> None:
-    """Serve ``app`` on host:port until interrupted; logs the address it listens on."""
+    """Serve ``app`` on host:port until interrupted; logs the address it listens on, and ``note``."""
     protocol = type("TimedH11Protocol", (TimedH11Protocol,), {"read_timeout": read_timeout})
     config = uvicorn.Config(
         app,
@@ -109,6 +110,6 @@ def run(
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     log.info(
-        "serving %son http://%s:%d (docs at /docs, metrics at /metrics)", f"{what} " if what else "", shown, bound_port
+        "serving %son http://%s:%d/%s", f"{what} " if what else "", shown, bound_port, f" ({note})" if note else ""
     )
     uvicorn.Server(config).run(sockets=[sock])

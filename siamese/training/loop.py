@@ -264,13 +264,15 @@ class Checkpoint:
         self.meta = meta or {}
 
     def __call__(self, trainer: Trainer) -> None:
-        from ..io.atomic import atomic_dir
+        from ..io.atomic import atomic_dir, naming
 
         tensors, skeleton = trainer.state()
         with atomic_dir(self.folder, kind="model") as tmp:
             self.write_model(tmp)
-            save_file(tensors, str(tmp / STATE_TENSORS))
-            (tmp / STATE_JSON).write_text(json.dumps({"meta": self.meta, "trainer": skeleton}) + "\n")
+            with naming(tmp / STATE_TENSORS):
+                save_file(tensors, str(tmp / STATE_TENSORS))
+            with naming(tmp / STATE_JSON):
+                (tmp / STATE_JSON).write_text(json.dumps({"meta": self.meta, "trainer": skeleton}) + "\n")
 
 
 def read_checkpoint(folder: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict, dict]:

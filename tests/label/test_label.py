@@ -6,6 +6,7 @@ import contextlib
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -330,9 +331,18 @@ def labelling(model, corpus_file, labels, *args, port=None):
         log.close()
 
 
-def call(base, path, body=None):
+def page_token(base: str) -> str:
+    """The run's token, as the page finds it in itself."""
+    page = urllib.request.urlopen(base + "/", timeout=30).read().decode()
+    return re.search(r'<meta name="siamese-token" content="([^"]+)">', page).group(1)
+
+
+def call(base, path, body=None, *, token=True, headers=()):
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json"})
+    sent = {"Content-Type": "application/json", **dict(headers)}
+    if token:
+        sent["X-Siamese-Token"] = page_token(base)
+    req = urllib.request.Request(base + path, data=data, headers=sent)
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
             return r.status, json.loads(r.read())
@@ -357,16 +367,17 @@ def test_http_api_answers_undo_two_tabs_and_save(corpus, tmp_path):
         results = []
 
         def both(tab):
-            results.append(call(base, "/api/answer", {"index": index, "label": "n", "tab": tab}))
+            results.append((tab, *call(base, "/api/answer", {"index": index, "label": "n", "tab": tab})))
 
         threads = [threading.Thread(target=both, args=(t,)) for t in ("a", "b")]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        assert sorted(r[1]["saved"] for r in results) == [False, True]
+        assert sorted(r[2]["saved"] for r in results) == [False, True]
         assert len(LabelStore(labels)) == 2
-        status, undone = call(base, "/api/undo", {"tab": "a"})
+        winner = next(tab for tab, _, r in results if r["saved"])
+        status, undone = call(base, "/api/undo", {"tab": winner})  # a tab undoes its own last answer
         assert status == 200 and undone["pair"]["index"] == index and undone["stats"]["answers"] == 1
         topic = {t: k for k, texts in TOPICS.items() for t in texts}
         pair = undone["pair"]

@@ -193,7 +193,8 @@ def test_chunked_60mb_body_is_413_without_reading_it(hardened):
     before = rss_kb(hardened.proc.pid)
     sock = socket.create_connection(("127.0.0.1", hardened.port), timeout=10)
     sock.sendall(
-        b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"POST /embed HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
     )
     chunk = b"%x\r\n" % 65536 + b"[" + b" " * 65535 + b"\r\n"
     sent, answer = 0, b""
@@ -226,7 +227,7 @@ def test_declared_oversized_body_is_refused_before_sending(hardened):
     assert status == 413 and "bytes" in json.loads(data)["detail"]
     # a huge one is cut off at once
     sock = socket.create_connection(("127.0.0.1", hardened.port))
-    sock.sendall(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n" + b"[" * 10_000)
+    sock.sendall(b"POST /embed HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000000\r\n\r\n" + b"[" * 10_000)
     data, seconds = read_all(sock, 10)
     sock.close()
     assert data.startswith(b"HTTP/1.1 413") and b"connection: close" in data.lower() and seconds < 2
@@ -268,11 +269,12 @@ def read_all(sock: socket.socket, timeout: float) -> tuple[bytes, float]:
     "head, body",
     [
         (
-            b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+            b"POST /embed HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n",
             b'{"texts": [',
         ),
         (
-            b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST /embed HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
             b'5\r\n{"tex',
         ),
     ],
@@ -288,7 +290,7 @@ def test_half_sent_body_is_408_and_closed(hardened, head, body):
 
 def test_half_sent_headers_are_dropped(hardened):
     sock = socket.create_connection(("127.0.0.1", hardened.port))
-    sock.sendall(b"POST /embed HTTP/1.1\r\nHost: x\r\n")
+    sock.sendall(b"POST /embed HTTP/1.1\r\nHost: 127.0.0.1\r\n")
     start = time.monotonic()
     for _ in range(4):  # trickling bytes does not keep it alive
         time.sleep(0.3)
@@ -354,7 +356,7 @@ def test_head_requests_and_made_up_methods(hardened):
         assert client.call("HEAD", path)[0] == 200, path
     for i in range(3):
         sock = socket.create_connection(("127.0.0.1", hardened.port))
-        sock.sendall(f"MADEUP{i} /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        sock.sendall(f"MADEUP{i} /nope HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
         data, _ = read_all(sock, 10)
         sock.close()
         assert data.startswith(b"HTTP/1.1 4"), data[:100]

@@ -14,6 +14,7 @@ import contextlib
 import contextvars
 import copy
 import json
+import math
 
 import torch
 
@@ -52,6 +53,76 @@ def _refuse_siamese_folder(folder) -> None:
             )
         raise ModelError(
             f"{folder}: a siamese model folder, not a Hugging Face one (--transformer takes a Hugging Face folder)"
+        )
+
+
+# A Hugging Face config's sizes are checked before any layer is built from them: a whole number,
+# at least the floor, at most the bound (layers: even on the meta device, a million of them take
+# minutes to build). Other sizes may be large: what they ask for is compared with the weights
+# file's tensors, on the meta device, before a byte is allocated.
+_AT_LEAST_ONE = frozenset(
+    {"vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size"}
+)
+_BOUNDS = {"num_hidden_layers": 1024, "num_layers": 1024, "n_layer": 1024, "n_layers": 1024}
+_SIZE_BOUND = 1 << 40
+
+
+def _is_size(key: str) -> bool:
+    return key.endswith("_size") or key.startswith(("num_", "n_")) or key == "max_position_embeddings"
+
+
+def check_hf_config(hf_config, where) -> None:
+    """Refuse a Hugging Face config whose sizes are not whole numbers in range (``where``: the
+    file named in the one-line error)."""
+    if not isinstance(hf_config, dict):
+        raise ModelError(f"{where}: the transformer's config must be a JSON object")
+    for key, value in hf_config.items():
+        if not _is_size(key) or value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ModelError(f"{where}: transformer {key} must be a whole number, got {value!r}")
+        low, high = int(key in _AT_LEAST_ONE), _BOUNDS.get(key, _SIZE_BOUND)
+        if not low <= value <= high:
+            raise ModelError(f"{where}: transformer {key} must be between {low} and {high}, got {value}")
+
+
+def check_hf_folder(folder) -> None:
+    """Before a Hugging Face folder's model is built: its config.json's sizes in range (see
+    :func:`check_hf_config`), and the network they describe, built on the meta device (nothing
+    allocated), no larger than the tensors its ``*.safetensors`` hold (a config asking for
+    10^9 words would otherwise allocate terabytes before any other check)."""
+    from ..weights import meta_build, read_header
+
+    config_file = folder / "config.json"
+    try:
+        hf_config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return  # Hugging Face reports its own problem
+    check_hf_config(hf_config, config_file)
+    if "model_type" not in hf_config:
+        return
+    found: dict[str, tuple] = {}  # tensor name -> (its file, its shape)
+    for file in sorted(folder.glob("*.safetensors")):
+        found.update({name: (file, shape) for name, shape in read_header(file, ModelError).items()})
+    try:
+        network = meta_build(lambda: rebuild_transformer(hf_config))
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+        raise ModelError(f"{config_file}: not a config transformers can build ({str(e).splitlines()[0]})") from None
+    # the file's names may carry the base model's prefix ("bert.embeddings..."), as transformers allows
+    prefix = getattr(network, "base_model_prefix", None) or str(hf_config.get("model_type", ""))
+    for name, tensor in network.state_dict().items():
+        file, shape = found.get(name) or found.get(f"{prefix}.{name}") or (None, None)
+        if shape is not None and tuple(shape) != tuple(tensor.shape):
+            raise ModelError(
+                f"{file}: weights do not fit {config_file.name} (tensor {name!r} has shape {list(shape)}, "
+                f"the config asks for {list(tensor.shape)})"
+            )
+    asked = sum(p.numel() for p in network.parameters())
+    held = sum(math.prod(shape) for _, shape in found.values())
+    if asked > held:
+        raise ModelError(
+            f"{config_file}: describes a network of {asked:,} weights, but the folder's safetensors hold "
+            f"{held:,}: its sizes do not fit the weights"
         )
 
 
@@ -114,8 +185,12 @@ class TransformerEncoder(Encoder):
                 raise ModelError(f"{folder}: not a Hugging Face model folder (no config.json)")
             _refuse_siamese_folder(folder)
             require_safetensors(folder)
-            with quiet_loading():
-                self.model = AutoModel.from_pretrained(str(folder), local_files_only=True, use_safetensors=True)
+            check_hf_folder(folder)
+            try:
+                with quiet_loading():
+                    self.model = AutoModel.from_pretrained(str(folder), local_files_only=True, use_safetensors=True)
+            except (RuntimeError, ValueError, KeyError, TypeError) as e:  # what the checks above cannot see
+                raise ModelError(f"{folder}: transformers cannot load it ({str(e).splitlines()[0]})") from None
             hf_config = json.loads(self.model.config.to_json_string())
             path = str(folder)
         else:  # rebuilt from a saved Siamese model: the weights follow from model.safetensors
