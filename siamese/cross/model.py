@@ -41,7 +41,6 @@ from ..io.extras import require
 from ..io.manifest import read_manifest
 from ..models.encoders.transformer import rebuild_transformer
 from ..models.pretrained import model_folder, quiet_loading, require_safetensors
-from ..models.siamese import FORMAT as SIAMESE_FORMAT
 from ..models.siamese import SiameseModel
 from ..runtime.devices import host_bytes, resolve_device, to_device
 from ..runtime.precision import autocast, default_precision, resolve_precision
@@ -388,14 +387,6 @@ class CrossEncoder:
 
 def load_prior(source: str) -> SiameseModel:
     """The bi-encoder a cross-encoder corrects: a Siamese model folder, or a pretrained encoder as-is."""
-    from ..models.pretrained import folder_format
-    from ..models.sentence_encoder import sentence_encoder
+    from ..models.sentence_encoder import bi_encoder
 
-    kind = folder_format(model_folder(source))
-    if kind == SIAMESE_FORMAT:
-        return SiameseModel.load(model_folder(source))
-    if kind == FORMAT:
-        raise ModelError(
-            f"{source}: a cross-encoder cannot be the prior; give a bi-encoder (minilm, mpnet or a folder)"
-        )
-    return sentence_encoder(source)[0]
+    return bi_encoder(source, role="the prior")[0]

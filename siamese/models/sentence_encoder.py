@@ -70,6 +70,21 @@ def sentence_encoder(name_or_folder: str | os.PathLike, *, max_length: int | Non
     return model, source
 
 
+def bi_encoder(source: str | os.PathLike, *, role: str = "a bi-encoder") -> tuple[SiameseModel, dict]:
+    """A bi-encoder by name or folder: a Siamese model folder loaded as it is, else a pretrained
+    encoder (``minilm``, ``mpnet``, a sentence-transformers or Hugging Face folder) with the cosine
+    head; and what it was built from. A cross-encoder folder is refused (it has no vectors)."""
+    from .pretrained import CROSS_FORMAT, folder_format
+
+    folder = model_folder(source)
+    kind = folder_format(folder) if folder.is_dir() else None
+    if kind == FORMAT:
+        return SiameseModel.load(folder), {"source": os.fspath(source), "folder": str(folder.resolve())}
+    if kind == CROSS_FORMAT:
+        raise ModelError(f"{source}: a cross-encoder cannot be {role}; give a bi-encoder (minilm, mpnet or a folder)")
+    return sentence_encoder(source)
+
+
 def from_pretrained(
     name_or_folder: str | os.PathLike,
     val_pairs: Pairs | Sequence[Pairs] | None = None,

@@ -1,0 +1,457 @@
+"""Learning a user's duplicates from their labels, starting from a pretrained sentence encoder
+(``siamese train --data LABELS --from minilm``): :func:`learn`.
+
+The recipe, made for 50–5,000 labels on a laptop:
+
+- Only the top layers of the transformer are fine-tuned. The embeddings and the bottom layers stay
+  as they are, and their output for each distinct text is computed once and kept (bf16), so an
+  epoch runs only the top layers: several times cheaper than fine-tuning the whole network, and
+  the frozen bottom keeps the pretrained model's general knowledge.
+- The loss is CoSENT on the cosines of the labelled pairs (every pair teaches, both labels), AdamW
+  with a warm-up and a linear decay, the gradient norm clipped.
+- The number of epochs is chosen by grouped cross-validation on the labels themselves: folds
+  hold whole connected groups of the pair graph (no text of a held-out pair is seen in training),
+  and the epoch with the best held-out ROC-AUC wins. Above :data:`HOLDOUT_ABOVE` labels one grouped
+  quarter is held out instead of K folds (the model trained on the rest is the final one).
+- **Never worse than as-is.** The held-out cosines of the fine-tuned models and of the pretrained
+  model are compared by a second grouped cross-validation of a fitted threshold on each; the
+  fine-tune is kept only if its accuracy there is higher. Otherwise the result is the pretrained
+  model with its threshold fitted on the labels, and the report says so.
+
+The result is an ordinary Siamese model folder (a transformer encoder with the cosine head);
+``info["learned"]`` records what the cross-validation measured."""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from ..data.groups import grouped_folds, pair_groups
+from ..data.pairs import Pairs
+from ..errors import ConfigError, DataError, ModelError
+from ..models.siamese import SiameseModel
+
+MIN_LABELS = 20  # fewer cannot fill cross-validation folds with both kinds of answer
+MIN_EACH = 6  # of each label
+FOLDS = 3  # cross-validation folds up to HOLDOUT_ABOVE labels
+HOLDOUT_ABOVE = 600  # above it: one grouped quarter held out, trained once (the cost stays ~flat)
+HOLDOUT_SHARE = 0.25
+
+
+@dataclass
+class LearnOptions:
+    """The recipe's hyper-parameters (the defaults are the measured recipe)."""
+
+    epochs: int = 4  # the most epochs; cross-validation picks how many of them
+    lr: float = 5e-5
+    batch_size: int = 16
+    frozen_layers: int | None = None  # None: the bottom half of the layers
+    scale: float = 20.0  # CoSENT's
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    seed: int = 0
+    metric: str = "accuracy"  # what the threshold maximises
+    device: str = "auto"
+
+
+def check_labels(pairs: Pairs) -> None:
+    """Refuse labels the recipe cannot learn from, in one line saying what to add or fix:
+    too few pairs, too few of one kind, or one pair answered both ways."""
+    where = pairs.source or "the labels"
+    answers: dict[tuple[str, str], set[int]] = {}
+    for t1, t2, y in zip(pairs.text1, pairs.text2, pairs.labels):
+        answers.setdefault((t1, t2) if t1 <= t2 else (t2, t1), set()).add(int(y))
+    both = [key for key, ys in answers.items() if len(ys) > 1]
+    if both:
+        a, b = both[0]
+        raise DataError(
+            f"{where}: {len(both)} pair(s) are labelled both duplicate and not duplicate, e.g. {a[:60]!r} / "
+            f"{b[:60]!r}; keep one answer per pair"
+        )
+    pos = int((pairs.labels == 1).sum())
+    neg = len(pairs) - pos
+    more_pos, more_neg = max(0, MIN_EACH - pos), max(0, MIN_EACH - neg)
+    short = max(0, MIN_LABELS - len(pairs) - more_pos - more_neg)
+    if more_pos or more_neg or short:
+        wanted = [f"{more_pos} more duplicate(s)"] * bool(more_pos) + [f"{more_neg} more non-duplicate(s)"] * bool(
+            more_neg
+        )
+        wanted += [f"{short} more pair(s) of either kind"] * bool(short)
+        raise DataError(
+            f"{where}: {len(pairs)} labelled pairs ({pos} duplicates, {neg} not); learning from labels needs at "
+            f"least {MIN_LABELS} with {MIN_EACH} of each kind: label {' and '.join(wanted)}"
+        )
+
+
+# -- the trainable top of the encoder ----------------------------------------------------------------------------
+
+
+class _Tower:
+    """The pretrained encoder split at ``frozen`` layers: the frozen bottom run once per text
+    (:meth:`states`), the top trained on those states (:meth:`top`), and written back (:meth:`write_back`)."""
+
+    def __init__(self, model: SiameseModel, frozen: int | None, device: torch.device, precision: str):
+        from ..models.encoders import TransformerEncoder
+        from ..models.encoders.bert import Bert, supports
+
+        encoder = model.encoder
+        if not isinstance(encoder, TransformerEncoder) or model.config.head != "cosine":
+            raise ConfigError(
+                f"--from takes a pretrained transformer (minilm, mpnet, a sentence-transformers folder) or a Siamese "
+                f"transformer model folder; this one has the {model.config.encoder} encoder and "
+                f"{model.config.head} head"
+            )
+        if not supports(encoder.hf_config):
+            raise ConfigError(
+                f"--from: a {encoder.hf_config.get('model_type')!r} transformer cannot be fine-tuned by this recipe "
+                "yet (it trains BERT-family encoders such as minilm)"
+            )
+        self.net = Bert(encoder.hf_config, pooler=False)
+        missing, _ = self.net.load_state_dict(encoder.model.state_dict(), strict=False)
+        if missing:
+            raise ModelError(f"--from: the encoder's weights lack {missing[0]}")
+        layers = len(self.net.encoder.layer)
+        self.frozen = layers // 2 if frozen is None else frozen
+        if not 0 <= self.frozen < layers:
+            raise ConfigError(
+                f"--frozen-layers {self.frozen}: this encoder has {layers} layers; freeze 0 to {layers - 1}"
+            )
+        self.pooling = encoder.pooling if encoder.pooling in ("mean", "cls") else "mean"
+        self.net.eval().to(device)
+        self.device, self.cast = device, _autocast(precision, device)
+
+    @torch.no_grad()
+    def states(self, ids: list[np.ndarray], batch: int = 64) -> tuple[list[torch.Tensor], np.ndarray]:
+        """Per text: its hidden states after the frozen layers (bf16, CPU) and its pretrained unit vector."""
+        from ..data.vocabulary import pad
+
+        order = np.argsort([len(s) for s in ids], kind="stable")
+        vectors = np.zeros((len(ids), self.net.config.hidden_size), np.float32)
+        states: list[torch.Tensor] = [torch.empty(0)] * len(ids)
+        for start in range(0, len(order), batch):
+            rows = order[start : start + batch]
+            x_ids, lengths = pad([ids[i] for i in rows], 0)
+            x_ids, lengths = torch.from_numpy(x_ids).to(self.device), torch.from_numpy(lengths).to(self.device)
+            mask = torch.arange(x_ids.shape[1], device=self.device)[None, :] < lengths[:, None]
+            with self.cast():
+                x = self.net.embeddings(x_ids)
+                for k, layer in enumerate(self.net.encoder.layer):
+                    if k == self.frozen:
+                        kept = x.to(torch.bfloat16).cpu()
+                        for j, r in enumerate(rows):
+                            states[r] = kept[j, : len(ids[r])].clone()
+                    x = layer(x, mask[:, None, None, :])
+            vectors[rows] = self._pool(x, mask).cpu().numpy()
+        return states, vectors
+
+    def _pool(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if self.pooling == "cls":
+            return F.normalize(x[:, 0].float(), dim=-1)
+        m = mask.unsqueeze(-1).float()
+        return F.normalize((x.float() * m).sum(1) / m.sum(1).clamp(min=1), dim=-1)
+
+    def top(self) -> _Top:
+        """A fresh trainable copy of the layers above the frozen ones."""
+        return _Top(self, copy.deepcopy(list(self.net.encoder.layer)[self.frozen :]))
+
+    def write_back(self, top: _Top, model: SiameseModel) -> None:
+        """The trained top layers into ``model``'s encoder (the same parameter names as BertModel's)."""
+        state = {
+            f"encoder.layer.{self.frozen + i}.{name}": t.detach().cpu()
+            for i, layer in enumerate(top.layers)
+            for name, t in layer.state_dict().items()
+        }
+        missing = set(state) - set(model.encoder.model.state_dict())
+        if missing:
+            raise ModelError(f"--from: the encoder has no parameter {sorted(missing)[0]}")
+        model.encoder.model.load_state_dict(state, strict=False)
+
+
+class _Top(torch.nn.Module):
+    """The trainable layers on cached states → pooled unit vectors."""
+
+    def __init__(self, tower: _Tower, layers: list):
+        super().__init__()
+        self.tower = [tower]  # not a submodule: its frozen network is not trained
+        self.layers = torch.nn.ModuleList(layers)
+
+    def forward(self, states: list[torch.Tensor]) -> torch.Tensor:
+        tower = self.tower[0]
+        width = max(len(s) for s in states)
+        x = torch.zeros(len(states), width, states[0].shape[-1], dtype=torch.float32)
+        mask = torch.zeros(len(states), width, dtype=torch.bool)
+        for i, s in enumerate(states):
+            x[i, : len(s)] = s.float()
+            mask[i, : len(s)] = True
+        x, mask = x.to(tower.device), mask.to(tower.device)
+        with tower.cast():
+            for layer in self.layers:
+                x = layer(x, mask[:, None, None, :])
+        return tower._pool(x, mask)
+
+    @torch.no_grad()
+    def cosines(self, states: list[torch.Tensor], a: np.ndarray, b: np.ndarray, batch: int = 128) -> np.ndarray:
+        """The cosine of each pair of text indices (a[i], b[i])."""
+        self.eval()
+        texts = np.unique(np.concatenate([a, b]))
+        texts = texts[np.argsort([len(states[i]) for i in texts], kind="stable")]
+        vectors: dict[int, np.ndarray] = {}
+        for start in range(0, len(texts), batch):
+            rows = texts[start : start + batch]
+            for r, v in zip(rows, self([states[i] for i in rows]).float().cpu().numpy()):
+                vectors[int(r)] = v
+        return np.array([float(vectors[i] @ vectors[j]) for i, j in zip(a, b)], dtype=np.float64)
+
+
+def _autocast(precision: str, device: torch.device):
+    from ..runtime.precision import autocast
+
+    return autocast(precision, device.type)
+
+
+def _cosent(cos: torch.Tensor, y: torch.Tensor, scale: float) -> torch.Tensor:
+    """CoSENT: every (duplicate, non-duplicate) pair of the batch ordered by cosine, softly."""
+    s = scale * cos
+    ordered = y[:, None] > y[None, :]
+    diff = (s[None, :] - s[:, None]).masked_fill(~ordered, float("-inf"))
+    return torch.logsumexp(torch.cat([s.new_zeros(1), diff.flatten()]), 0)
+
+
+def fine_tune(tower: _Tower, states, a, b, y, options: LearnOptions, epochs: int, on_epoch=None, bar=None) -> _Top:
+    """A fresh top trained on pairs of text indices ``(a[i], b[i])`` labelled ``y`` for ``epochs``
+    epochs of a schedule of ``options.epochs`` (warm-up, linear decay); ``on_epoch(top, epoch)``
+    after each epoch."""
+    torch.manual_seed(options.seed)
+    rng = np.random.default_rng(options.seed)
+    top = tower.top()
+    params = list(top.parameters())
+    groups = [
+        {"params": [p for p in params if p.ndim > 1], "weight_decay": options.weight_decay},
+        {"params": [p for p in params if p.ndim <= 1], "weight_decay": 0.0},
+    ]
+    opt = torch.optim.AdamW(groups, lr=options.lr)
+    labels = torch.as_tensor(np.asarray(y, np.float32), device=tower.device)
+    n, size = len(y), options.batch_size
+    total = options.epochs * math.ceil(n / size)
+    warm = int(options.warmup * total)
+    step = 0
+    for epoch in range(1, epochs + 1):
+        top.train()
+        perm = rng.permutation(n)
+        for start in range(0, n, size):
+            rows = perm[start : start + size]
+            if len(rows) >= 2:
+                factor = (step + 1) / (warm + 1) if step < warm else max(0.0, (total - step) / max(1, total - warm))
+                for g in opt.param_groups:
+                    g["lr"] = options.lr * factor
+                v = top([states[i] for i in a[rows]] + [states[i] for i in b[rows]])
+                loss = _cosent((v[: len(rows)] * v[len(rows) :]).sum(-1), labels[rows], options.scale)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                opt.step()
+            step += 1
+            if bar is not None:
+                bar.update(len(rows))
+        if on_epoch is not None:
+            on_epoch(top, epoch)
+    top.eval()
+    return top
+
+
+# -- cross-validation ------------------------------------------------------------------------------------------
+
+
+def _auc(scores: np.ndarray, y: np.ndarray) -> float | None:
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(y, scores)) if len(set(y.tolist())) == 2 else None
+
+
+def _folds(groups: np.ndarray, y: np.ndarray, k: int, seed: int) -> tuple[list[np.ndarray], str]:
+    """Grouped folds, or stratified random ones when the pairs form too few groups to fill ``k``."""
+    if len(np.unique(groups)) >= 2 * k:
+        return grouped_folds(groups, k, seed=seed), "grouped"
+    rng = np.random.default_rng(seed)
+    folds: list[list[int]] = [[] for _ in range(k)]
+    for label in (0, 1):
+        for i, row in enumerate(rng.permutation(np.flatnonzero(y == label))):
+            folds[i % k].append(int(row))
+    return [np.sort(np.array(f)) for f in folds if f], "random (the pairs form too few connected groups)"
+
+
+def threshold_accuracy(scores: np.ndarray, y: np.ndarray, folds: list[np.ndarray], metric: str) -> float:
+    """The accuracy of a threshold fitted on the other folds, over every fold's pairs."""
+    from ..decision.threshold import choose_threshold
+
+    right = 0
+    for f in folds:
+        rest = np.setdiff1d(np.arange(len(y)), f)
+        if len(set(y[rest].tolist())) < 2:
+            right += int((y[f] == round(float(y[rest].mean()))).sum())
+            continue
+        t, _ = choose_threshold(scores[rest], y[rest], metric)
+        right += int(((scores[f] > t) == (y[f] == 1)).sum())
+    return right / len(y)
+
+
+def _best_epoch(held: dict[int, np.ndarray], y: np.ndarray, folds: list[np.ndarray]) -> tuple[int, dict]:
+    """The epoch whose held-out cosines rank best (mean ROC-AUC over the folds; fewer epochs on a tie)."""
+    aucs = {}
+    for epoch, scores in held.items():
+        per = [_auc(scores[f], y[f]) for f in folds]
+        per = [p for p in per if p is not None]
+        aucs[epoch] = float(np.mean(per)) if per else 0.0
+    return max(aucs, key=lambda e: (round(aucs[e], 6), -e)), aucs
+
+
+def _cross_validate(tower, states, a, b, y, groups, options, bar) -> dict:
+    """Held-out cosines of the fine-tune per epoch: K grouped folds, or one grouped quarter held out
+    (then the model trained on the rest, at each epoch, is kept for the final one)."""
+    n = len(y)
+    if n > HOLDOUT_ABOVE:
+        folds, how = _folds(groups, y, round(1 / HOLDOUT_SHARE), options.seed)
+        held_rows, plan = folds[0], f"one {how} quarter held out ({len(folds[0])} pairs)"
+        rest = np.setdiff1d(np.arange(n), held_rows)
+        held: dict[int, np.ndarray] = {}
+        snapshots: dict[int, dict] = {}
+
+        def keep(top, epoch):
+            held[epoch] = top.cosines(states, a[held_rows], b[held_rows])
+            snapshots[epoch] = copy.deepcopy(top.state_dict())
+
+        top = fine_tune(tower, states, a[rest], b[rest], y[rest], options, options.epochs, keep, bar)
+        return {
+            "plan": plan,
+            "rows": held_rows,
+            "groups": groups[held_rows],
+            "held": held,
+            "top": top,
+            "snapshots": snapshots,
+        }
+    folds, how = _folds(groups, y, FOLDS, options.seed)
+    held = {e: np.zeros(n) for e in range(1, options.epochs + 1)}
+    for f in folds:
+        rest = np.setdiff1d(np.arange(n), f)
+
+        def score(top, epoch, f=f):
+            held[epoch][f] = top.cosines(states, a[f], b[f])
+
+        fine_tune(tower, states, a[rest], b[rest], y[rest], options, options.epochs, score, bar)
+    return {"plan": f"{len(folds)} {how} folds", "rows": np.arange(n), "held": held, "folds": folds}
+
+
+# -- the whole recipe ------------------------------------------------------------------------------------------
+
+
+def learn(
+    pairs: Pairs, source: str | os.PathLike = "minilm", *, options: LearnOptions | None = None, progress: bool = False
+):
+    """A Siamese model learned from labelled ``pairs`` starting from ``source`` (``minilm``,
+    ``mpnet``, a sentence-transformers folder or a Siamese transformer model folder), never worse
+    by cross-validation than ``source`` as it is with a threshold fitted on the same pairs. Returns
+    the model (threshold set; ``info["learned"]`` says what was measured and chosen)."""
+    from ..io.progress import tqdm
+    from ..models.sentence_encoder import bi_encoder
+    from ..runtime.devices import resolve_device
+    from ..runtime.precision import resolve_precision
+
+    options = options or LearnOptions()
+    check_labels(pairs)
+    started = time.perf_counter()
+    model, source_info = bi_encoder(source)
+    device = resolve_device(options.device)
+    tower = _Tower(model, options.frozen_layers, device, resolve_precision("auto", device))
+    texts = sorted(set(pairs.text1) | set(pairs.text2))
+    at = {t: i for i, t in enumerate(texts)}
+    a = np.array([at[t] for t in pairs.text1])
+    b = np.array([at[t] for t in pairs.text2])
+    y = np.asarray(pairs.labels, dtype=np.int64)
+    states, vectors = tower.states(model.vectorizer.encode(texts))
+    pretrained = np.einsum("ij,ij->i", vectors[a], vectors[b]).astype(np.float64)
+    cv_pairs = len(y) * (FOLDS - 1) if len(y) <= HOLDOUT_ABOVE else round(len(y) * (1 - HOLDOUT_SHARE))
+    bar = tqdm(total=options.epochs * cv_pairs, desc="fine-tune", unit="pair", disable=not progress)
+    cv = _cross_validate(tower, states, a, b, y, pair_groups(pairs.text1, pairs.text2), options, bar)
+    bar.close()
+    decision = _decide(cv, pretrained, y, options)
+    if decision["chosen"] == "fine-tuned":
+        top = cv.get("top")
+        if top is not None:  # held-out plan: the model trained on the rest, at the chosen epoch
+            top.load_state_dict(cv["snapshots"][decision["epoch"]])
+        else:
+            bar = tqdm(total=decision["epoch"] * len(y), desc="final fit", unit="pair", disable=not progress)
+            top = fine_tune(tower, states, a, b, y, options, decision["epoch"], bar=bar)
+            bar.close()
+        tower.write_back(top, model)
+    model.set_threshold(decision.pop("threshold"))
+    model.info["pretrained"] = source_info
+    model.info["learned"] = {
+        "source": str(source),
+        "labels": len(y),
+        "duplicates": int(y.sum()),
+        "plan": cv["plan"],
+        "frozen_layers": tower.frozen,
+        "loss": "cosent",
+        "lr": options.lr,
+        "batch_size": options.batch_size,
+        "max_epochs": options.epochs,
+        **decision,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    return model.to(options.device)
+
+
+def _decide(cv: dict, pretrained: np.ndarray, y: np.ndarray, options: LearnOptions) -> dict:
+    """As-is or fine-tuned, by a second grouped cross-validation of a fitted threshold on the
+    held-out cosines of each; the threshold of the one kept, and what was measured."""
+    from ..decision.threshold import choose_threshold
+
+    rows = cv["rows"]
+    yh = y[rows]
+    folds = cv.get("folds") or _folds(cv["groups"], yh, 5, options.seed + 1)[0]
+    epoch, aucs = _best_epoch(cv["held"], yh, folds)
+    tuned = cv["held"][epoch]
+    measured = {
+        "as_is": {
+            "accuracy": threshold_accuracy(pretrained[rows], yh, folds, options.metric),
+            "roc_auc": _auc(pretrained[rows], yh),
+        },
+        "fine_tuned": {"accuracy": threshold_accuracy(tuned, yh, folds, options.metric), "roc_auc": aucs[epoch]},
+    }
+    better = measured["fine_tuned"]["accuracy"] > measured["as_is"]["accuracy"]
+    scores = tuned if better else pretrained
+    threshold, found = choose_threshold(scores, yh if better else y, options.metric)
+    return {
+        "chosen": "fine-tuned" if better else "as-is",
+        "epoch": epoch,
+        "epoch_roc_auc": {str(e): round(v, 4) for e, v in aucs.items()},
+        "cross_validation": measured,
+        "held_out_pairs": len(rows),
+        "threshold": threshold,
+        "threshold_choice": {
+            "metric": found["metric"],
+            "value": found["value"],
+            "chosen_on": ["held-out cosines of the labels" if better else "the labels"],
+            "val_pairs": len(rows) if better else len(y),
+        },
+    }
+
+
+def learned_line(info: dict) -> str:
+    """One line: what cross-validation measured and what was kept."""
+    cv = info["cross_validation"]
+    asis, tuned = cv["as_is"]["accuracy"], cv["fine_tuned"]["accuracy"]
+    measured = f"cross-validated accuracy as-is {asis:.3f}, fine-tuned {tuned:.3f} ({info['plan']})"
+    if info["chosen"] == "fine-tuned":
+        return f"fine-tuned {info['source']} on {info['labels']} labels for {info['epoch']} epochs: {measured}"
+    return (
+        f"kept {info['source']} as it is, with its threshold set on the {info['labels']} labels: fine-tuning did "
+        f"not beat it ({measured})"
+    )
