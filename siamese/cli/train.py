@@ -144,8 +144,9 @@ train = user_errors(
     declared_command(
         _run_train,
         *_train_options(),
-        doc="Train a Siamese model: by default the LSTM with the hard-negative triplet loss on duplicate pairs; "
-        "--cross trains a cross-encoder.",
+        doc="Train a Siamese model. To learn your duplicates from labelled pairs use --from minilm: a pretrained "
+        "encoder fine-tuned on them, never worse than as it is. Without --from: the LSTM from scratch with the "
+        "hard-negative triplet loss; --cross trains a cross-encoder.",
     )
 )
 train.__name__ = train.__qualname__ = "train"

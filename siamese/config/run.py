@@ -33,6 +33,14 @@ class TrainRun:
         None, "Labelled pairs to train on (repeat for several files).", flags=("--data",)
     )
     out: Optional[Path] = option(None, "Model folder to write (only written if training succeeds).", flags=("--out",))
+    from_: Optional[str] = option(
+        None,
+        "Learn from the labels starting from a pretrained encoder: minilm, mpnet, a sentence-transformers folder "
+        "or a Siamese transformer model folder (the recommended way for 50-5,000 labels). Its top layers are "
+        "fine-tuned, the epochs chosen by cross-validation on --data grouped by question; when that does not "
+        "beat the encoder as it is, the encoder is kept with its threshold set on the labels.",
+        flags=("--from",),
+    )
     weight: Optional[list[float]] = option(
         None,
         "Sampling weight per --data file, in the same order (default 1 each): 2 draws a set twice per epoch, "
@@ -44,7 +52,11 @@ class TrainRun:
         0.1, "Share of --data held out for validation when --val-data is not given.", min=0.0, max=0.9
     )
     test_fraction: float = option(
-        0.0, "Share of --data held out as a test split (both labels), evaluated after training.", min=0.0, max=0.9
+        0.0,
+        "Share of --data held out as a test split (whole connected groups of the pair graph: no text on both "
+        "sides), written as test.csv into the model folder and evaluated after training.",
+        min=0.0,
+        max=0.9,
     )
     format: str = option("auto", FORMAT_HELP, flags=("--format",))
     text1: Optional[str] = option(None, TEXT1_HELP, flags=("--text1",))

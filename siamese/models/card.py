@@ -89,7 +89,9 @@ def _how_to_use(model) -> str:
 
 def _recipe(info: dict) -> str:
     lines = []
-    if "pretrained" in info:
+    if "learned" in info:
+        lines += _learned(info["learned"])
+    elif "pretrained" in info:
         p = info["pretrained"]
         lines.append(
             f"- Pretrained encoder used as it is (no training): `{p.get('source')}` ({p.get('pooling')} pooling)."
@@ -119,6 +121,29 @@ def _recipe(info: dict) -> str:
     return "\n".join(lines) or "- Built without training (random or default weights): not for use as it is."
 
 
+def _learned(learned: dict) -> list[str]:
+    """What ``siamese train --from`` measured by cross-validation on the labels, and what it kept."""
+    cv = learned.get("cross_validation", {})
+    asis, tuned = cv.get("as_is", {}), cv.get("fine_tuned", {})
+    source, labels = learned.get("source"), learned.get("labels", "?")
+    if learned.get("chosen") == "fine-tuned":
+        kept = (
+            f"- Learned from {labels} labelled pairs starting from `{source}`: its top layers fine-tuned "
+            f"(the bottom {learned.get('frozen_layers')} kept) with the `{learned.get('loss')}` loss for "
+            f"{learned.get('epoch')} epochs, chosen by cross-validation on the labels ({learned.get('plan')})."
+        )
+    else:
+        kept = (
+            f"- `{source}` kept as it is, its threshold set on {labels} labelled pairs: fine-tuning it on them did "
+            f"not beat it by cross-validation ({learned.get('plan')})."
+        )
+    rows = "\n".join(
+        f"| {name} | {_cell(m.get('accuracy'))} | {_cell(m.get('roc_auc'))} |"
+        for name, m in (("as it is, threshold fitted", asis), ("fine-tuned", tuned))
+    )
+    return [kept, "", "| cross-validated on the labels | accuracy | ROC-AUC |\n|---|---|---|\n" + rows]
+
+
 def _loss_uses(loss: str | None) -> str:
     if loss in ("triplet", "hinge", "mnr"):
         return "learns from the duplicate pairs; the rest of each batch gives the negatives"
@@ -131,8 +156,10 @@ def _loss_uses(loss: str | None) -> str:
 
 def _threshold(model) -> str:
     info = model.info
-    choice = (info.get("training") or {}).get("threshold_choice") or (info.get("pretrained") or {}).get(
-        "threshold_choice"
+    choice = (
+        (info.get("training") or {}).get("threshold_choice")
+        or (info.get("learned") or {}).get("threshold_choice")
+        or (info.get("pretrained") or {}).get("threshold_choice")
     )
     if choice and (choice.get("metric") or choice.get("chosen_on")):
         on = choice.get("chosen_on")

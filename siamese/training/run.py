@@ -42,6 +42,8 @@ def train_run(
         run, model_config, config = saved_run(run.resume, overwrite=run.overwrite)
     if not run.data or run.out is None:
         raise ConfigError("give --data FILE and --out DIR (or --resume CHECKPOINT to continue a run)")
+    if run.from_ is not None:
+        return learn_run(run, model_config or ModelConfig(), config or TrainConfig(), progress=progress)
     model_config = model_config or ModelConfig(loss="hinge" if run.answers else "triplet")
     config = config or TrainConfig()
     if run.nproc > 1 and not _in_workers():  # the launched workers run this again, as torchrun's do
@@ -64,9 +66,33 @@ def train_run(
     )
     if "threshold" not in model.info["training"]:  # a worker other than rank 0: it writes and says nothing
         return RunReport({}, [], model)
-    model.save(run.out, overwrite=run.overwrite)
+    save_with_test(model, run, test)
     result, lines = _report(model, run, model_config, config, val_questions, test)
     return RunReport(result, lines, model)
+
+
+def save_with_test(model, run: TrainRun, test) -> None:
+    """The model folder, written atomically, with the held-out split as ``test.csv`` when there is one."""
+    from ..io.atomic import atomic_dir
+
+    with atomic_dir(run.out, overwrite=run.overwrite, kind="model") as tmp:
+        model.write(tmp)
+        if test is not None:
+            write_pairs_csv(test, tmp / TEST_FILE)
+    model.path = Path(run.out).resolve()
+
+
+TEST_FILE = "test.csv"
+
+
+def write_pairs_csv(pairs, path: Path) -> None:
+    """Pairs as CSV text1,text2,label (the generic format every pair-reading command reads)."""
+    import csv
+
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        out = csv.writer(f, lineterminator="\n")
+        out.writerow(["text1", "text2", "label"])
+        out.writerows(zip(pairs.text1, pairs.text2, (int(y) for y in pairs.labels)))
 
 
 def _check_out(run: TrainRun, model_config: ModelConfig, config: TrainConfig) -> None:
@@ -74,7 +100,7 @@ def _check_out(run: TrainRun, model_config: ModelConfig, config: TrainConfig) ->
     from ..io.atomic import check_not_input, check_target
 
     options = model_config.encoder_options
-    reads = [*run.data, run.val_data, model_config.glove, options.get("prior"), options.get("path")]
+    reads = [*run.data, run.val_data, model_config.glove, options.get("prior"), options.get("path"), run.from_]
     if isinstance(config.teacher, (str, os.PathLike)):
         reads.append(config.teacher)
     check_not_input(run.out, [r for r in reads if r is not None])
@@ -90,7 +116,7 @@ def read_train_data(run: TrainRun, *, seed: int = 0) -> tuple[Any, Any, Any, Any
     if run.answers:
         pairs, val, val_questions = _answer_triplets(run, seed)
         return pairs, val, None, val_questions
-    parts = [read_pairs(p, run.format, text1=run.text1, text2=run.text2, label=run.label) for p in run.data]
+    parts = [read_pairs_of(run, p) for p in run.data]
     if run.weight:
         if len(run.weight) != len(parts):
             raise ConfigError(
@@ -103,12 +129,27 @@ def read_train_data(run: TrainRun, *, seed: int = 0) -> tuple[Any, Any, Any, Any
         parts = [part.with_weight(w) for part, w in zip(parts, run.weight)]
     pairs, test = Pairs.concat(parts), None
     if run.test_fraction > 0:
-        test, pairs = split_pairs(pairs, [run.test_fraction], seed=seed)
+        test, pairs = held_out_split(pairs, run.test_fraction, seed=seed)
     if run.val_data is not None:
         val = read_pairs(run.val_data, run.format, text1=run.text1, text2=run.text2, label=run.label)
     else:
         val, pairs = split_pairs(pairs, [run.val_fraction], seed=seed)
     return pairs, val, test, None
+
+
+def held_out_split(pairs: Any, fraction: float, *, seed: int = 0) -> tuple[Any, Any]:
+    """(test, rest): about ``fraction`` of the pairs, whole connected groups of the pair graph on each
+    side (every question's pairs on one side), refused in one line unless each side can be used."""
+    from ..data.groups import grouped_split
+    from ..errors import DataError
+
+    test, rest = grouped_split(pairs, fraction, seed=seed)
+    if len(set(test.labels.tolist())) < 2 or len(rest) == 0:
+        raise DataError(
+            f"{pairs.source}: --test-fraction {fraction}: the pairs form too few separate groups (pairs that share a "
+            f"text must stay on one side) for a test split with both labels; lower it or give more pairs"
+        )
+    return test, rest
 
 
 def _answer_triplets(run: TrainRun, seed: int):
@@ -131,6 +172,83 @@ def _answer_triplets(run: TrainRun, seed: int):
         make_triplets(val_questions, negatives=run.negatives, seed=seed, source=str(run.val_data or source)),
         val_questions,
     )
+
+
+# -- learning from labels, from a pretrained encoder ------------------------------------------------------------
+
+
+def learn_run(run: TrainRun, model_config: ModelConfig, config: TrainConfig, *, progress: bool = True) -> RunReport:
+    """``siamese train --from SOURCE``: the labels of ``run.data`` learned from ``SOURCE``
+    (:func:`siamese.training.learn.learn`), saved with the test split if asked, reported."""
+    from ..data.pairs import Pairs
+    from .learn import LearnOptions, learn, learned_line
+
+    if run.answers or model_config.cross:
+        raise ConfigError("--from learns from labelled pairs into a bi-encoder: it takes neither --answers nor --cross")
+    if run.nproc > 1 or run.checkpoint is not None or run.resume is not None:
+        raise ConfigError("--from trains in one process: it takes no --nproc, --checkpoint or --resume")
+    if run.val_data is not None or run.weight:
+        raise ConfigError("--from chooses by cross-validation on --data itself: leave out --val-data and --weight")
+    _check_out(run, model_config, config)
+    parts = [read_pairs_of(run, p) for p in run.data]
+    pairs, test = Pairs.concat(parts), None
+    if run.test_fraction > 0:
+        test, pairs = held_out_split(pairs, run.test_fraction, seed=config.seed)
+    options = LearnOptions(
+        epochs=config.epochs or LearnOptions.epochs,
+        lr=config.lr or LearnOptions.lr,
+        batch_size=config.batch_size or LearnOptions.batch_size,
+        frozen_layers=model_config.encoder_options.get("frozen_layers"),
+        seed=config.seed,
+        metric=config.threshold_metric,
+        device=config.device,
+    )
+    model = learn(pairs, run.from_, options=options, progress=progress)
+    save_with_test(model, run, test)
+    info = model.info["learned"]
+    result = {
+        "out": str(run.out),
+        "from": str(run.from_),
+        "labels": info["labels"],
+        "chosen": info["chosen"],
+        "epochs": info["epoch"] if info["chosen"] == "fine-tuned" else 0,
+        "plan": info["plan"],
+        "cross_validation": info["cross_validation"],
+        "threshold": model.threshold,
+        "threshold_choice": info["threshold_choice"],
+        "seconds": info["seconds"],
+    }
+    lines = [learned_line(info), f"threshold {model.threshold:.3f}", f"saved to {run.out}"]
+    if test is not None:
+        result["test"], line = _test_as_is_and_learned(model, run.from_, pairs, test, config.threshold_metric)
+        lines.append(line)
+    return RunReport(result, lines, model)
+
+
+def read_pairs_of(run: TrainRun, path: Path) -> Any:
+    """One pair file of the run, read with its format and columns."""
+    from ..data.pairs import read_pairs
+
+    return read_pairs(path, run.format, text1=run.text1, text2=run.text2, label=run.label)
+
+
+def _test_as_is_and_learned(model, source, labels, test, metric: str) -> tuple[dict, str]:
+    """The held-out split scored by the learned model and by ``source`` as it is (its threshold
+    fitted on the same labels)."""
+    from ..decision.threshold import choose_threshold
+    from ..evaluation.metrics import evaluate
+    from ..models.sentence_encoder import bi_encoder
+
+    as_is = bi_encoder(source)[0]
+    cosines = (as_is.encode(labels.text1) * as_is.encode(labels.text2)).sum(1)
+    as_is.set_threshold(choose_threshold(cosines, labels.labels, metric)[0])
+    both = {"as_is": evaluate(as_is, test), "learned": evaluate(model, test)}
+    a, b = both["as_is"], both["learned"]
+    line = (
+        f"held-out test split ({a['n']} pairs, test.csv): accuracy as-is {a['accuracy']:.4f} -> learned "
+        f"{b['accuracy']:.4f}, ROC-AUC {a['roc_auc']:.4f} -> {b['roc_auc']:.4f}"
+    )
+    return both, line
 
 
 # -- the run's options in a checkpoint --------------------------------------------------------------------------
