@@ -194,10 +194,11 @@ def learn_run(run: TrainRun, model_config: ModelConfig, config: TrainConfig, *, 
     pairs, test = Pairs.concat(parts), None
     if run.test_fraction > 0:
         test, pairs = held_out_split(pairs, run.test_fraction, seed=config.seed)
+    unset = LearnOptions()
     options = LearnOptions(
-        epochs=config.epochs or LearnOptions.epochs,
-        lr=config.lr or LearnOptions.lr,
-        batch_size=config.batch_size or LearnOptions.batch_size,
+        epochs=config.epochs or unset.epochs,
+        lr=unset.lr if config.lr is None else config.lr,
+        batch_size=config.batch_size or unset.batch_size,
         frozen_layers=model_config.encoder_options.get("frozen_layers"),
         seed=config.seed,
         metric=config.threshold_metric,

@@ -1,0 +1,139 @@
+"""Learning from labels starting from a pretrained encoder (``siamese train --from``): the labels
+checked in one line, the splits grouped by connected texts, the choice never worse than as-is, and
+a real run from MiniLM to a model folder that loads and predicts."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from siamese.data.groups import grouped_folds, grouped_split, pair_groups
+from siamese.data.pairs import Pairs, read_pairs
+from siamese.errors import DataError
+from siamese.training.learn import MIN_EACH, MIN_LABELS, _decide, check_labels, threshold_accuracy
+from tests.conftest import assert_user_error, run, run_json
+
+
+def _pairs(rows, source="labels.csv") -> Pairs:
+    return Pairs([r[0] for r in rows], [r[1] for r in rows], np.array([r[2] for r in rows], np.int8), source=source)
+
+
+def test_too_few_labels_say_how_many_more_of_each_kind():
+    rows = [(f"q{i}", f"p{i}", int(i < 3)) for i in range(10)]  # 3 duplicates, 7 not
+    with pytest.raises(DataError) as e:
+        check_labels(_pairs(rows))
+    message = str(e.value)
+    assert "labels.csv: 10 labelled pairs (3 duplicates, 7 not)" in message
+    assert f"label {MIN_EACH - 3} more duplicate(s)" in message
+    assert f"{MIN_LABELS - 10 - (MIN_EACH - 3)} more pair(s) of either kind" in message
+
+
+def test_one_class_only_asks_for_the_other_kind():
+    rows = [(f"q{i}", f"p{i}", 1) for i in range(30)]
+    with pytest.raises(DataError, match=f"label {MIN_EACH} more non-duplicate"):
+        check_labels(_pairs(rows))
+
+
+def test_a_pair_answered_both_ways_is_refused_whatever_its_order():
+    rows = [(f"q{i}", f"p{i}", i % 2) for i in range(30)] + [("p3", "q3", 0)]  # q3/p3 was labelled 1
+    with pytest.raises(
+        DataError, match="1 pair\\(s\\) are labelled both duplicate and not duplicate, e.g. 'p3' / 'q3'"
+    ):
+        check_labels(_pairs(rows))
+    check_labels(_pairs(rows[:-1] + [("p3", "q3", 1)]))  # the same answer twice is fine
+
+
+def test_groups_folds_and_split_keep_every_text_on_one_side():
+    # a chain q0-q1-q2 (one group), a star around h, and singletons
+    rows = [("q0", "q1", 1), ("q1", "q2", 0), ("h", "a", 1), ("h", "b", 0), ("h", "c", 0)]
+    rows += [(f"s{i}", f"t{i}", i % 2) for i in range(20)]
+    pairs = _pairs(rows)
+    groups = pair_groups(pairs.text1, pairs.text2)
+    assert groups[0] == groups[1] and groups[2] == groups[3] == groups[4] and groups[0] != groups[2]
+    assert len(set(groups.tolist())) == 22
+    folds = grouped_folds(groups, 3, seed=1)
+    assert sorted(np.concatenate(folds).tolist()) == list(range(len(rows)))
+    for f in folds:
+        inside = {t for i in f for t in (rows[i][0], rows[i][1])}
+        outside = {t for i in set(range(len(rows))) - set(f.tolist()) for t in (rows[i][0], rows[i][1])}
+        assert not inside & outside
+    test, rest = grouped_split(pairs, 0.3, seed=0)
+    assert len(test) + len(rest) == len(rows) and 5 <= len(test) <= 12
+    assert not (set(test.text1) | set(test.text2)) & (set(rest.text1) | set(rest.text2))
+
+
+def test_the_fine_tune_is_kept_only_when_cross_validation_says_it_beats_as_is():
+    rng = np.random.default_rng(0)
+    y = np.array([0, 1] * 50)
+    pretrained = y * 0.3 + rng.normal(0, 0.2, len(y))  # separates the labels fairly well
+    noise = rng.normal(0, 1, len(y))  # a fine-tune that learned nothing
+    folds = np.array_split(rng.permutation(len(y)), 4)
+    cv = {"rows": np.arange(len(y)), "held": {1: noise, 2: noise + 0.01}, "folds": folds}
+    kept = _decide(cv, pretrained, y, _options())
+    assert kept["chosen"] == "as-is"
+    assert kept["cross_validation"]["as_is"]["accuracy"] == threshold_accuracy(pretrained, y, folds, "accuracy")
+    assert kept["cross_validation"]["as_is"]["accuracy"] > kept["cross_validation"]["fine_tuned"]["accuracy"]
+    assert kept["threshold_choice"]["chosen_on"] == ["the labels"]
+    good = y * 1.0 + rng.normal(0, 0.05, len(y))  # a fine-tune that separates them better
+    cv["held"] = {1: noise, 2: good}
+    tuned = _decide(cv, pretrained, y, _options())
+    assert tuned["chosen"] == "fine-tuned" and tuned["epoch"] == 2
+    assert 0.0 < tuned["threshold"] < 1.0  # between the two labels' held-out cosines
+
+
+def _options():
+    from siamese.training.learn import LearnOptions
+
+    return LearnOptions()
+
+
+# -- a real run from MiniLM ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def labels_file(data_dir, tmp_path_factory):
+    """64 medical question pairs (MQP), both labels."""
+    pairs = read_pairs(data_dir / "mqp" / "mqp.csv")
+    path = tmp_path_factory.mktemp("learn") / "labels.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        out = csv.writer(f)
+        out.writerow(["text1", "text2", "label"])
+        out.writerows(zip(pairs.text1[:64], pairs.text2[:64], pairs.labels[:64].tolist()))
+    return path
+
+
+def test_train_from_minilm_writes_a_model_folder_with_its_test_split(labels_file, tmp_path):
+    from siamese import SiameseModel
+
+    out = tmp_path / "learned"
+    result = run_json("train", "--data", labels_file, "--from", "minilm", "--out", out, "--epochs", 1,
+                      "--test-fraction", 0.25, "--quiet")  # fmt: skip
+    assert result["chosen"] in ("fine-tuned", "as-is") and result["labels"] + result["test"]["learned"]["n"] == 64
+    cv = result["cross_validation"]
+    assert set(cv) == {"as_is", "fine_tuned"} and all(0.0 <= v["accuracy"] <= 1.0 for v in cv.values())
+    if result["chosen"] == "fine-tuned":  # never worse than as-is by cross-validation
+        assert cv["fine_tuned"]["accuracy"] > cv["as_is"]["accuracy"]
+    test = read_pairs(out / "test.csv")
+    train = read_pairs(labels_file)
+    held = set(test.text1) | set(test.text2)
+    rest = [(a, b) for a, b in zip(train.text1, train.text2) if a not in held and b not in held]
+    assert len(rest) == result["labels"]  # every question's pairs on one side
+    model = SiameseModel.load(out)
+    assert model.threshold == pytest.approx(result["threshold"])
+    assert json.loads((out / "config.json").read_text())["info"]["learned"]["chosen"] == result["chosen"]
+    assert "cross-validated on the labels" in (out / "README.md").read_text()
+    assert "as-is" in result["test"] or "as_is" in result["test"]
+    proc = run("predict", out, test.text1[0], test.text2[0], "--json")
+    assert "similarity" in json.loads(proc.stdout)
+
+
+def test_train_from_refuses_bad_labels_before_writing(tmp_path):
+    path = tmp_path / "few.csv"
+    path.write_text("text1,text2,label\n" + "".join(f"q{i},p{i},{i % 2}\n" for i in range(8)))
+    out = tmp_path / "out"
+    proc = run("train", "--data", path, "--from", "minilm", "--out", out, check_ok=False)
+    assert_user_error(proc, str(path), "8 labelled pairs (4 duplicates, 4 not)", "more duplicate(s)")
+    assert not out.exists()
