@@ -60,7 +60,7 @@ $(VENV)/.docs: $(VENV)/.installed
 # Every one takes minutes to hours on 2 cores: run them on a quiet machine.
 BENCHES := bench-speed bench-quality bench-zoo bench-static bench-fast-transformer bench-calibration \
 	bench-answers bench-search bench-dedupe-models bench-serve-load bench-distributed bench-emoji \
-	bench-label bench-dedupe-defaults bench-startup bench-robustness
+	bench-label bench-dedupe-defaults bench-startup bench-robustness bench-learn
 .PHONY: $(BENCHES)
 SIAMESE := $(PY) -m siamese
 export HF_HUB_OFFLINE := 1
@@ -127,6 +127,12 @@ bench-emoji: install mpnet runs/emoji/vae runs/student
 
 bench-label: install
 	$(PY) bench/label.py
+
+# learning curves from labels: --from minilm against MiniLM as it is and sentence-transformers' recipe
+# (hours for the whole grid on 2 cores: pass a subset, e.g. make bench-learn LEARN="--sets mqp --budgets 200 --seeds 3")
+LEARN ?=
+bench-learn: $(VENV)/.bench
+	$(PY) bench/learn.py $(LEARN)
 
 # greedy vs chained clusters on InsuranceQA's question bank (the dedupe defaults)
 bench-dedupe-defaults: install

@@ -1,0 +1,37 @@
+"""bench/learn.py (make bench-learn) runs end to end at a tiny size: one set, one budget, one seed,
+every contender, so the grid the benchmark runs is known to work."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_learning_curve_bench_runs_every_contender(data_dir, tmp_path):
+    pytest.importorskip("sentence_transformers", reason="the st contender needs the bench extra")
+    out = tmp_path / "learn.json"
+    ran = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "learn.py"), "--sets", "msrp", "--budgets", "40", "--seeds", "1",
+         "--test-cap", "120", "--out", str(out)],
+        env={**os.environ, "PYTHONPATH": str(REPO), "SIAMESE_DATA": str(data_dir)},
+        capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    result = json.loads(out.read_text())["sets"]["msrp"]
+    assert result["info"]["test"] == 120 and 0.5 < result["oracle"]["accuracy"] <= 1.0
+    run = result["budgets"]["40"]["runs"][0]
+    assert run["labels"] == 40
+    for contender in ("threshold", "learn", "st"):
+        assert 0.0 < run[contender]["accuracy"] <= 1.0 and run[contender]["roc_auc"] is not None
+    assert run["threshold"]["accuracy"] <= result["oracle"]["accuracy"]  # the oracle is the ceiling of a threshold
+    assert run["learn"]["chosen"] in ("fine-tuned", "as-is") and run["learn"]["peak_mb"] > 100
+    assert "| msrp | 40 |" in out.with_suffix(".md").read_text()
