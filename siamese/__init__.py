@@ -34,6 +34,8 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "from_pretrained": ".models.sentence_encoder",
         "TrainConfig": ".config.configs",
         "train": ".training.bi_encoder",
+        "learn": ".training.learn",
+        "LearnOptions": ".training.learn",
         "encode_to_file": ".search.vectors",
         "write_vectors": ".search.vectors",
     },

@@ -2,6 +2,7 @@
 answer-selection sets, the shared public data sets, the word vocabulary and GloVe vectors.
 
 - :mod:`.pairs`: :class:`Pairs`, the pair formats, :func:`read_pairs`, :func:`split_pairs`
+- :mod:`.groups`: connected groups of the pair graph; splits and folds that keep each group on one side
 - :mod:`.input_files`: opening a user's file and reading its CSV/TSV rows strictly
 - :mod:`.records`: texts with ids and other columns (what dedupe reads)
 - :mod:`.answers`: answer-selection sets (TrecQA, WikiQA), triplets, MAP/MRR

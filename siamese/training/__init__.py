@@ -2,6 +2,8 @@
 the optimiser, a distillation teacher and TensorBoard logs.
 
 - :mod:`.bi_encoder`: :func:`train` (every kind of model), :func:`prepare`, the Siamese model's steps
+- :mod:`.learn`: :func:`learn`, a user's labels learned from a pretrained encoder (``train --from``)
+- :mod:`.run`: :func:`train_run`, a training run from files to a model folder (``siamese train``)
 - :mod:`.loop`: :class:`Trainer`, the one epoch loop (validation, best weights, checkpoints, resume)
 - :mod:`.batches`: length-bucketed, weighted batches; the one seed
 - :mod:`.optim`: lazy Adam for sparse embedding gradients
