@@ -81,7 +81,7 @@ def judge_held_out(model, root) -> None:
     print("(ROC-AUC: how well the similarity ranks duplicates above the rest; the others at the threshold)")
 
     step("the seed's examples")
-    sims = model.similarity([a for a, _ in EXAMPLES], [b for _, b in EXAMPLES])
+    sims = model.similarity_pairwise([a for a, _ in EXAMPLES], [b for _, b in EXAMPLES])
     for (a, b), s in zip(EXAMPLES, sims):
         verdict = "duplicate" if s > model.threshold else "not duplicate"
         print(f"  {a!r} / {b!r}: similarity {s:.3f} → {verdict}")

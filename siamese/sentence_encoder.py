@@ -108,7 +108,9 @@ def set_threshold(model: SiameseModel, parts: Sequence[Pairs], metric: str = "ac
         return {"threshold": model.threshold, "chosen_on": None, "val_pairs": 0}
     val = Pairs.concat(list(parts))
     # the sets the caller chose, however small: an untrained encoder has no training pairs to fall back on
-    decision = decide(model.similarity, val, default=model.threshold, metric=metric, calibrate=False, minimum=(2, 1))
+    decision = decide(
+        model.similarity_pairwise, val, default=model.threshold, metric=metric, calibrate=False, minimum=(2, 1)
+    )
     model.set_threshold(decision.threshold)
     found = {k: v for k, v in decision.choice.items() if k not in ("split", "pairs")}
     return {"threshold": model.threshold, "chosen_on": [p.source for p in parts], "val_pairs": len(val), **found}

@@ -115,7 +115,7 @@ def test_installed_script_trains_then_predicts(data_dir, tmp_path):
     a, b = "When will I see you?", "When can I see you again?"
     result = run_json("predict", out, a, b, run=script)
     model = SiameseModel.load(out)
-    assert result["similarity"] == pytest.approx(float(model.similarity([a], [b])[0]), abs=1e-6)
+    assert result["similarity"] == pytest.approx(float(model.similarity_pairwise([a], [b])[0]), abs=1e-6)
     assert result["threshold"] == trained["threshold"] == model.threshold
     assert result["duplicate"] == (result["similarity"] > result["threshold"])
 
@@ -206,7 +206,9 @@ def test_predict_json(cli_model):
     assert result["probability"] == pytest.approx(float(SiameseModel.load(out).probability([a], [b])[0]), abs=1e-6)
     assert result["threshold"] == trained["threshold"]
     assert result["duplicate"] == (result["similarity"] > result["threshold"])
-    assert result["similarity"] == pytest.approx(float(SiameseModel.load(out).similarity([a], [b])[0]), abs=1e-6)
+    assert result["similarity"] == pytest.approx(
+        float(SiameseModel.load(out).similarity_pairwise([a], [b])[0]), abs=1e-6
+    )
     # --threshold overrides the model's: pick one that flips the verdict
     flipped = run_json("predict", out, a, b, "--threshold", "1.5" if result["duplicate"] else "-1.5")
     assert flipped["duplicate"] is not result["duplicate"]

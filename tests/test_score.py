@@ -44,7 +44,7 @@ def test_unlabelled_file_keeps_every_column(model, small_calibrated, tmp_path):
     assert got[0] == ["id", "text1", "text2", "note", "similarity", "probability", "duplicate"]
     assert [r[:4] for r in got[1:]] == rows  # every input value, quotes and line breaks included
     a, b = [r[1] for r in rows], [r[2] for r in rows]
-    sims = model.similarity(a, b)
+    sims = model.similarity_pairwise(a, b)
     np.testing.assert_allclose([float(r[4]) for r in got[1:]], sims, atol=1e-6)
     np.testing.assert_allclose([float(r[5]) for r in got[1:]], model.probability(a, b), atol=1e-6)
     assert [r[6] for r in got[1:]] == [str(int(s > model.threshold)) for s in sims]
@@ -54,7 +54,7 @@ def test_labelled_tsv_streams_in_chunks(model, data_dir, tmp_path, monkeypatch):
     data = data_dir / "msrp/msr-para-val.tsv"  # MSRP: TSV, no quoting, a label column, 500 pairs
     out = tmp_path / "scored.tsv"
     seen = []
-    similarity = model.similarity
+    similarity = model.similarity_pairwise
 
     def spy(a, b):
         seen.append(len(a))
@@ -139,7 +139,7 @@ def test_named_columns_and_uncalibrated_model(small_calibrated, tmp_path):
     rows = read_rows(out)
     assert rows[0] == ["q_a", "q_b", "similarity", "duplicate"]  # no probability column when uncalibrated
     assert float(rows[1][2]) == pytest.approx(
-        float(model.similarity(["first question"], ["second question"])[0]), abs=1e-6
+        float(model.similarity_pairwise(["first question"], ["second question"])[0]), abs=1e-6
     )
 
 

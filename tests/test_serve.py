@@ -38,7 +38,7 @@ def test_similarity_matches_the_model(server):
     ]
     status, body = call(base, "/similarity", {"pairs": pairs})
     assert status == 200
-    expected = model.similarity([a for a, _ in pairs], [b for _, b in pairs])
+    expected = model.similarity_pairwise([a for a, _ in pairs], [b for _, b in pairs])
     assert [r["similarity"] for r in body["results"]] == pytest.approx(expected.tolist(), abs=1e-5)
     assert [r["duplicate"] for r in body["results"]] == [bool(s > model.threshold) for s in expected]
     # the fixture's model is calibrated (on its validation pairs, when trained)

@@ -15,7 +15,7 @@ def test_compare_two_questions(server, browser):
     page.click("#compare button")
     result = page.locator("#compare-result")
     result.locator(".verdict").wait_for()
-    sim = float(model.similarity(["When will I see you?"], ["When can I see you again?"])[0])
+    sim = float(model.similarity_pairwise(["When will I see you?"], ["When can I see you again?"])[0])
     assert f"similarity {sim:.3f}" in result.inner_text()
     assert f"probability {100 * float(model.calibrator([sim])[0]):.0f}%" in result.inner_text()  # a calibrated model
     assert result.locator(".verdict").inner_text() == ("Duplicate" if sim > model.threshold else "Not a duplicate")
@@ -79,7 +79,7 @@ def test_compare_highlights_the_words_that_drove_the_score(server, browser, view
     words = page.locator("#compare-result .explanation .explained").first.locator(".w")
     words.first.wait_for()
     result = page.locator("#compare-result").inner_text()
-    sim = float(model.similarity([first], [second])[0])
+    sim = float(model.similarity_pairwise([first], [second])[0])
     assert f"similarity {sim:.3f}" in result
     assert f"probability {100 * float(model.calibrator([sim])[0]):.0f}%" in result
     expected = model.explain(first, second)

@@ -25,6 +25,16 @@ FormatOpt = Annotated[
 ]
 Text1Opt = Annotated[Optional[str], typer.Option("--text1", help="Column holding the first text.")]
 Text2Opt = Annotated[Optional[str], typer.Option("--text2", help="Column holding the second text.")]
+TextColumnOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--column",
+        help=(
+            "CSV/TSV column holding the texts (default: the one named like text, question, sentence, body, "
+            "title...; never an id column)."
+        ),
+    ),
+]
 LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Column holding the 0/1 label.")]
 OverwriteOpt = Annotated[
     bool,

@@ -16,6 +16,7 @@ from .common import (
     JsonOpt,
     OverwriteFileOpt,
     OverwriteOpt,
+    TextColumnOpt,
     _check_out,
     _check_out_file,
     _emit,
@@ -23,10 +24,6 @@ from .common import (
     text_argument,
     user_errors,
 )
-
-TextColumnOpt = Annotated[
-    Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")
-]
 
 
 def _corpus_engine(engine: str, address: str | None, device: str, quiet: bool):
@@ -54,9 +51,7 @@ def encode(
     out: Annotated[
         Path, typer.Option("--out", help="Vectors to write: a float32 .npy, one row per text in file order.")
     ],
-    column: Annotated[
-        Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")
-    ] = None,
+    column: TextColumnOpt = None,
     batch_size: Annotated[Optional[int], typer.Option(min=1, help="Texts per batch (default: the encoder's).")] = None,
     device: DeviceOpt = "auto",
     engine: EngineOpt = "local",

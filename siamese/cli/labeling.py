@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import ConfigError
-from .common import DeviceOpt, FormatOpt, JsonOpt, Text1Opt, Text2Opt, _emit, user_errors
+from .common import DeviceOpt, FormatOpt, JsonOpt, Text1Opt, Text2Opt, TextColumnOpt, _emit, user_errors
 
 
 @user_errors
@@ -20,9 +20,7 @@ def label(
     data: Annotated[
         Optional[Path], typer.Option("--data", help="Corpus (.txt, or a CSV/TSV column): label its nearest pairs.")
     ] = None,
-    column: Annotated[
-        Optional[str], typer.Option("--column", help="--data CSV/TSV column holding the texts (default: the first).")
-    ] = None,
+    column: TextColumnOpt = None,
     pairs: Annotated[Optional[Path], typer.Option("--pairs", help="Label the pairs of this file instead.")] = None,
     save_to: Annotated[
         Optional[Path],
@@ -86,7 +84,7 @@ def _session(model_dir, data, column, pairs, read, out, save_to, k, target_preci
     store = LabelStore(out)  # a bad labels file is refused before the (slow) encoding
     model = load_model(model_dir, device=device)
     if data is not None:
-        candidates, columns = corpus(model, data, column, k=k)
+        candidates, columns = corpus(model, data, column, k=k, progress=True)
     else:
         candidates, columns = given_pairs(model, pairs, **read)
     session = LabelSession(model, candidates, store, save_to=save_to, target_precision=target_precision, seed=seed)
@@ -97,7 +95,7 @@ def _replay(session, columns, column, budget, is_pairs, source, as_json) -> None
     from ..label.session import oracle, replay
 
     label = oracle(session.c, columns, column, pairs=is_pairs, source=str(source))
-    stats = replay(session, label, budget)
+    stats = replay(session, label, budget, progress=True)
     t = stats["threshold"]
     lines = [f"{stats['answers']} answers ({stats['duplicates']} duplicates) in {session.store.path}"]
     if t is None:

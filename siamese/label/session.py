@@ -198,7 +198,7 @@ class LabelSession:
             return float(self.c.similarity[n])
         if not math.isnan(a.similarity):
             return a.similarity
-        return float(self.model.similarity([a.text1], [a.text2])[0])
+        return float(self.model.similarity_pairwise([a.text1], [a.text2])[0])
 
 
 def _choice(summary: dict, choice: str) -> dict:
@@ -242,7 +242,7 @@ def given_pairs(model, path: str | os.PathLike, *, format="auto", text1=None, te
             fields.append(dict(zip(stream.header, row.fields)))
     if not first:
         raise DataError(f"{path}: no pairs after the header")
-    return pair_candidates(first, second, model.similarity(first, second), lines), fields
+    return pair_candidates(first, second, model.similarity_pairwise(first, second), lines), fields
 
 
 def oracle(candidates: Candidates, columns: list[dict], column: str, *, pairs: bool, source="") -> Callable:
@@ -266,13 +266,19 @@ def oracle(candidates: Candidates, columns: list[dict], column: str, *, pairs: b
     return label
 
 
-def replay(session: LabelSession, label: Callable[[int], int | None], budget: int) -> dict:
+def replay(session: LabelSession, label: Callable[[int], int | None], budget: int, *, progress: bool = False) -> dict:
     """Answer from ``label`` until the labels file holds ``budget`` answers or no pair is left."""
-    while len(session.store) < budget:
-        shown = session.next("oracle")
-        if shown is None:
-            break
-        session.answer(shown["index"], label(shown["index"]), "oracle")
+    from ..progress import tqdm
+
+    with tqdm(
+        total=budget, initial=min(len(session.store), budget), desc="replay", unit="answer", disable=not progress
+    ) as bar:
+        while len(session.store) < budget:
+            shown = session.next("oracle")
+            if shown is None:
+                break
+            session.answer(shown["index"], label(shown["index"]), "oracle")
+            bar.update(len(session.store) - bar.n)
     return session.stats()
 
 

@@ -201,7 +201,7 @@ def _pair_routes(app: FastAPI, model, checks: _Checks, batcher: Batcher | None, 
     def similarity(req: PairsRequest):
         checks.texts(req.pairs, "pairs")
         t = model.threshold if req.threshold is None else req.threshold
-        scores = model.similarity([a for a, _ in req.pairs], [b for _, b in req.pairs])
+        scores = model.similarity_pairwise([a for a, _ in req.pairs], [b for _, b in req.pairs])
         # probability: calibrated duplicate probability, null when the model is not calibrated
         probabilities = model.calibrator(scores).tolist() if model.calibrator is not None else [None] * len(scores)
         results = [
