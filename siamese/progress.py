@@ -47,6 +47,11 @@ def duration(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
+def plural(unit: str) -> str:
+    """``text`` -> ``texts``, ``batch`` -> ``batches``."""
+    return unit + ("es" if unit.endswith(("s", "x", "ch", "sh")) else "s")
+
+
 def _number(x: float) -> str:
     return f"{int(x):,}" if float(x).is_integer() else f"{x:,.1f}"
 
@@ -110,18 +115,18 @@ class tqdm(_tqdm):  # noqa: N801 - a drop-in for tqdm.auto.tqdm
     def line(self, final: bool = False) -> str:
         """The progress line: ``desc: done/total unit (pct), rate, time left`` (or, at the end, the time taken)."""
         elapsed = max(time.monotonic() - self._started, 1e-9)
-        done, total, unit = self.n, self.total, self.unit
+        done, total, unit = self.n, self.total, plural(self.unit)
         rate = done / elapsed
         head = f"{self.desc}: " if self.desc else ""
         if total:
-            text = f"{head}{_number(done)}/{_number(total)} {unit}s ({100 * done / total:.0f}%)"
+            text = f"{head}{_number(done)}/{_number(total)} {unit} ({100 * done / total:.0f}%)"
         else:
-            text = f"{head}{_number(done)} {unit}s"
+            text = f"{head}{_number(done)} {unit}"
         if final:
-            return f"{text} in {duration(elapsed)} ({rate:,.1f} {unit}s/s)"
+            return f"{text} in {duration(elapsed)} ({rate:,.1f} {unit}/s)"
         if not done:
             return f"{text}, started {duration(elapsed)} ago"
-        text += f", {rate:,.1f} {unit}s/s"
+        text += f", {rate:,.1f} {unit}/s"
         if total and done < total:
             text += f", {duration((total - done) / rate)} left"
         else:
