@@ -35,6 +35,17 @@ TextColumnOpt = Annotated[
         ),
     ),
 ]
+ReuseOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--reuse",
+        help=(
+            "A dedupe run or an index folder written with this model: the vectors of the texts it holds are taken "
+            "from it instead of encoded again (another model's are refused). Writing over an earlier run or index "
+            "of the same model reuses its vectors without this."
+        ),
+    ),
+]
 LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Column holding the 0/1 label.")]
 OverwriteOpt = Annotated[
     bool,

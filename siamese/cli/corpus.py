@@ -16,6 +16,7 @@ from .common import (
     JsonOpt,
     OverwriteFileOpt,
     OverwriteOpt,
+    ReuseOpt,
     TextColumnOpt,
     _check_out,
     _check_out_file,
@@ -105,6 +106,7 @@ def index_build(
         int,
         typer.Option(min=1, help="--kind ondisk: vectors added to the lists per shard (what is in memory at a time)."),
     ] = 1_000_000,
+    reuse: ReuseOpt = None,
     device: DeviceOpt = "auto",
     engine: EngineOpt = "local",
     address: AddressOpt = None,
@@ -117,18 +119,33 @@ def index_build(
     from ..data import read_texts
     from ..model import SiameseModel
     from ..search import DuplicateIndex
+    from ..search.reuse import earlier_output, open_reuse
 
     model = SiameseModel.load(model_dir, device=device)
     index = DuplicateIndex(model, kind=kind)
     index.shard_size = shard_size
     texts = read_texts(data, column)
-    index.add(texts, progress=not quiet, engine=_corpus_engine(engine, address, device, quiet or as_json))
+    known = open_reuse(reuse, model) if reuse is not None else earlier_output(out, model)
+    index.add(texts, progress=not quiet, engine=_corpus_engine(engine, address, device, quiet or as_json), reuse=known)
     index.save(out, overwrite=overwrite)
+    result = {"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind}
+    result.update(_reused(known))
     _emit(
-        {"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind},
+        result,
         as_json,
-        [f"indexed {len(index)} texts ({kind}) into {out}; {len(texts) - len(index)} repeats skipped"],
+        [f"indexed {len(index)} texts ({kind}) into {out}; {len(texts) - len(index)} repeats skipped"]
+        + _reused_line(known),
     )
+
+
+def _reused(known) -> dict:
+    return {} if known is None else {"reused": known.reused, "reused_from": str(known.source)}
+
+
+def _reused_line(known) -> list[str]:
+    if known is None or not known.reused:
+        return []
+    return [f"{known.reused} vectors taken from {known.source} instead of encoded again"]
 
 
 def _open_index(index_dir: Path, model_dir: Path | None, device: str):
@@ -155,6 +172,7 @@ def index_add(
             "--allow-duplicates", help="Also add texts already indexed (by exact text, whitespace collapsed)."
         ),
     ] = False,
+    reuse: ReuseOpt = None,
     device: DeviceOpt = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     as_json: JsonOpt = False,
@@ -163,16 +181,32 @@ def index_add(
     from ..data import read_texts
     from ..model import SiameseModel
     from ..search.index import add_to_index
+    from ..search.reuse import KnownVectors
 
     texts = read_texts(data, column)
     model = SiameseModel.load(model_dir, device=device) if model_dir else None
+    opened = []
+
+    def known(index_model):  # opened once the index (and so its model) is loaded
+        opened.append(KnownVectors.open(reuse, index_model))
+        return opened[0]
+
     index, added = add_to_index(
-        index_dir, texts, model, allow_duplicates=allow_duplicates, progress=not quiet, device=device
+        index_dir,
+        texts,
+        model,
+        allow_duplicates=allow_duplicates,
+        progress=not quiet,
+        device=device,
+        reuse=known if reuse is not None else None,
     )
+    result = {"out": str(index_dir), "added": added, "skipped": len(texts) - added, "size": len(index)}
+    result.update(_reused(opened[0] if opened else None))
     _emit(
-        {"out": str(index_dir), "added": added, "skipped": len(texts) - added, "size": len(index)},
+        result,
         as_json,
-        [f"added {added} texts ({len(texts) - added} already indexed, skipped); {index_dir} now holds {len(index)}"],
+        [f"added {added} texts ({len(texts) - added} already indexed, skipped); {index_dir} now holds {len(index)}"]
+        + _reused_line(opened[0] if opened else None),
     )
 
 
@@ -298,6 +332,7 @@ def dedupe(
         bool, typer.Option("--explain", help="Also show the least similar pairs accepted as duplicates.")
     ] = False,
     explain_count: Annotated[int, typer.Option(min=1, help="How many pairs --explain shows.")] = 10,
+    reuse: ReuseOpt = None,
     device: DeviceOpt = "auto",
     engine: EngineOpt = "local",
     address: AddressOpt = None,
@@ -312,7 +347,13 @@ def dedupe(
     if rethreshold is not None:
         given = [
             name
-            for name, value in (("--data", data), ("--out", out), ("--against", against), ("--verify", verify))
+            for name, value in (
+                ("--data", data),
+                ("--out", out),
+                ("--against", against),
+                ("--verify", verify),
+                ("--reuse", reuse),
+            )
             if value is not None
         ]
         if given:
@@ -347,9 +388,12 @@ def dedupe(
             min_size=min_size or 2,
             quiet=quiet,
             device=device,
+            reuse=reuse,
             engine=_corpus_engine(engine, address, device, quiet or as_json),
         )
         summary = run.summary()
+        if "reused" in run.meta:
+            summary["reused"] = run.meta["reused"]
     if "verified" in run.meta:
         summary["verified"] = run.meta["verified"]
     least = run.least_similar(explain_count) if explain else []
@@ -366,6 +410,10 @@ def dedupe(
             f"{summary['flagged']} of {summary['texts']} texts duplicate the reference ({summary['exact_matches']} "
             f"exactly) at {summary['threshold']:.3f}; written to {summary['out']}"
         ]
+    if summary.get("reused", {}).get("vectors"):
+        lines.append(
+            f"{summary['reused']['vectors']} vectors taken from {summary['reused']['from']} instead of encoded again"
+        )
     lines += [f"{a.similarity:.3f} [{a.first.id}] {a.first.text} ~ [{a.second.id}] {a.second.text}" for a in least]
     _emit(summary, as_json, lines)
 
@@ -384,16 +432,19 @@ def _new_dedupe_run(
     min_size: int,
     quiet: bool,
     device: str,
+    reuse: Path | None,
     **options,
 ):
     """Read the texts (and the reference), load the model and run the dedupe (``engine``: None or Ray)."""
     from ..model import SiameseModel
     from ..search import dedupe as self_dedupe
     from ..search import dedupe_against, read_records
+    from ..search.reuse import earlier_output, open_reuse
 
     records = read_records(data, column, id_column)
     sources = {"data": str(data), "column": column, "id_column": id_column}
     model = SiameseModel.load(model_dir, device=device)
+    options["reuse"] = open_reuse(reuse, model) if reuse is not None else earlier_output(out, model)
     if against is None:
         return self_dedupe(
             model,

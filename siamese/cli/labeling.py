@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import ConfigError
-from .common import DeviceOpt, FormatOpt, JsonOpt, Text1Opt, Text2Opt, TextColumnOpt, _emit, user_errors
+from .common import DeviceOpt, FormatOpt, JsonOpt, ReuseOpt, Text1Opt, Text2Opt, TextColumnOpt, _emit, user_errors
 
 
 @user_errors
@@ -41,6 +41,7 @@ def label(
         Optional[int], typer.Option("--budget", min=1, help="--oracle-column: stop when OUT holds this many answers.")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the pair choice.")] = 0,
+    reuse: ReuseOpt = None,
     host: str = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free one).")] = 8000,
     log_level: Annotated[str, typer.Option(help="critical, error, warning or info.")] = "info",
@@ -55,6 +56,8 @@ def label(
 
     if (data is None) == (pairs is None):
         raise ConfigError("give --data CORPUS (label its nearest pairs) or --pairs FILE, not both")
+    if reuse is not None and data is None:
+        raise ConfigError("--reuse takes the vectors of --data's texts; --pairs files are encoded as they are")
     if (oracle_column is None) != (budget is None):
         raise ConfigError("--oracle-column and --budget go together (an answer replay)")
     source = data or pairs
@@ -65,7 +68,9 @@ def label(
     if log_level.lower() not in ("critical", "error", "warning", "info"):
         raise ConfigError(f"--log-level must be critical, error, warning or info, got {log_level!r}")
     read = dict(format=format, text1=text1, text2=text2)
-    session, columns = _session(model_dir, data, column, pairs, read, out, save_to, k, target_precision, seed, device)
+    session, columns = _session(
+        model_dir, data, column, pairs, read, out, save_to, k, target_precision, seed, device, reuse
+    )
     session.source = str(source)
     if oracle_column is not None:
         _replay(session, columns, oracle_column, budget, pairs is not None, source, as_json)
@@ -76,7 +81,7 @@ def label(
     run(create_app(session), host=host, port=port, log_level=log_level.lower(), what=f"labelling {source} into {out}")
 
 
-def _session(model_dir, data, column, pairs, read, out, save_to, k, target_precision, seed, device):
+def _session(model_dir, data, column, pairs, read, out, save_to, k, target_precision, seed, device, reuse=None):
     from ..label.session import LabelSession, corpus, given_pairs
     from ..label.store import LabelStore
     from ..loading import load_model
@@ -84,7 +89,9 @@ def _session(model_dir, data, column, pairs, read, out, save_to, k, target_preci
     store = LabelStore(out)  # a bad labels file is refused before the (slow) encoding
     model = load_model(model_dir, device=device)
     if data is not None:
-        candidates, columns = corpus(model, data, column, k=k, progress=True)
+        from ..search.reuse import open_reuse
+
+        candidates, columns = corpus(model, data, column, k=k, progress=True, reuse=open_reuse(reuse, model))
     else:
         candidates, columns = given_pairs(model, pairs, **read)
     session = LabelSession(model, candidates, store, save_to=save_to, target_precision=target_precision, seed=seed)

@@ -212,8 +212,12 @@ def _choice(summary: dict, choice: str) -> dict:
 # -- candidates from files ----------------------------------------------------------------------------
 
 
-def corpus(model, path: str | os.PathLike, column: str | None = None, *, k: int = 10, progress: bool = False):
-    """The corpus's candidate pairs and, per distinct text, its row's other columns (for an oracle)."""
+def corpus(
+    model, path: str | os.PathLike, column: str | None = None, *, k: int = 10, progress: bool = False, reuse=None
+):
+    """The corpus's candidate pairs and, per distinct text, its row's other columns (for an oracle).
+    ``reuse``: a :class:`siamese.search.reuse.KnownVectors` whose vectors are taken instead of
+    encoding the texts it holds."""
     from ..search.index import require_cosine
     from ..search.records import exact_groups, read_records
 
@@ -223,7 +227,12 @@ def corpus(model, path: str | os.PathLike, column: str | None = None, *, k: int 
     kept = [records[r] for r in distinct.tolist()]
     if len(kept) < 2:
         raise DataError(f"{path}: fewer than 2 distinct texts: no pairs to label")
-    vectors = model.encode([r.text for r in kept], progress=progress)
+    texts = [r.text for r in kept]
+
+    def encode(texts: list[str]) -> np.ndarray:
+        return model.encode(texts, progress=progress)
+
+    vectors = encode(texts) if reuse is None else reuse.take(texts, encode)
     found = corpus_candidates(vectors, [r.text for r in kept], [r.id for r in kept], k=k)
     return found, [r.columns for r in kept]
 
