@@ -1,6 +1,6 @@
 """`make demo`: the main job in a few minutes, on real data, with nothing trained.
 
-1. all-MiniLM-L6-v2 (installed with the package) as a Siamese model; its duplicate threshold is
+1. all-MiniLM-L6-v2 (the minilm extra) as a Siamese model; its duplicate threshold is
    chosen on the shared validation sets (msrp-val, sts-dev, sick-trial) to maximise F1;
 2. it judges held-out duplicate pairs (Quora sample, Medical Question Pairs, STS-B test)
    and the seed's two example pairs;

@@ -1,6 +1,6 @@
 """Duplicate detection with a pretrained model (guide: docs/guides/duplicates.md).
 
-all-MiniLM-L6-v2 (installed with the package) as a Siamese model, its threshold chosen on the
+all-MiniLM-L6-v2 (the minilm extra) as a Siamese model, its threshold chosen on the
 shared validation pairs, judging a few pairs.
 
 Run: python examples/duplicates.py [VALIDATION_SET ...]   (default: msrp-val sts-dev sick-trial)

@@ -274,8 +274,8 @@ class SiameseModel:
     @max_seq_length.setter
     def max_seq_length(self, value) -> None:
         raise AttributeError(
-            "a siamese model's max_length is fixed when it is built (the vocabulary and the saved model "
-            "depend on it): train or distill with --max-length instead"
+            "a siamese model's max_length is fixed when it is built (the saved model depends on it): "
+            "siamese pretrained --max-length N, or ModelConfig(max_length=N) for train"
         )
 
     @property

@@ -93,6 +93,10 @@ def index_build(
     data: Annotated[Path, typer.Option("--data", help="Texts: a .txt file (one per line) or a CSV/TSV column.")],
     out: Annotated[Path, typer.Option("--out", help="Index folder to write.")],
     column: TextColumnOpt = None,
+    id_column: Annotated[
+        Optional[str],
+        typer.Option("--id-column", help="CSV column of unique ids that search results show (default: the position)."),
+    ] = None,
     kind: Annotated[
         str,
         typer.Option(
@@ -116,17 +120,18 @@ def index_build(
 ):
     """Encode a corpus into a FAISS index saved with its texts (each distinct text once)."""
     _check_out(out, overwrite, kind="index", inputs=[data, model_dir])
-    from ..data import read_texts
     from ..model import SiameseModel
-    from ..search import DuplicateIndex
+    from ..search import DuplicateIndex, read_records
     from ..search.reuse import earlier_output, open_reuse
 
     model = SiameseModel.load(model_dir, device=device)
     index = DuplicateIndex(model, kind=kind)
     index.shard_size = shard_size
-    texts = read_texts(data, column)
+    records = read_records(data, column, id_column)
+    texts, ids = [r.text for r in records], [r.id for r in records] if id_column else None
     known = open_reuse(reuse, model) if reuse is not None else earlier_output(out, model)
-    index.add(texts, progress=not quiet, engine=_corpus_engine(engine, address, device, quiet or as_json), reuse=known)
+    engine_ = _corpus_engine(engine, address, device, quiet or as_json)
+    index.add(texts, ids, progress=not quiet, engine=engine_, reuse=known)
     index.save(out, overwrite=overwrite)
     result = {"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind}
     result.update(_reused(known))

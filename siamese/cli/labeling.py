@@ -71,7 +71,7 @@ def label(
     session, columns = _session(
         model_dir, data, column, pairs, read, out, save_to, k, target_precision, seed, device, reuse
     )
-    session.source = str(source)
+    session.source, session.from_pairs = str(source), pairs is not None
     if oracle_column is not None:
         _replay(session, columns, oracle_column, budget, pairs is not None, source, as_json)
         return

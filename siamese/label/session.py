@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +44,7 @@ class LabelSession:
         self.target_precision = target_precision
         self.selector = Selector(candidates, strategy=strategy, seed=seed)
         self.source = source
+        self.from_pairs = False  # the candidates are a pair file's (not a corpus's nearest pairs)
         self.index_of = {pair_key(*candidates.pair(n)): n for n in range(len(candidates))}
         self.skipped: set[int] = set()
         self.reserved: dict[int, tuple[str, float]] = {}  # candidate -> (tab, when shown)
@@ -117,9 +119,14 @@ class LabelSession:
             return self.show(n)
 
     def show(self, n: int) -> dict:
+        """Candidate ``n`` as the page shows it: the texts, their ids, and the model's guess at the
+        threshold in use (``threshold_from``: "answers" once they fit one, else "model")."""
         text1, text2 = self.c.pair(n)
         s = float(self.c.similarity[n])
-        t = self.threshold()
+        with self.lock:
+            _, sims, labels = self._answered()
+            fitted = stats.threshold(sims, labels)[0] is not None
+            t = self.threshold()
         return {
             "index": int(n),
             "text1": text1,
@@ -128,6 +135,7 @@ class LabelSession:
             "id2": self.c.ids[n][1],
             "similarity": s,
             "threshold": t,
+            "threshold_from": "answers" if fitted else "model",
             "duplicate": bool(s > t),
         }
 
@@ -190,7 +198,21 @@ class LabelSession:
             self.model.set_threshold(t)
             self.model.info["threshold_choice"] = {"by": "label", "choice": choice, **_choice(summary, choice)}
             self.model.save(self.save_to)
-            return {"path": str(self.save_to), "threshold": self.model.threshold, "calibration": fitted["method"]}
+            return {
+                "path": str(self.save_to),
+                "threshold": self.model.threshold,
+                "calibration": fitted["method"],
+                "next": self.next_steps(),
+            }
+
+    def next_steps(self) -> list[str]:
+        """Commands that use the saved model on the labelled data (shown after Save)."""
+        model, source = shlex.quote(str(self.save_to)), shlex.quote(self.source or "FILE")
+        if self.from_pairs:
+            first = f"siamese score {model} --data {source} --out scored.csv"
+        else:
+            first = f"siamese dedupe {model} --data {source} --out {shlex.quote(str(self.save_to) + '-dedupe')}"
+        return [first, f'siamese predict {model} "first text" "second text"', f"siamese serve {model}"]
 
     def _similarity(self, a) -> float:
         n = self.index_of.get(a.key)
