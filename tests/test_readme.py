@@ -103,8 +103,10 @@ def test_every_readme_command_runs_as_written(clone):
             ran.append("serve")
             continue
         extra = SMALL.get(" ".join(argv[:2]), [])
-        done = subprocess.run(argv + extra, cwd=clone, env=env, capture_output=True, text=True, timeout=900)
+        started = time.monotonic()
+        done = subprocess.run(argv + extra, cwd=clone, env=env, capture_output=True, text=True, timeout=1800)
         assert done.returncode == 0, (argv, done.stdout[-1000:], done.stderr[-2000:])
+        print(f"{' '.join(argv[:3])}: {time.monotonic() - started:.0f} s")  # shown by pytest -s, or on a failure
         ran.append(" ".join(argv[:3]))
     assert len(ran) >= 10
     assert (clone / "models" / "minilm" / "config.json").is_file()

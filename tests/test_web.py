@@ -216,7 +216,7 @@ def test_placeholders_look_like_placeholders_and_the_threshold_says_what_it_is(s
         style = page.locator(field).evaluate("e => getComputedStyle(e, '::placeholder').fontStyle")
         assert style == "italic"
     threshold = page.locator("#search-threshold")
-    assert threshold.get_attribute("placeholder") == f"{model.threshold:.2f}"
+    assert threshold.get_attribute("placeholder") == f"{model.threshold:.3f}"
     assert page.locator("label[for=search-threshold]").inner_text() == "Call it a duplicate above similarity"
     assert f"the model's threshold, {model.threshold:.3f}" in page.locator("#threshold-hint").inner_text()
     page.screenshot(path=str(artifacts / "service-empty.png"), full_page=True)

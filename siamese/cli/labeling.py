@@ -86,6 +86,12 @@ def _session(model_dir, data, column, pairs, read, out, save_to, k, target_preci
     from ..label.store import LabelStore
     from ..loading import load_model
 
+    if data is not None:  # a --data whose text column cannot be told is refused before the labels file is made
+        from ..data import text_rows
+
+        rows = text_rows(data, column)
+        next(rows, None)
+        rows.close()
     store = LabelStore(out)  # a bad labels file is refused before the (slow) encoding
     model = load_model(model_dir, device=device)
     if data is not None:
