@@ -122,6 +122,9 @@ def test_every_relative_link_works_on_github_too():
 
 
 def _slug(heading: str) -> str:
-    """A heading's anchor as mkdocs (toc) and GitHub both make it for plain headings."""
-    text = re.sub(r"[`*_]", "", heading.strip().lower())
-    return re.sub(r"\s+", "-", re.sub(r"[^\w\s-]", "", text)).strip("-")
+    """A heading's anchor when the site (python-markdown's toc) and GitHub make it alike; "" when
+    they differ (a link to it would work on one of them only)."""
+    text = re.sub(r"[`*]", "", heading.strip().lower())
+    site = re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", text).strip())
+    github = re.sub(r"\s", "-", re.sub(r"[^\w\s-]", "", text))
+    return site if site == github else ""
