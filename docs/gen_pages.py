@@ -99,7 +99,9 @@ def cli_page() -> str:
         "",
         "Generated from the commands themselves at every docs build (`docs/gen_pages.py`); "
         "`siamese COMMAND --help` prints the same. Every command prints results on stdout "
-        "(`--json`: JSON only), progress on stderr, and a bad input as one `error: ...` line with exit code 2.",
+        "(`--json`: JSON only), progress on stderr (a bar in a terminal; in a log or a pipe, a line every 15 s "
+        "with what is done, the rate and the time left: `SIAMESE_PROGRESS_SECONDS` sets the interval), and a bad "
+        "input as one `error: ...` line with exit code 2.",
         "",
     ]
     top = command.get_usage(ctx).strip()

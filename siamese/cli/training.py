@@ -622,7 +622,7 @@ def pretrained_model(
     from ..sentence_encoder import from_pretrained
 
     parts = [_read(p, format, text1, text2, label) for p in val_data] if val_data else validation_sets()
-    model = from_pretrained(source, parts, max_length=max_length, metric=threshold_metric, device=device)
+    model = from_pretrained(source, parts, max_length=max_length, metric=threshold_metric, device=device, progress=True)
     model.save(out, overwrite=overwrite)
     info = model.info["pretrained"]
     choice = info["threshold_choice"]
