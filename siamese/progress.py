@@ -88,7 +88,7 @@ class _Ticker:
     def _run(self) -> None:
         while True:
             every = interval()
-            time.sleep(min(1.0, every / 4))
+            time.sleep(min(1.0, max(0.01, every / 4)))
             with self.lock:
                 bars = list(self.bars)
             now = time.monotonic()

@@ -79,16 +79,19 @@ def test_cli_progress_lines_on_stderr(small_calibrated, tmp_path):
     data = tmp_path / "pairs.csv"
     data.write_text("text1,text2\n" + "".join(f"text number {i},another text {i}\n" for i in range(25)))
     out = tmp_path / "scored.csv"
-    result = runner.invoke(
-        app, ["score", str(small_calibrated.path), "--data", str(data), "--out", str(out), "--batch-size", "10"]
-    )
-    assert result.exit_code == 0, result.output
-    assert result.stderr.splitlines() == [
-        "scored 10 pairs (to line 11)",
-        "scored 20 pairs (to line 21)",
-        "scored 25 pairs (to line 26)",
-    ]
+    args = ["score", str(small_calibrated.path), "--data", str(data), "--out", str(out), "--overwrite"]
+    quick = runner.invoke(app, [*args, "--batch-size", "10"])
+    assert quick.exit_code == 0, quick.output
+    assert quick.stderr == ""  # done within one interval (15 s): no line, no flood of one per chunk
     assert len(read_rows(out)) == 26
+    # 1,000 pairs one at a time: over a second anywhere, so lines every 0.05 s
+    data.write_text("text1,text2\n" + "".join(f"text number {i},another text {i}\n" for i in range(1000)))
+    slow = runner.invoke(app, [*args, "--batch-size", "1"], env={"SIAMESE_PROGRESS_SECONDS": "0.05"})
+    assert slow.exit_code == 0, slow.output
+    lines = slow.stderr.splitlines()
+    assert len(lines) >= 2 and all(line.startswith("score: ") and "/1,000 pairs (" in line for line in lines), lines
+    assert " left" in lines[0] or "started" in lines[0]
+    assert lines[-1].startswith("score: 1,000/1,000 pairs (100%) in ")  # the last says how long it took
 
 
 @pytest.mark.parametrize(
