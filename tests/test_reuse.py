@@ -103,6 +103,13 @@ def test_writing_over_an_earlier_output_of_the_same_model_reuses_its_vectors(
     looser = run_json("dedupe", model, "--data", first, "--out", tmp_path / "run", "--threshold", "0.8")
     assert looser["reused"]["vectors"] == 3000 and sum(encoded) == 0
 
+    # written by another version of siamese (which may encode differently): encoded afresh unless asked
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    (tmp_path / "run" / "run.json").write_text(json.dumps({**meta, "siamese_version": "0.0.1"}))
+    encoded.clear()
+    again = run_json("dedupe", model, "--data", first, "--out", tmp_path / "run", "--threshold", "0.8")
+    assert "reused" not in again and sum(encoded) == 3000
+
 
 def test_another_models_or_another_precisions_vectors_are_refused(small_calibrated, corpus, tmp_path):
     model, (first, _) = small_calibrated.path, corpus

@@ -22,6 +22,7 @@ from ..errors import ConfigError, ModelError, SearchIndexError
 from ..input_files import open_text
 from ..manifest import Field, check_fields, read_manifest
 from ..model import SiameseModel
+from ..version import __version__
 from .faiss_indexes import KINDS, faiss_index, ivf_lists  # noqa: F401 (re-exported)
 from .records import normalise
 
@@ -37,6 +38,7 @@ MANIFEST_FIELDS = {
     "model_fingerprint": Field(str, optional=True),
     "model_path": Field(str, optional=True),
     "precision": Field(str, optional=True),
+    "siamese_version": Field(str, optional=True),
     "threshold": Field(float),
     "lists_bytes": Field(int, lo=0),  # ondisk: lists.ivfdata's size and checksum, checked before it is mapped
     "lists_sha256": Field(str),
@@ -230,6 +232,7 @@ class DuplicateIndex:
                 "model_fingerprint": self.model.fingerprint(),
                 "model_path": str(self.model.path) if self.model.path else None,
                 "precision": self.model.encoding_precision(),  # what the vectors were computed in (see reuse.py)
+                "siamese_version": __version__,
                 "threshold": self.model.threshold,
                 **lists,
             }

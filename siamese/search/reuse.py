@@ -10,7 +10,9 @@ that folder does not hold. What makes a reused vector the one encoding would giv
 - it records the precision they were computed in (bf16 and fp32 vectors differ in the third
   decimal): vectors of another precision are refused too;
 - a text is matched by its exact characters (not the whitespace-collapsed form exact
-  duplicates are grouped by: a tokenizer may see the difference).
+  duplicates are grouped by: a tokenizer may see the difference);
+- an earlier output is reused unasked only when this version of siamese wrote it (a newer one
+  may encode differently); ``--reuse`` takes a folder of any version the user points at.
 
 Nothing is cached behind the user's back: no store grows outside the folders they asked for, and
 texts never land anywhere they did not write them.
@@ -18,6 +20,7 @@ texts never land anywhere they did not write them.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,6 +29,7 @@ import numpy as np
 
 from ..errors import SearchIndexError, SiameseError
 from ..model import SiameseModel
+from ..version import __version__
 
 
 class KnownVectors:
@@ -132,6 +136,9 @@ def earlier_output(path: str | os.PathLike, model: SiameseModel) -> KnownVectors
     if not path.is_dir():
         return None
     try:
+        meta = next(json.loads((path / n).read_text()) for n in ("run.json", "index.json") if (path / n).is_file())
+        if not isinstance(meta, dict) or meta.get("siamese_version") != __version__:
+            return None
         return KnownVectors.open(path, model)
-    except (SiameseError, OSError, ValueError, RuntimeError):
+    except (SiameseError, OSError, ValueError, RuntimeError, StopIteration):
         return None

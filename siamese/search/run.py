@@ -38,6 +38,7 @@ from ..atomic import as_umask_allows, atomic_dir, atomic_file, clear_leftovers, 
 from ..errors import ConfigError
 from ..manifest import Field, check_fields, read_json_object, read_manifest
 from ..model import SiameseModel
+from ..version import __version__
 from .index import DuplicateIndex, SearchIndexError, require_cosine
 from .pairs import (
     DEFAULT_CLUSTERING,
@@ -61,6 +62,7 @@ RUN_FIELDS = {
     "model_fingerprint": Field(str, optional=True),
     "model_path": Field(str, optional=True),
     "precision": Field(str, optional=True),
+    "siamese_version": Field(str, optional=True),
     "sources": Field(dict),
 }
 RESULT_FIELDS = {
@@ -431,6 +433,7 @@ def _meta(model: SiameseModel, mode: str, floor: float, k: int, kind: str, sourc
         "model_fingerprint": model.fingerprint(),
         "model_path": str(model.path) if model.path else None,
         "precision": model.encoding_precision(),  # what the vectors were computed in (see reuse.py)
+        "siamese_version": __version__,
         "sources": sources or {},
     }
 
