@@ -158,7 +158,7 @@ def test_no_function_body_is_over_80_lines():
 def test_loading_a_model_imports_no_scikit_learn(trained):
     code = (
         "import sys; from siamese.models.loading import load_model; "
-        f"m = load_model({str(trained.path)!r}); m.similarity(['a cat'], ['a dog']); "
+        f"m = load_model({str(trained.path)!r}); m.similarity_pairwise(['a cat'], ['a dog']); "
         "assert 'sklearn' not in sys.modules, 'sklearn imported'"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

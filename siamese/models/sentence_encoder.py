@@ -77,16 +77,17 @@ def from_pretrained(
     max_length: int | None = None,
     metric: str = "accuracy",
     device: str = "auto",
+    progress: bool = False,
 ) -> SiameseModel:
     """A cosine Siamese model on a pretrained encoder, untrained, with its threshold chosen on
     ``val_pairs`` (one set or several; both labels needed) to maximise ``metric``. Without
     validation pairs the threshold stays at the default. ``info["pretrained"]`` records what it
     was built from and what the threshold was chosen on. ``device``: where the validation pairs
-    are encoded (auto: a GPU when there is one)."""
+    are encoded (auto: a GPU when there is one); ``progress``: their encoding's progress on stderr."""
     parts = validation_parts(val_pairs)
     model, info = sentence_encoder(name_or_folder, max_length=max_length)
     model.to(device)
-    model.info["pretrained"] = {**info, "threshold_choice": set_threshold(model, parts, metric)}
+    model.info["pretrained"] = {**info, "threshold_choice": set_threshold(model, parts, metric, progress=progress)}
     return model
 
 
@@ -102,14 +103,19 @@ def validation_parts(val_pairs: Pairs | Sequence[Pairs] | None) -> list[Pairs]:
     return parts
 
 
-def set_threshold(model: SiameseModel, parts: Sequence[Pairs], metric: str = "accuracy") -> dict:
+def set_threshold(model: SiameseModel, parts: Sequence[Pairs], metric: str = "accuracy", *, progress=False) -> dict:
     """Choose ``model``'s threshold on the validation sets ``parts`` (kept when there are none);
     returns what was chosen, on what, and the metric's value there."""
     if not parts:
         return {"threshold": model.threshold, "chosen_on": None, "val_pairs": 0}
     val = Pairs.concat(list(parts))
+
+    def similarity(a, b):  # both sides in one encoding, so one progress bar
+        vectors = model.encode([*a, *b], progress=progress)
+        return model.similarity_pairwise(vectors[: len(a)], vectors[len(a) :])
+
     # the sets the caller chose, however small: an untrained encoder has no training pairs to fall back on
-    decision = decide(model.similarity, val, default=model.threshold, metric=metric, calibrate=False, minimum=(2, 1))
+    decision = decide(similarity, val, default=model.threshold, metric=metric, calibrate=False, minimum=(2, 1))
     model.set_threshold(decision.threshold)
     found = {k: v for k, v in decision.choice.items() if k not in ("split", "pairs")}
     return {"threshold": model.threshold, "chosen_on": [p.source for p in parts], "val_pairs": len(val), **found}
@@ -140,7 +146,7 @@ def pretrained_run(
     check_target(Path(out), overwrite=overwrite, kind="model")
     how = {"text1": text1, "text2": text2, "label": label}
     parts = [read_pairs(p, format, **how) for p in val_data] if val_data else validation_sets()
-    model = from_pretrained(source, parts, max_length=max_length, metric=metric, device=device)
+    model = from_pretrained(source, parts, max_length=max_length, metric=metric, device=device, progress=True)
     model.save(out, overwrite=overwrite)
     info = model.info["pretrained"]
     choice = info["threshold_choice"]

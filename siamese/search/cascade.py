@@ -30,7 +30,7 @@ def rerank(
     t = cross.threshold if threshold is None else threshold
     a = [q for q, row in zip(queries, hits) for _ in row]
     b = [h.text for row in hits for h in row]
-    scores = cross.similarity(a, b) if a else np.zeros(0, dtype=np.float32)
+    scores = cross.similarity_pairwise(a, b) if a else np.zeros(0, dtype=np.float32)
     out, i = [], 0
     for row in hits:
         ranked = [
@@ -77,7 +77,7 @@ def verify(
     rows = np.flatnonzero(unsure)
     t0 = time.perf_counter()
     if len(rows):
-        scores = cross.similarity(
+        scores = cross.similarity_pairwise(
             [texts[i] for i in left[rows]], [texts[j] for j in right[rows]], batch_size=batch_size
         )
         keep[rows] = scores > cross.threshold

@@ -45,6 +45,7 @@ def dedupe_files(
     clustering: str | None = None,
     min_size: int | None = None,
     explain: int = 0,
+    reuse: str | os.PathLike | None = None,
     device: str = "auto",
     engine: str = "local",
     address: str | None = None,
@@ -54,13 +55,16 @@ def dedupe_files(
     folder, flag the texts that duplicate it) with the model of ``model_dir`` into the run folder
     ``out``. ``verify``: a cross-encoder folder deciding the candidate pairs within
     ``verify_band`` of the threshold (None: every candidate). ``explain``: also report this many
-    of the least similar pairs accepted. The report's ``value`` is the
+    of the least similar pairs accepted. ``reuse``: a dedupe run or index folder of the same
+    model whose vectors are taken instead of encoding the texts it holds (an earlier run at
+    ``out`` is reused without it). The report's ``value`` is the
     :class:`~siamese.search.run.DedupeRun`."""
     from ..data.records import read_records
     from ..io.atomic import check_not_input, check_target
     from ..models.loading import load_cross_encoder
     from ..models.siamese import SiameseModel
     from .pairs import DEFAULT_CLUSTERING
+    from .reuse import earlier_output, open_reuse
     from .run import dedupe, dedupe_against
 
     out = Path(out)
@@ -76,6 +80,7 @@ def dedupe_files(
     records = read_records(data, column, id_column)
     sources = {"data": str(data), "column": column, "id_column": id_column}
     model = SiameseModel.load(model_dir, device=device)
+    options["reuse"] = open_reuse(reuse, model) if reuse is not None else earlier_output(out, model)
     if against is None:
         run = dedupe(
             model,
@@ -90,7 +95,10 @@ def dedupe_files(
     else:
         reference = _reference(Path(against), model, against_column or column, against_id_column, id_column)
         run = dedupe_against(model, records, reference, out, sources={**sources, "against": str(against)}, **options)
-    return _report(run, run.summary(), explain)
+    summary = run.summary()
+    if "reused" in run.meta:
+        summary["reused"] = run.meta["reused"]
+    return _report(run, summary, explain)
 
 
 def _reference(against: Path, model, column: str | None, against_id_column: str | None, id_column: str | None):
@@ -139,5 +147,9 @@ def _report(run, summary: dict, explain: int) -> RunReport:
             f"{summary['flagged']} of {summary['texts']} texts duplicate the reference ({summary['exact_matches']} "
             f"exactly) at {summary['threshold']:.3f}; written to {summary['out']}"
         ]
+    if summary.get("reused", {}).get("vectors"):
+        lines.append(
+            f"{summary['reused']['vectors']} vectors taken from {summary['reused']['from']} instead of encoded again"
+        )
     lines += [f"{a.similarity:.3f} [{a.first.id}] {a.first.text} ~ [{a.second.id}] {a.second.text}" for a in least]
     return RunReport(summary, lines, run)

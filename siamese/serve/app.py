@@ -154,7 +154,9 @@ def create_app(
     async def home():
         return FileResponse(page, media_type="text/html")
 
-    @app.api_route("/health", methods=["GET", "HEAD"])
+    # HEAD is left out of the schema: one route with both methods gives two operations of one id
+    @app.head("/health", include_in_schema=False)
+    @app.get("/health")
     async def health():
         return {
             "status": "ok",
@@ -304,7 +306,7 @@ def _pair_routes(app: FastAPI, model, checks: _Checks, batcher: Batcher | None, 
     def similarity(req: PairsRequest):
         checks.texts(req.pairs, "pairs")
         t = model.threshold if req.threshold is None else req.threshold
-        scores = model.similarity([a for a, _ in req.pairs], [b for _, b in req.pairs])
+        scores = model.similarity_pairwise([a for a, _ in req.pairs], [b for _, b in req.pairs])
         # probability: calibrated duplicate probability, null when the model is not calibrated
         probabilities = model.calibrator(scores).tolist() if model.calibrator is not None else [None] * len(scores)
         results = [

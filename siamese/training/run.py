@@ -295,7 +295,7 @@ def _report(model, run: TrainRun, model_config: ModelConfig, config: TrainConfig
     if val_questions is not None:
         from ..data.answers import ranking_report
 
-        result["validation_ranking"] = r = ranking_report(model.similarity, val_questions)
+        result["validation_ranking"] = r = ranking_report(model.similarity_pairwise, val_questions)
         lines.append(f"validation ranking ({r['questions']} questions): MAP {r['map']:.4f}, MRR {r['mrr']:.4f}")
     if "glove" in model.info:
         result["glove"] = g = model.info["glove"]
