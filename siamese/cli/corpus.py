@@ -226,7 +226,19 @@ def _open_cross(path: Path, device: str):
 
     model = load_model(path, device=device)
     if getattr(model, "kind", None) != "cross":
-        raise ConfigError(f"{path}: --rerank/--verify take a cross-encoder (siamese train --cross), not a bi-encoder")
+        raise ConfigError(f"{path}: --rerank takes a cross-encoder (siamese train --cross), not a bi-encoder")
+    return model
+
+
+def _open_verifier(path: Path, device: str):
+    """--verify: a cross-encoder or a cosine bi-encoder folder, or one line saying why not."""
+    from ..loading import load_model
+
+    model = load_model(path, device=device)
+    if getattr(model, "kind", None) != "cross" and model.config.head != "cosine":
+        raise ConfigError(
+            f"{path}: --verify takes a cosine bi-encoder or a cross-encoder; this model's head is {model.config.head!r}"
+        )
     return model
 
 
@@ -290,12 +302,20 @@ def dedupe(
         Optional[Path],
         typer.Option(
             "--verify",
-            help="A cross-encoder folder (train --cross) that decides the candidate pairs near the threshold.",
+            help="A stronger model folder that decides the candidate pairs MODEL proposes: a bi-encoder (e.g. "
+            "MiniLM or mpnet from `siamese pretrained`, or your fine-tuned model; the threshold is then on its "
+            "scale, and only the texts of the pairs it decides are encoded by it) or a cross-encoder (train --cross).",
         ),
     ] = None,
     verify_band: Annotated[
-        float, typer.Option(min=0.0, help="With --verify: pairs within this much of the threshold are verified.")
-    ] = 0.1,
+        Optional[float],
+        typer.Option(
+            min=0.0,
+            help="With --verify: the candidates within this much of the threshold are verified (default: a "
+            "bi-encoder's band is chosen on a sample so that the verdicts agree with its own; a cross-encoder's "
+            "is 0.1).",
+        ),
+    ] = None,
     verify_all: Annotated[
         bool, typer.Option("--verify-all", help="With --verify: every candidate pair is verified, not only the band.")
     ] = False,
@@ -333,7 +353,8 @@ def dedupe(
         if verify is not None:
             if against is not None:
                 raise ConfigError("--verify works on a dedupe within one corpus, not with --against")
-            extra = {"verify": _open_cross(verify, device), "verify_band": None if verify_all else verify_band}
+            band = "auto" if verify_band is None else verify_band
+            extra = {"verify": _open_verifier(verify, device), "verify_band": None if verify_all else band}
         run = _new_dedupe_run(
             path,
             data,
