@@ -413,13 +413,19 @@ def _new_dedupe_run(
     **options,
 ):
     """Read the texts (and the reference), load the model and run the dedupe (``engine``: None or Ray)."""
-    from ..model import SiameseModel
     from ..search import dedupe as self_dedupe
     from ..search import dedupe_against, read_records
+    from ..static_reader import open_static
 
     records = read_records(data, column, id_column)
     sources = {"data": str(data), "column": column, "id_column": id_column}
-    model = SiameseModel.load(model_dir, device=device)
+    # A static student encodes without torch (less memory and start-up); Ray and an index folder take the full model.
+    light = options.get("engine") is None and not (against is not None and against.is_dir())
+    model = open_static(model_dir, device) if light else None
+    if model is None:
+        from ..model import SiameseModel
+
+        model = SiameseModel.load(model_dir, device=device)
     if against is None:
         return self_dedupe(
             model,

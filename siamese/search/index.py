@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import faiss
 import numpy as np
@@ -21,9 +22,11 @@ from ..atomic import atomic_dir, clear_leftovers, target_lock
 from ..errors import ConfigError, ModelError, SearchIndexError
 from ..input_files import open_text
 from ..manifest import Field, check_fields, read_manifest
-from ..model import SiameseModel
 from .faiss_indexes import KINDS, faiss_index, ivf_lists  # noqa: F401 (re-exported)
 from .records import normalise
+
+if TYPE_CHECKING:  # a dedupe with a static student never needs torch (siamese.static_reader)
+    from ..model import SiameseModel
 
 FORMAT = "siamese-index/1"
 # Every index.json field, checked before the index is opened.
@@ -247,6 +250,8 @@ class DuplicateIndex:
         if model is None:
             if not meta.get("model_path"):
                 raise SearchIndexError(f"{path}: the index does not record its model folder; pass the model explicitly")
+            from ..model import SiameseModel
+
             model = SiameseModel.load(meta["model_path"], device=device)
         source = (model.config.encoder_options.get("source") or {}) if getattr(model.encoder, "exported", False) else {}
         if source.get("fingerprint") and meta.get("model_fingerprint") == source["fingerprint"]:

@@ -33,13 +33,13 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..atomic import as_umask_allows, atomic_dir, atomic_file, clear_leftovers, recover, target_lock
 from ..errors import ConfigError
 from ..manifest import Field, check_fields, read_json_object, read_manifest
-from ..model import SiameseModel
 from .index import DuplicateIndex, SearchIndexError, require_cosine
 from .pairs import (
     DEFAULT_CLUSTERING,
@@ -52,6 +52,9 @@ from .pairs import (
     vector_index,
 )
 from .records import Record, as_records, exact_groups, normalise
+
+if TYPE_CHECKING:  # a dedupe with a static student never needs torch (siamese.static_reader)
+    from ..model import SiameseModel
 
 FORMAT = "siamese-dedupe/1"
 # What run.json and result.json hold, checked before a run is used.
