@@ -86,7 +86,7 @@ def open_static(path: str | os.PathLike, device: str = "auto") -> StaticModel | 
         known = {f.name for f in fields(ModelConfig)}
         config = ModelConfig(**{k: v for k, v in raw.items() if k in known})  # check() would import the encoders
         options = dict(config.encoder_options or {})
-        plain = options.pop("embedding_dim", None) == config.dim and not options  # no word pairs, no extras
+        plain = options.pop("embedding_dim", config.dim) == config.dim and not options  # no word pairs, no extras
         if config.encoder != "bow" or config.head != "cosine" or config.char_ngrams or not plain:
             return None
         vectorizer = _vectorizer(path, config)
