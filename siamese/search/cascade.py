@@ -109,6 +109,9 @@ class Band:
     hi: float | None
     agreement: float | None = None
     sampled: int = 0
+    # the verifier's share of duplicates among the sampled pairs of the lowest bin: above 0, some
+    # of its duplicates may lie under the search floor, out of the candidates (lower --floor)
+    at_floor: float | None = None
 
     def unsure(self, similarity: np.ndarray) -> np.ndarray:
         inside = similarity >= self.lo
@@ -120,6 +123,7 @@ class Band:
             "hi": None if self.hi is None else round(float(self.hi), 6),
             "agreement": self.agreement,
             "sampled": self.sampled,
+            "at_floor": self.at_floor,
         }
 
 
@@ -217,7 +221,8 @@ def choose_band(
     lo = floor + lo_bin * width
     hi = None if hi_bin >= len(count) else max(floor + hi_bin * width, lo)
     missed = below[lo_bin] + (above[hi_bin] if hi is not None else 0.0)
-    band = Band(float(lo), None if hi is None else float(hi), round(float(1 - missed / total), 4), len(rows))
+    agreed = round(float(1 - missed / total), 4)
+    band = Band(float(lo), None if hi is None else float(hi), agreed, len(rows), round(float(share[0]), 4))
     return band, rows, verdicts
 
 
