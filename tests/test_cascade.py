@@ -62,11 +62,13 @@ def minilm():
 def test_distill_under_a_pipe_says_where_it_is_at_every_heartbeat(distilled):
     _, started, ended, lines, _ = distilled
     beats = [(t, x) for t, x in lines if x.startswith("distill: ") and x.rstrip().endswith(" s)")]
-    times = [started] + [t for t, _ in lines] + [ended]
+    gaps = np.diff([t for t, _ in lines])
     assert ended - started > 4 * HEARTBEAT  # long enough for several beats
     assert len(beats) >= (ended - started) / HEARTBEAT / 3, [x for _, x in lines]
-    # never silent much longer than the heartbeat (slack for a loaded machine)
-    assert max(np.diff(times)) < 4 * HEARTBEAT + 5, [x for _, x in lines]
+    # a line at the heartbeat's pace, and never 30 s without one (the default heartbeat) once it
+    # beats; before it (imports) and after it (saving), well under a minute even on a loaded machine
+    assert np.median(gaps) <= 1.5 * HEARTBEAT and gaps.max() < 30, gaps
+    assert lines[0][0] - started < 60 and ended - lines[-1][0] < 60
     steps = " ".join(x for _, x in beats)
     assert "teacher: its own tokens" in steps and "/30," in steps  # counts: done/total of MiniLM's ~30,500 tokens
     assert any(x.startswith("distill epoch 2:") for _, x in lines)  # and a line per epoch of the student
