@@ -508,9 +508,9 @@ def main() -> None:
         c.add_argument("--threshold", type=float, default=0.9)
         c.add_argument("--negatives")
     args = ap.parse_args()
-    {"dedupe": dedupe, "semhash-child": semhash_child, "semhash-matched-child": semhash_matched_child}[args.command](
-        args
-    )
+    commands = {"dedupe": dedupe, "million": million, "distill": distill, "m2v-child": m2v_child}
+    commands.update({"semhash-child": semhash_child, "semhash-matched-child": semhash_matched_child})
+    commands[args.command](args)
 
 
 if __name__ == "__main__":
