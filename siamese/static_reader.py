@@ -18,8 +18,10 @@ from pathlib import Path
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from .configs import ModelConfig
-from .manifest import folder_format
+from .atomic import clear_leftovers
+from .configs import MANIFEST_FIELDS, ModelConfig
+from .errors import ModelError
+from .manifest import check_fields, folder_format
 from .text import PretrainedVectorizer, Vectorizer
 
 MODEL_FORMAT = "siamese-model/1"  # siamese.model.FORMAT and DEFAULT_THRESHOLD (that module imports torch)
@@ -80,9 +82,11 @@ def open_static(path: str | os.PathLike, device: str = "auto") -> StaticModel | 
     if str(device).strip().lower() not in ("auto", "cpu"):  # a static student encodes fast on the CPU
         return None
     try:
+        clear_leftovers(path)  # what a killed save of this folder left beside it, as the full load does
         if folder_format(path) != MODEL_FORMAT:
             return None
         raw = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        check_fields(raw, MANIFEST_FIELDS, path / "config.json", ModelError)  # as the full load checks them
         known = {f.name for f in fields(ModelConfig)}
         config = ModelConfig(**{k: v for k, v in raw.items() if k in known})  # check() would import the encoders
         options = dict(config.encoder_options or {})
