@@ -66,7 +66,7 @@ $(DOCS_VENV)/.installed: pyproject.toml
 # Every one takes minutes to hours on 2 cores: run them on a quiet machine.
 BENCHES := bench-speed bench-quality bench-zoo bench-static bench-fast-transformer bench-calibration \
 	bench-answers bench-search bench-dedupe-models bench-serve-load bench-distributed bench-emoji \
-	bench-label bench-dedupe-defaults bench-startup bench-robustness bench-reuse
+	bench-label bench-dedupe-defaults bench-startup bench-robustness bench-reuse bench-dedupe-peers
 .PHONY: $(BENCHES)
 SIAMESE := $(PY) -m siamese
 export HF_HUB_OFFLINE := 1
@@ -118,6 +118,18 @@ bench-search: $(VENV)/.bench runs/student
 
 bench-dedupe-models: install runs/student
 	$(PY) bench/dedupe_models.py --student runs/student --size 1000000 --sample 20000
+
+runs/minilm: | $(VENV)/.installed
+	$(SIAMESE) pretrained minilm --out $@
+
+# siamese beside SemHash 0.5 (issue 44): the distillations back to back, quiet and with 2 busy
+# processes (model2vec's student is SemHash's static model); dedupe of 25/50/100 % of the shared
+# corpus by each tool in its own process; the cascade, the student and MiniLM on 1M texts.
+# ~2-3 h on a quiet 2-core machine (MiniLM's own 1M dedupe is most of the last step).
+bench-dedupe-peers: $(VENV)/.bench runs/student runs/minilm
+	$(PY) bench/dedupe_peers.py distill --load 0 2
+	$(PY) bench/dedupe_peers.py dedupe --fractions 0.25 0.5 1
+	$(PY) bench/dedupe_peers.py million --minilm-too
 
 bench-serve-load: install
 	$(PY) bench/serve_load.py --seconds 8

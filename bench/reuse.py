@@ -39,8 +39,8 @@ def timed(label: str, command: list[str]) -> dict:
 
 
 def main() -> None:
-    from siamese.datasets import data_root
-    from siamese.sentence_encoder import from_pretrained
+    from siamese.data.datasets import data_root
+    from siamese.models.sentence_encoder import from_pretrained
 
     questions = str(data_root() / "insuranceqa" / "questions.csv")
     cli = [sys.executable, "-m", "siamese"]

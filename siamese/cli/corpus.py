@@ -309,12 +309,20 @@ def dedupe(
         Optional[Path],
         typer.Option(
             "--verify",
-            help="A cross-encoder folder (train --cross) that decides the candidate pairs near the threshold.",
+            help="A stronger model folder that decides the candidate pairs MODEL proposes: a bi-encoder (e.g. "
+            "MiniLM or mpnet from `siamese pretrained`, or your fine-tuned model; the threshold is then on its "
+            "scale, and only the texts of the pairs it decides are encoded by it) or a cross-encoder (train --cross).",
         ),
     ] = None,
     verify_band: Annotated[
-        float, typer.Option(min=0.0, help="With --verify: pairs within this much of the threshold are verified.")
-    ] = 0.1,
+        Optional[float],
+        typer.Option(
+            min=0.0,
+            help="With --verify: the candidates within this much of the threshold are verified (default: a "
+            "bi-encoder's band is chosen on a sample so that the verdicts agree with its own; a cross-encoder's "
+            "is 0.1).",
+        ),
+    ] = None,
     verify_all: Annotated[
         bool, typer.Option("--verify-all", help="With --verify: every candidate pair is verified, not only the band.")
     ] = False,
@@ -358,7 +366,7 @@ def dedupe(
             out,
             against=against,
             verify=verify,
-            verify_band=None if verify_all else verify_band,
+            verify_band=None if verify_all else ("auto" if verify_band is None else verify_band),
             threshold=threshold,
             floor=floor,
             column=column,

@@ -23,13 +23,13 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import save_file
 
-from ..config.configs import ModelConfig
+from ..config.configs import MANIFEST_FIELDS, ModelConfig
 from ..data.glove import embedding_matrix, load_glove
 from ..data.vocabulary import PretrainedVectorizer, Vectorizer, pad
 from ..decision.calibrator import Calibrator
 from ..errors import ConfigError, ModelError, SiameseError
 from ..io.atomic import atomic_dir, atomic_file, naming
-from ..io.manifest import Field, check_fields, read_manifest
+from ..io.manifest import check_fields, read_manifest
 from ..io.progress import tqdm
 from ..io.weights import check_shapes, expected_shapes, load_finite, meta_build, read_header
 from ..runtime.devices import host_bytes, is_cpu, resolve_device, to_device
@@ -49,30 +49,6 @@ FORMAT = "siamese-model/1"
 # calibration: kept on the model (config.json's top-level "threshold"), not in the architecture.
 DEFAULT_THRESHOLD = 0.7
 HEAD_PREFIX = "head."
-_BIG = 1 << 24  # ids, buckets: a bound on sizes no real model reaches, so a tampered config cannot ask for more
-# Every config.json field, checked before anything is built from it.
-MANIFEST_FIELDS = {
-    "encoder": Field(str),
-    "head": Field(str),
-    "loss": Field(str),
-    "tokenizer": Field(str),
-    "dim": Field(int, optional=True, lo=1, hi=1 << 16),
-    "encoder_options": Field(dict),
-    "glove": Field(str, optional=True),
-    "threshold": Field(float),
-    "lowercase": Field(bool),
-    "max_vocab": Field(int, optional=True, lo=1, hi=_BIG),
-    "min_frequency": Field(int, lo=0),
-    "max_length": Field(int, optional=True, lo=1, hi=1 << 20),
-    "oov_buckets": Field(int, lo=0, hi=_BIG),
-    "char_ngrams": Field(list, optional=True, lo=1, hi=64, item=int),
-    "char_buckets": Field(int, lo=1, hi=_BIG),
-    "seed": Field(int),
-    "vocab_size": Field(int, lo=1, hi=_BIG),
-    "info": Field(dict, optional=True),
-    "calibration": Field(dict, optional=True),
-    "cross": Field(bool),
-}
 
 
 def check_trainable(config: ModelConfig) -> None:

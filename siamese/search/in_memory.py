@@ -37,6 +37,7 @@ def dedupe(
     *,
     threshold: float | None = None,
     clustering: str = "greedy",
+    verify: SiameseModel | str | None = None,
     progress: bool = False,
 ) -> Deduplicated:
     """Near-duplicates among ``texts``: ``siamese.dedupe(["How do I get a loan?", ...]).kept``.
@@ -47,6 +48,11 @@ def dedupe(
     model's, but at least 0.9 cosine (see :data:`siamese.search.run.DEDUPE_MIN_THRESHOLD`).
     ``clustering``: greedy (each text joins the earlier kept text it duplicates, or is kept: no
     chains), components or communities.
+
+    ``verify``: the cascade. ``model`` (e.g. the fast static student) proposes the candidate
+    pairs and ``verify`` (a stronger model: loaded, a folder, or ``minilm``/``mpnet``; or a
+    cross-encoder) decides those in a band chosen so that the verdicts agree with its own; the
+    threshold is then the verifier's (see :func:`siamese.search.dedupe`).
     """
     from . import dedupe as dedupe_run
 
@@ -55,8 +61,18 @@ def dedupe(
     texts = list(texts)
     if model is None or isinstance(model, str):
         model = _model(model)
+    if isinstance(verify, str):
+        verify = _verifier(verify)
     with tempfile.TemporaryDirectory(prefix="siamese-dedupe-") as tmp:
-        run = dedupe_run(model, texts, Path(tmp) / "run", threshold=threshold, clustering=clustering, progress=progress)
+        run = dedupe_run(
+            model,
+            texts,
+            Path(tmp) / "run",
+            threshold=threshold,
+            clustering=clustering,
+            verify=verify,
+            progress=progress,
+        )
         clusters = run.clusters()
     dropped = {d.record.row for c in clusters for d in c.duplicates}
     kept = [t for row, t in enumerate(texts) if row not in dropped]
@@ -74,3 +90,13 @@ def _model(name_or_folder: str | None) -> SiameseModel:
 
         return from_pretrained(name).to("auto")
     return SiameseModel.load(name)
+
+
+def _verifier(name_or_folder: str):
+    """A cross-encoder folder, else a bi-encoder as :func:`_model` reads it."""
+    from ..models.loading import load_model
+    from ..models.pretrained import CROSS_FORMAT, folder_format
+
+    if folder_format(name_or_folder) == CROSS_FORMAT:
+        return load_model(name_or_folder)
+    return _model(name_or_folder)

@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import faiss
 import numpy as np
@@ -21,9 +22,11 @@ from ..data.records import normalise
 from ..errors import ConfigError, ModelError, OutputError, SearchIndexError
 from ..io.atomic import atomic_dir, clear_leftovers, naming, target_lock
 from ..io.manifest import Field, check_fields, read_manifest
-from ..models.siamese import SiameseModel
 from ..version import __version__
 from .faiss_indexes import KINDS, faiss_index, ivf_lists, write_index  # noqa: F401 (re-exported)
+
+if TYPE_CHECKING:  # a dedupe with a static student never needs torch (siamese.models.static_reader)
+    from ..models.siamese import SiameseModel
 
 FORMAT = "siamese-index/1"
 # Every index.json field, checked before the index is opened.
@@ -287,6 +290,8 @@ class DuplicateIndex:
         if model is None:
             if not meta.get("model_path"):
                 raise SearchIndexError(f"{path}: the index does not record its model folder; pass the model explicitly")
+            from ..models.siamese import SiameseModel
+
             model = SiameseModel.load(meta["model_path"], device=device)
         source = (model.config.encoder_options.get("source") or {}) if getattr(model.encoder, "exported", False) else {}
         if source.get("fingerprint") and meta.get("model_fingerprint") == source["fingerprint"]:

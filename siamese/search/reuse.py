@@ -24,12 +24,15 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import SearchIndexError, SiameseError
-from ..model import SiameseModel
 from ..version import __version__
+
+if TYPE_CHECKING:  # types only: a dedupe with a static student never imports torch
+    from ..models.siamese import SiameseModel
 
 
 class KnownVectors:

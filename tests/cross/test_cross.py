@@ -226,7 +226,7 @@ def test_search_rerank_lets_the_cross_encoder_decide(cross_model, trained, data_
     out = json.loads(proc.stdout)["hits"]
     assert len(out) == 4 and all("first_stage" in h for h in out)
     proc = run("search", tmp_path / "idx", queries[0], "--rerank", trained.path)
-    assert proc.returncode == 2 and "take a cross-encoder" in proc.stderr
+    assert proc.returncode == 2 and "takes a cross-encoder" in proc.stderr
 
 
 def test_dedupe_verify_lets_the_cross_encoder_decide_the_band(cross_model, trained, data_dir, tmp_path):

@@ -13,7 +13,7 @@ import time
 import pytest
 from conftest import SCRIPT
 
-from siamese import progress
+from siamese.io import progress
 from siamese.io.progress import duration, tqdm
 
 # "encode: 4,096/16,889 texts (24%), 812.3 texts/s, 15 s left" (or "..., 3 s so far" past the total)
