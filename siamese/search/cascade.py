@@ -276,6 +276,8 @@ def cascade(
         chosen, _, _ = choose_band(similarity, decide, floor=floor, agreement=agreement, seed=seed)
     elif band is None:
         chosen = Band(float(floor), None)
+    elif isinstance(band, str):
+        raise ValueError(f"band {band!r}: 'auto', None or a width")
     else:
         chosen = Band(float(threshold - band), float(threshold + band))
     unsure = chosen.unsure(similarity) & np.isnan(score)
