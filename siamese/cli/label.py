@@ -97,7 +97,7 @@ def _session(model_dir, data, column, pairs, read, out, save_to, k, target_preci
     from ..models.loading import load_model
 
     if data is not None:  # a --data whose text column cannot be told is refused before the labels file is made
-        from ..data import text_rows
+        from ..data.pairs import text_rows
 
         rows = text_rows(data, column)
         next(rows, None)

@@ -319,7 +319,7 @@ def oracle(candidates: Candidates, columns: list[dict], column: str, *, pairs: b
 
 def replay(session: LabelSession, label: Callable[[int], int | None], budget: int, *, progress: bool = False) -> dict:
     """Answer from ``label`` until the labels file holds ``budget`` answers or no pair is left."""
-    from ..progress import tqdm
+    from ..io.progress import tqdm
 
     with tqdm(
         total=budget, initial=min(len(session.store), budget), desc="replay", unit="answer", disable=not progress

@@ -24,6 +24,23 @@ from .st_layout import read_layout
 DEFAULT_MAX_LENGTH = ModelConfig.max_length  # when the folder declares no max_seq_length
 
 
+def load_bi_encoder(
+    source: str | os.PathLike | SiameseModel, *, max_length: int | None = None, device: str = "cpu"
+) -> SiameseModel:
+    """A bi-encoder from whatever names one: a :class:`SiameseModel` in memory (as it is), a Siamese
+    model folder, a sentence-transformers or Hugging Face folder, or a name of :data:`NAMED`
+    (``minilm``, ``mpnet``). The one place a "name or folder" becomes a model, for the teacher of
+    a distillation, the model ``siamese.dedupe`` takes and the start of a fine-tuning; a folder
+    read here runs on ``device``. ``max_length`` applies to a pretrained encoder read here."""
+    if isinstance(source, SiameseModel):
+        return source
+    folder = model_folder(source)
+    config_file = folder / "config.json"
+    if config_file.is_file() and read_json_object(config_file, ModelError).get("format") == FORMAT:
+        return SiameseModel.load(folder, device=device)
+    return sentence_encoder(folder, max_length=max_length)[0].to(device)
+
+
 def sentence_encoder(name_or_folder: str | os.PathLike, *, max_length: int | None = None) -> tuple[SiameseModel, dict]:
     """The pretrained encoder with the cosine head (threshold not chosen), and what it was built
     from. ``max_length``: tokens kept per text (default: the folder's ``max_seq_length``, else 128)."""

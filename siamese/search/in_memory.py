@@ -80,16 +80,15 @@ def dedupe(
 
 
 def _model(name_or_folder: str | None) -> SiameseModel:
-    """A model folder, or a pretrained model by name (``minilm``, ``mpnet``; None: minilm)."""
+    """A pretrained model by name (``minilm``, ``mpnet``; None: minilm; its threshold chosen on the
+    shared validation sets), else a Siamese, sentence-transformers or Hugging Face folder."""
     from ..models.pretrained import NAMED
-    from ..models.siamese import SiameseModel
+    from ..models.sentence_encoder import from_pretrained, load_bi_encoder
 
     name = name_or_folder or "minilm"
     if name in NAMED and not (Path(name) / "config.json").is_file():
-        from ..models.sentence_encoder import from_pretrained
-
         return from_pretrained(name).to("auto")
-    return SiameseModel.load(name)
+    return load_bi_encoder(name, device="auto")
 
 
 def _verifier(name_or_folder: str):

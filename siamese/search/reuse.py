@@ -76,7 +76,7 @@ class KnownVectors:
     def _from_index(cls, path: Path, model: SiameseModel) -> KnownVectors:
         import faiss
 
-        from ..manifest import read_manifest
+        from ..io.manifest import read_manifest
         from .index import FORMAT, DuplicateIndex
 
         meta = read_manifest(path, "index.json", FORMAT, SearchIndexError, "index")

@@ -235,7 +235,7 @@ class Reloader:
             log.warning(self.problem)
 
     def _reload_config(self) -> None:
-        from ..loading import load_model
+        from ..models.loading import load_model
 
         fresh = load_model(self.model_dir, device="cpu")
         if fresh.fingerprint() != self.loaded.fingerprint():

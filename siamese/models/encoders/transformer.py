@@ -91,7 +91,7 @@ def check_hf_folder(folder) -> None:
     :func:`check_hf_config`), and the network they describe, built on the meta device (nothing
     allocated), no larger than the tensors its ``*.safetensors`` hold (a config asking for
     10^9 words would otherwise allocate terabytes before any other check)."""
-    from ..weights import meta_build, read_header
+    from ...io.weights import meta_build, read_header
 
     config_file = folder / "config.json"
     try:
