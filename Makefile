@@ -122,7 +122,7 @@ bench-dedupe-models: install runs/student
 runs/minilm: | $(VENV)/.installed
 	$(SIAMESE) pretrained minilm --out $@
 
-# siamese beside SemHash 0.5 (issue 44): the distillations back to back, quiet and with 2 busy
+# siamese beside SemHash 0.5: the distillations back to back, quiet and with 2 busy
 # processes (model2vec's student is SemHash's static model); dedupe of 25/50/100 % of the shared
 # corpus by each tool in its own process; the cascade, the student and MiniLM on 1M texts.
 # ~2-3 h on a quiet 2-core machine (MiniLM's own 1M dedupe is most of the last step).
