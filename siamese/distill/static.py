@@ -296,7 +296,9 @@ _LAST_TEACHER: dict = {}  # the last teacher's own token vectors, by what they d
 
 
 @torch.inference_mode()
-def _own_token_vectors(teacher: SiameseModel, teacher_tokens: int, progress: bool, beat: Heartbeat) -> np.ndarray:
+def _own_token_vectors(
+    teacher: SiameseModel, teacher_tokens: int, progress: bool, beat: Heartbeat | None = None
+) -> np.ndarray:
     """``[CLS] token [SEP]`` through the teacher for each of its first ``teacher_tokens`` ids: ~30,000
     short inputs, half a minute on 2 cores, so kept for the next student of the same teacher in
     this process (a sweep over --dim or --epochs pays it once)."""
@@ -318,7 +320,8 @@ def _own_token_vectors(teacher: SiameseModel, teacher_tokens: int, progress: boo
         for start in tqdm(range(0, teacher_tokens, 256), desc="token vectors", disable=not progress, leave=False):
             batch = to_device(torch.from_numpy(ids[start : start + 256]), device)
             vectors[start : start + len(batch)] = teacher.encoder(batch, lengths[: len(batch)]).float().cpu().numpy()
-            beat.advance(len(batch))
+            if beat is not None:
+                beat.advance(len(batch))
     vectors.setflags(write=False)
     _LAST_TEACHER.clear()
     _LAST_TEACHER[key] = vectors

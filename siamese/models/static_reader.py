@@ -63,6 +63,10 @@ class StaticModel:
             out[start : start + len(lengths)] = vectors
         return out
 
+    def encoding_precision(self) -> str:
+        """fp32: a static student's vectors are the same on every CPU (as the full model's)."""
+        return "fp32"
+
     def fingerprint(self) -> str:
         """:meth:`SiameseModel.fingerprint` of the same folder."""
         h = hashlib.sha256()

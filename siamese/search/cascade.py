@@ -148,7 +148,7 @@ class PairScorer:
         if self.cross:
             kw = {} if self.batch_size is None else {"batch_size": self.batch_size}
             scores = (
-                self.verifier.similarity([self.texts[i] for i in first], [self.texts[j] for j in second], **kw)
+                self.verifier.similarity_pairwise([self.texts[i] for i in first], [self.texts[j] for j in second], **kw)
                 if len(first)
                 else np.empty(0, np.float32)
             )

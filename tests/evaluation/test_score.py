@@ -60,7 +60,7 @@ def test_labelled_tsv_streams_in_chunks(model, data_dir, tmp_path, monkeypatch):
         seen.append(len(a))
         return similarity(a, b)
 
-    monkeypatch.setattr(model, "similarity", spy)
+    monkeypatch.setattr(model, "similarity_pairwise", spy)
     progress = []
     summary = score_file(model, data, out, chunk_size=64, progress=lambda n, line: progress.append((n, line)))
     assert summary["pairs"] == 500

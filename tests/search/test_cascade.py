@@ -94,7 +94,7 @@ def test_the_cascade_decides_as_minilm_does_encoding_only_the_bands_texts(studen
     asked = ~np.isnan(verifier)
     assert asked.sum() == info["verified"] > 0
     rows = np.flatnonzero(asked)[:200]
-    direct = minilm.similarity(
+    direct = minilm.similarity_pairwise(
         [texts[i] for i in saved.pairs.first[rows]], [texts[j] for j in saved.pairs.second[rows]]
     )
     assert np.allclose(verifier[rows], direct, atol=0.02)
