@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from test_cli import assert_user_error, run, run_json
+from conftest import assert_user_error, run, run_json
 
 from siamese import ModelConfig, SiameseModel, read_texts
 from siamese.models.sentence_encoder import from_pretrained
