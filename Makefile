@@ -48,11 +48,17 @@ browser:
 
 # The documentation site (mkdocs.yml): guides, benchmarks, and the CLI and API references generated
 # from the code (docs/gen_pages.py). --strict: a warning (a broken link, a bad docstring) fails it.
-docs: $(VENV)/.docs
-	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(PY) -m mkdocs build --strict --quiet
+# Its own small environment: the [docs] extra's list alone (~190 MB), the package read from the
+# source tree (the pages import Typer and the command modules, never torch or another extra).
+DOCS_VENV ?= .venv-docs
+docs: $(DOCS_VENV)/.installed
+	PYTHONPATH=$(CURDIR) NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true \
+		$(DOCS_VENV)/bin/python -m mkdocs build --strict --quiet
 
-$(VENV)/.docs: $(VENV)/.installed
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[docs]'
+$(DOCS_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check $$($(PYTHON) -c \
+		"import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['docs']))")
 	touch $@
 
 # Benchmarks: each `make bench-NAME` writes bench/results/NAME*.json, from which docs/benchmarks.md's
@@ -60,7 +66,7 @@ $(VENV)/.docs: $(VENV)/.installed
 # Every one takes minutes to hours on 2 cores: run them on a quiet machine.
 BENCHES := bench-speed bench-quality bench-zoo bench-static bench-fast-transformer bench-calibration \
 	bench-answers bench-search bench-dedupe-models bench-serve-load bench-distributed bench-emoji \
-	bench-label bench-dedupe-defaults bench-startup bench-robustness bench-learn
+	bench-label bench-dedupe-defaults bench-startup bench-robustness bench-reuse bench-dedupe-peers bench-learn
 .PHONY: $(BENCHES)
 SIAMESE := $(PY) -m siamese
 export HF_HUB_OFFLINE := 1
@@ -113,6 +119,18 @@ bench-search: $(VENV)/.bench runs/student
 bench-dedupe-models: install runs/student
 	$(PY) bench/dedupe_models.py --student runs/student --size 1000000 --sample 20000
 
+runs/minilm: | $(VENV)/.installed
+	$(SIAMESE) pretrained minilm --out $@
+
+# siamese beside SemHash 0.5: the distillations back to back, quiet and with 2 busy
+# processes (model2vec's student is SemHash's static model); dedupe of 25/50/100 % of the shared
+# corpus by each tool in its own process; the cascade, the student and MiniLM on 1M texts.
+# ~2-3 h on a quiet 2-core machine (MiniLM's own 1M dedupe is most of the last step).
+bench-dedupe-peers: $(VENV)/.bench runs/student runs/minilm
+	$(PY) bench/dedupe_peers.py distill --load 0 2
+	$(PY) bench/dedupe_peers.py dedupe --fractions 0.25 0.5 1
+	$(PY) bench/dedupe_peers.py million --minilm-too
+
 bench-serve-load: install
 	$(PY) bench/serve_load.py --seconds 8
 
@@ -142,6 +160,10 @@ bench-dedupe-defaults: install
 bench-startup: install
 	$(PY) bench/startup.py
 
+# the 16,889 InsuranceQA questions with MiniLM: dedupe, then index build reusing its vectors or encoding again (~15 min)
+bench-reuse: install
+	$(PY) bench/reuse.py
+
 bench: bench-speed bench-quality
 
 # The hostile probe (bad inputs, kills, damaged folders, concurrency, outputs): ~10 minutes.
@@ -152,10 +174,11 @@ bench-robustness: install
 check-install:
 	bash tools/check_install.sh
 
-# On a CUDA machine: every family trained for a short epoch and encoding, beside sentence-transformers
-# on the same GPU; writes bench/results/gpu.json (docs/gpu.md: how a session with a GPU runs it).
+# On a CUDA machine, in an environment with a CUDA torch and the package (not .venv): every family
+# trained for a short epoch and encoding, beside sentence-transformers on the same GPU; writes
+# bench/results/gpu.json and prints a table (docs/gpu.md).
 gpu-check:
 	$(PYTHON) bench/gpu.py --device cuda $(GPU_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(DOCS_VENV) build *.egg-info .pytest_cache

@@ -69,7 +69,9 @@ def main() -> None:
             t0 = time.perf_counter()
             if recipe == "tfidf":
                 scorer = (
-                    TfidfBaseline().fit([q.text for q in train_q] + [a for q in train_q for a in q.answers]).similarity
+                    TfidfBaseline()
+                    .fit([q.text for q in train_q] + [a for q in train_q for a in q.answers])
+                    .similarity_pairwise
                 )
             else:
                 model_kwargs, train_kwargs, glove = RECIPES[recipe]
@@ -84,7 +86,7 @@ def main() -> None:
                         config=TrainConfig(**train_kwargs, seed=args.seed),
                         progress=False,
                     )
-                scorer = model.similarity
+                scorer = model.similarity_pairwise
             report = ranking_report(scorer, test_q)
             rows.append(
                 {

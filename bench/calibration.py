@@ -45,7 +45,7 @@ def main() -> None:
     args = ap.parse_args()
     model, _ = sentence_encoder(args.model)
     pairs = datasets.load("quora-sample")
-    scores, labels = model.similarity(pairs.text1, pairs.text2), pairs.labels.astype(int)
+    scores, labels = model.similarity_pairwise(pairs.text1, pairs.text2), pairs.labels.astype(int)
     rng = np.random.default_rng(0)
     result = {
         "model": args.model,

@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 
 def quora_auc(model) -> float:
     pairs = datasets.load("quora-sample")
-    return round(float(roc_auc_score(pairs.labels, model.similarity(pairs.text1, pairs.text2))), 4)
+    return round(float(roc_auc_score(pairs.labels, model.similarity_pairwise(pairs.text1, pairs.text2))), 4)
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """The GPU check: every model family trained for a short run and a corpus encoded on
 one device, beside sentence-transformers on the same device, model, pairs and batch size.
 
-    python bench/gpu.py --device cuda              # make gpu-check; meant to take under 6 min (not yet run on a GPU)
+    python bench/gpu.py --device cuda              # make gpu-check (not yet run on a GPU by the project)
     python bench/gpu.py --device cpu --quick       # tiny sizes: what the test runs (tests/runtime/test_gpu_bench.py)
 
 Rows (pairs/s; texts/s of the encoding):
@@ -18,7 +18,7 @@ wide; --quick: 2 layers, 64 wide) with random weights and MiniLM's tokenizer: sp
 folder for both libraries. sentence-transformers trains through its own trainer where the package
 ``datasets`` is installed, else through a plain loop over its model and loss (the JSON says which).
 Both warm the GPU before anything is timed. Writes --out (default bench/results/gpu.json) and prints
-a markdown table. Runs from a plain copy of the repository on PYTHONPATH (docs/gpu.md).
+a markdown table (docs/gpu.md). Also runs from a plain copy of the repository, without installing it.
 """
 
 from __future__ import annotations

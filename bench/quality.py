@@ -38,14 +38,20 @@ def main() -> None:
     tfidf = TfidfBaseline().fit(train_pairs.text1 + train_pairs.text2)
     # TF-IDF has no training-time threshold: it gets the one chosen on the same validation mix.
     tfidf_threshold, _ = choose_threshold(
-        tfidf.similarity(val_pairs.text1, val_pairs.text2), val_pairs.labels, args.threshold_metric
+        tfidf.similarity_pairwise(val_pairs.text1, val_pairs.text2), val_pairs.labels, args.threshold_metric
     )
     results = {
         "siamese-lstm": benchmark(
-            model.similarity, datasets.BENCHMARKS, default_threshold=model.threshold, metric=args.threshold_metric
+            model.similarity_pairwise,
+            datasets.BENCHMARKS,
+            default_threshold=model.threshold,
+            metric=args.threshold_metric,
         ),
         "tfidf-cosine": benchmark(
-            tfidf.similarity, datasets.BENCHMARKS, default_threshold=tfidf_threshold, metric=args.threshold_metric
+            tfidf.similarity_pairwise,
+            datasets.BENCHMARKS,
+            default_threshold=tfidf_threshold,
+            metric=args.threshold_metric,
         ),
     }
     info = model.info["training"]

@@ -54,7 +54,7 @@ def quality(model) -> dict:
     for name in ("quora-sample", "paws-qqp-dev-test"):
         pairs = datasets.load(name)
         out[name] = round(
-            classification_report(model.similarity(pairs.text1, pairs.text2), pairs.labels, 0.5)["roc_auc"], 4
+            classification_report(model.similarity_pairwise(pairs.text1, pairs.text2), pairs.labels, 0.5)["roc_auc"], 4
         )
     return out
 

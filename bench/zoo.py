@@ -250,7 +250,7 @@ def pairs_per_second(model, pairs, rounds: int = 3) -> float:
     speeds = []
     for _ in range(rounds):
         t0 = time.perf_counter()
-        model.similarity(pairs.text1, pairs.text2)
+        model.similarity_pairwise(pairs.text1, pairs.text2)
         speeds.append(len(pairs) / (time.perf_counter() - t0))
     return float(np.median(speeds))
 
@@ -289,13 +289,17 @@ def run_recipe(recipe: Recipe, train_pairs, val_pairs, root: Path, args) -> dict
         }
     else:
         model = SiameseModel.build([], config)
-        sims = model.similarity(val_pairs.text1, val_pairs.text2)
+        sims = model.similarity_pairwise(val_pairs.text1, val_pairs.text2)
         model.threshold, _ = choose_threshold(sims, val_pairs.labels, args.threshold_metric)
         fit = {}
     seconds = time.perf_counter() - started
     speed_texts = datasets.load("quora-sample", root)
     results = benchmark(
-        model.similarity, ZOO_BENCHMARKS, default_threshold=model.threshold, root=root, metric=args.threshold_metric
+        model.similarity_pairwise,
+        ZOO_BENCHMARKS,
+        default_threshold=model.threshold,
+        root=root,
+        metric=args.threshold_metric,
     )
     if getattr(model, "kind", None) == "cross":  # no vectors: its speed is pairs scored per second
         speed = pairs_per_second(model, speed_texts)
@@ -344,10 +348,10 @@ def normal(text: str) -> str:
 def run_tfidf(train_pairs, val_pairs, root: Path, args) -> dict:
     tfidf = TfidfBaseline().fit(train_pairs.text1 + train_pairs.text2)
     threshold, _ = choose_threshold(
-        tfidf.similarity(val_pairs.text1, val_pairs.text2), val_pairs.labels, args.threshold_metric
+        tfidf.similarity_pairwise(val_pairs.text1, val_pairs.text2), val_pairs.labels, args.threshold_metric
     )
     results = benchmark(
-        tfidf.similarity, ZOO_BENCHMARKS, default_threshold=threshold, root=root, metric=args.threshold_metric
+        tfidf.similarity_pairwise, ZOO_BENCHMARKS, default_threshold=threshold, root=root, metric=args.threshold_metric
     )
     return {
         "recipe": "tfidf-cosine",

@@ -1,11 +1,15 @@
-"""Pages generated at every ``mkdocs build`` (run by the mkdocs-gen-files plugin), so they never drift
-from the code:
+"""The reference pages, generated from the code so they never drift from it:
 
 - ``cli.md``: every ``siamese`` command, walked from the Typer app (usage, arguments, options with
   their defaults and help). Loading the app imports Typer and the command modules, not torch.
 - ``api.md``: the public names of ``siamese/__init__.py`` (read statically with ``ast``), each
   rendered by mkdocstrings from its docstrings (griffe reads the source: nothing is imported).
 - ``examples.md``: the source of every ``examples/*.py``, each under its own heading.
+
+They are committed under docs/ (so the guides' links work on GitHub too) and generated again at
+every ``mkdocs build`` by the mkdocs-gen-files plugin (so the site is never stale);
+``python docs/gen_pages.py`` (from the repository's root) rewrites the committed copies, and
+tests/test_docs.py checks that they are current.
 """
 
 from __future__ import annotations
@@ -13,13 +17,14 @@ from __future__ import annotations
 import ast
 import html
 import re
+import sys
 from collections import defaultdict
 from pathlib import Path
 
-import mkdocs_gen_files
 import typer.main
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the package from the source tree, installed or not (make docs installs it not)
 
 # Typer ships its own copy of click: commands, parameters and contexts are matched by what they
 # do (list_commands, param_type_name), and contexts made with the command's own context_class.
@@ -94,7 +99,9 @@ def cli_page() -> str:
         "",
         "Generated from the commands themselves at every docs build (`docs/gen_pages.py`); "
         "`siamese COMMAND --help` prints the same. Every command prints results on stdout "
-        "(`--json`: JSON only), progress on stderr, and a bad input as one `error: ...` line with exit code 2.",
+        "(`--json`: JSON only), progress on stderr (a bar in a terminal; in a log or a pipe, a line every 15 s "
+        "with what is done, the rate and the time left: `SIAMESE_PROGRESS_SECONDS` sets the interval), and a bad "
+        "input as one `error: ...` line with exit code 2.",
         "",
     ]
     top = command.get_usage(ctx).strip()
@@ -121,8 +128,9 @@ def api_page() -> str:
     lines = [
         "# Python API reference",
         "",
-        "The public names of the `siamese` package (`from siamese import ...`), rendered from their "
-        "docstrings at every docs build. `import siamese` imports no torch until one of them is used.",
+        "The public names of the `siamese` package (`from siamese import ...`), each rendered from its "
+        "docstrings by the docs site (`make docs`); in Python, `help(siamese.NAME)` prints the same. "
+        "`import siamese` imports no torch until one of them is used.",
         "",
     ]
     for module, names in public_names().items():
@@ -149,6 +157,12 @@ def examples_page() -> str:
     return "\n".join(lines)
 
 
-for page, make in {"cli.md": cli_page, "api.md": api_page, "examples.md": examples_page}.items():
-    with mkdocs_gen_files.open(page, "w") as handle:
-        handle.write(make())
+PAGES = {"cli.md": cli_page, "api.md": api_page, "examples.md": examples_page}
+
+
+if __name__ in ("__main__", "<run_path>"):  # python docs/gen_pages.py, or the gen-files plugin (runpy)
+    import mkdocs_gen_files  # in a build: the site's pages; run directly: the files under docs/
+
+    for page, make in PAGES.items():
+        with mkdocs_gen_files.open(page, "w") as handle:
+            handle.write(make() + "\n")

@@ -1,6 +1,6 @@
 """`make demo`: the main job in a few minutes, on real data, with nothing trained.
 
-1. all-MiniLM-L6-v2 (installed with the package) as a Siamese model; its duplicate threshold is
+1. all-MiniLM-L6-v2 (the minilm extra) as a Siamese model; its duplicate threshold is
    chosen on the shared validation sets (msrp-val, sts-dev, sick-trial) to maximise F1;
 2. it judges held-out duplicate pairs (Quora sample, Medical Question Pairs, STS-B test)
    and the seed's two example pairs;
@@ -81,7 +81,7 @@ def judge_held_out(model, root) -> None:
     print("(ROC-AUC: how well the similarity ranks duplicates above the rest; the others at the threshold)")
 
     step("the seed's examples")
-    sims = model.similarity([a for a, _ in EXAMPLES], [b for _, b in EXAMPLES])
+    sims = model.similarity_pairwise([a for a, _ in EXAMPLES], [b for _, b in EXAMPLES])
     for (a, b), s in zip(EXAMPLES, sims):
         verdict = "duplicate" if s > model.threshold else "not duplicate"
         print(f"  {a!r} / {b!r}: similarity {s:.3f} → {verdict}")

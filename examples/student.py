@@ -30,7 +30,7 @@ def main(n: int = 3000) -> None:
     student = distill_static(teacher, corpus, config, progress=False)
     print(f"student distilled on {len(corpus):,} sentences: {student.dim}-d vectors")
     a, b = [p[0] for p in PAIRS], [p[1] for p in PAIRS]
-    for (x, y), s, t in zip(PAIRS, student.similarity(a, b), teacher.similarity(a, b)):
+    for (x, y), s, t in zip(PAIRS, student.similarity_pairwise(a, b), teacher.similarity_pairwise(a, b)):
         print(f"student {s:.3f}  MiniLM {t:.3f}  {x!r} / {y!r}")
     test = datasets.load("sts-test").subset(range(400))  # a slice: the example stays short
     for name, model in (("student", student), ("MiniLM", teacher)):

@@ -333,6 +333,15 @@ ARGS = [
 ]
 
 
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    """Where the browser tests leave their screenshots for a person to look at:
+    $SIAMESE_TEST_ARTIFACTS, else tests/artifacts (git-ignored)."""
+    folder = Path(os.environ.get("SIAMESE_TEST_ARTIFACTS") or Path(__file__).parent / "artifacts")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def browser():
     sync_api = pytest.importorskip("playwright.sync_api")

@@ -81,5 +81,50 @@ def test_guides_and_benchmarks_are_in_the_site(site):
         "benchmarks",
         "architecture",
         "examples",
+        "sentence-transformers",
     ]:
         assert (site / page / "index.html").is_file(), page
+
+
+def test_the_committed_reference_pages_are_current():
+    """docs/cli.md, api.md and examples.md are committed (GitHub shows them) and generated again
+    by every site build: the committed copies must be what the code generates now."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reference_pages", ROOT / "docs" / "gen_pages.py")
+    pages = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pages)  # not run as a script: writes nothing
+    for page, make in pages.PAGES.items():
+        committed = (ROOT / "docs" / page).read_text(encoding="utf-8")
+        assert committed == make() + "\n", f"docs/{page} is stale: run python docs/gen_pages.py"
+
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def test_every_relative_link_works_on_github_too():
+    """A relative link in README.md or docs/ names a file of the repository (GitHub resolves it
+    against the file; the site against docs/), and a #fragment a heading of that page."""
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    checked = 0
+    for source in files:
+        for target in LINK.findall(source.read_text(encoding="utf-8")):
+            if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+                continue
+            path, _, fragment = target.partition("#")
+            file = (source.parent / path).resolve()
+            assert file.exists(), f"{source.relative_to(ROOT)}: link to {target} (no such file)"
+            if fragment and file.suffix == ".md":
+                slugs = {_slug(h) for h in re.findall(r"^#+ (.+)$", file.read_text(encoding="utf-8"), re.M)}
+                assert fragment in slugs, f"{source.relative_to(ROOT)}: link to {target} (no such heading)"
+            checked += 1
+    assert checked > 50
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor when the site (python-markdown's toc) and GitHub make it alike; "" when
+    they differ (a link to it would work on one of them only)."""
+    text = re.sub(r"[`*]", "", heading.strip().lower())
+    site = re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", text).strip())
+    github = re.sub(r"\s", "-", re.sub(r"[^\w\s-]", "", text))
+    return site if site == github else ""

@@ -21,6 +21,27 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 FormatOpt = Annotated[str, typer.Option("--format", help=FORMAT_HELP)]
 Text1Opt = Annotated[Optional[str], typer.Option("--text1", help=TEXT1_HELP)]
 Text2Opt = Annotated[Optional[str], typer.Option("--text2", help=TEXT2_HELP)]
+TextColumnOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--column",
+        help=(
+            "CSV/TSV column holding the texts (default: the one named like text, question, sentence, body, "
+            "title...; never an id column)."
+        ),
+    ),
+]
+ReuseOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--reuse",
+        help=(
+            "A dedupe run or an index folder written with this model: the vectors of the texts it holds are taken "
+            "from it instead of encoded again (another model's are refused). Writing over an earlier run or index "
+            "of the same model reuses its vectors without this."
+        ),
+    ),
+]
 LabelOpt = Annotated[Optional[str], typer.Option("--label", help=LABEL_HELP)]
 OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help=OVERWRITE_HELP)]
 OverwriteFileOpt = Annotated[

@@ -17,6 +17,8 @@ from .common import (
     JsonOpt,
     OverwriteFileOpt,
     OverwriteOpt,
+    ReuseOpt,
+    TextColumnOpt,
     check_out_file,
     check_out_folder,
     emit,
@@ -24,10 +26,6 @@ from .common import (
     text_argument,
     user_errors,
 )
-
-TextColumnOpt = Annotated[
-    Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")
-]
 
 
 @user_errors
@@ -42,9 +40,7 @@ def encode(
     out: Annotated[
         Path, typer.Option("--out", help="Vectors to write: a float32 .npy, one row per text in file order.")
     ],
-    column: Annotated[
-        Optional[str], typer.Option("--column", help="CSV/TSV column holding the texts (default: the first).")
-    ] = None,
+    column: TextColumnOpt = None,
     batch_size: Annotated[Optional[int], typer.Option(min=1, help="Texts per batch (default: the encoder's).")] = None,
     device: DeviceOpt = "auto",
     engine: EngineOpt = "local",
@@ -85,6 +81,10 @@ def index_build(
     data: Annotated[Path, typer.Option("--data", help="Texts: a .txt file (one per line) or a CSV/TSV column.")],
     out: Annotated[Path, typer.Option("--out", help="Index folder to write.")],
     column: TextColumnOpt = None,
+    id_column: Annotated[
+        Optional[str],
+        typer.Option("--id-column", help="CSV column of unique ids that search results show (default: the position)."),
+    ] = None,
     kind: Annotated[
         str,
         typer.Option(
@@ -98,6 +98,7 @@ def index_build(
         int,
         typer.Option(min=1, help="--kind ondisk: vectors added to the lists per shard (what is in memory at a time)."),
     ] = 1_000_000,
+    reuse: ReuseOpt = None,
     device: DeviceOpt = "auto",
     engine: EngineOpt = "local",
     address: AddressOpt = None,
@@ -107,24 +108,41 @@ def index_build(
 ):
     """Encode a corpus into a FAISS index saved with its texts (each distinct text once)."""
     check_out_folder(out, overwrite, kind="index", inputs=[data, model_dir])
-    from ..data.pairs import read_texts
+    from ..data.records import read_records
     from ..models.siamese import SiameseModel
     from ..search import DuplicateIndex
+    from ..search.reuse import earlier_output, open_reuse
 
     model = SiameseModel.load(model_dir, device=device)
     index = DuplicateIndex(model, kind=kind)
     index.shard_size = shard_size
-    texts = read_texts(data, column)
+    records = read_records(data, column, id_column)
+    texts, ids = [r.text for r in records], [r.id for r in records] if id_column else None
+    known = open_reuse(reuse, model) if reuse is not None else earlier_output(out, model)
+    engine_ = corpus_engine(engine, address, device, not (quiet or as_json))
     try:
-        index.add(texts, progress=not quiet, engine=corpus_engine(engine, address, device, not (quiet or as_json)))
+        index.add(texts, ids, progress=not quiet, engine=engine_, reuse=known)
         index.save(out, overwrite=overwrite)
     finally:
         index.close()  # an on-disk build's scratch vectors, also when the save failed or a signal came
+    result = {"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind}
+    result.update(_reused(known))
     emit(
-        {"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind},
+        result,
         as_json,
-        [f"indexed {len(index)} texts ({kind}) into {out}; {len(texts) - len(index)} repeats skipped"],
+        [f"indexed {len(index)} texts ({kind}) into {out}; {len(texts) - len(index)} repeats skipped"]
+        + _reused_line(known),
     )
+
+
+def _reused(known) -> dict:
+    return {} if known is None else {"reused": known.reused, "reused_from": str(known.source)}
+
+
+def _reused_line(known) -> list[str]:
+    if known is None or not known.reused:
+        return []
+    return [f"{known.reused} vectors taken from {known.source} instead of encoded again"]
 
 
 def _open_index(index_dir: Path, model_dir: Path | None, device: str):
@@ -151,6 +169,7 @@ def index_add(
             "--allow-duplicates", help="Also add texts already indexed (by exact text, whitespace collapsed)."
         ),
     ] = False,
+    reuse: ReuseOpt = None,
     device: DeviceOpt = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     as_json: JsonOpt = False,
@@ -159,16 +178,32 @@ def index_add(
     from ..data.pairs import read_texts
     from ..models.siamese import SiameseModel
     from ..search.index import add_to_index
+    from ..search.reuse import KnownVectors
 
     texts = read_texts(data, column)
     model = SiameseModel.load(model_dir, device=device) if model_dir else None
+    opened = []
+
+    def known(index_model):  # opened once the index (and so its model) is loaded
+        opened.append(KnownVectors.open(reuse, index_model))
+        return opened[0]
+
     index, added = add_to_index(
-        index_dir, texts, model, allow_duplicates=allow_duplicates, progress=not quiet, device=device
+        index_dir,
+        texts,
+        model,
+        allow_duplicates=allow_duplicates,
+        progress=not quiet,
+        device=device,
+        reuse=known if reuse is not None else None,
     )
+    result = {"out": str(index_dir), "added": added, "skipped": len(texts) - added, "size": len(index)}
+    result.update(_reused(opened[0] if opened else None))
     emit(
-        {"out": str(index_dir), "added": added, "skipped": len(texts) - added, "size": len(index)},
+        result,
         as_json,
-        [f"added {added} texts ({len(texts) - added} already indexed, skipped); {index_dir} now holds {len(index)}"],
+        [f"added {added} texts ({len(texts) - added} already indexed, skipped); {index_dir} now holds {len(index)}"]
+        + _reused_line(opened[0] if opened else None),
     )
 
 
@@ -274,12 +309,20 @@ def dedupe(
         Optional[Path],
         typer.Option(
             "--verify",
-            help="A cross-encoder folder (train --cross) that decides the candidate pairs near the threshold.",
+            help="A stronger model folder that decides the candidate pairs MODEL proposes: a bi-encoder (e.g. "
+            "MiniLM or mpnet from `siamese pretrained`, or your fine-tuned model; the threshold is then on its "
+            "scale, and only the texts of the pairs it decides are encoded by it) or a cross-encoder (train --cross).",
         ),
     ] = None,
     verify_band: Annotated[
-        float, typer.Option(min=0.0, help="With --verify: pairs within this much of the threshold are verified.")
-    ] = 0.1,
+        Optional[float],
+        typer.Option(
+            min=0.0,
+            help="With --verify: the candidates within this much of the threshold are verified (default: a "
+            "bi-encoder's band is chosen on a sample so that the verdicts agree with its own; a cross-encoder's "
+            "is 0.1).",
+        ),
+    ] = None,
     verify_all: Annotated[
         bool, typer.Option("--verify-all", help="With --verify: every candidate pair is verified, not only the band.")
     ] = False,
@@ -287,6 +330,7 @@ def dedupe(
         bool, typer.Option("--explain", help="Also show the least similar pairs accepted as duplicates.")
     ] = False,
     explain_count: Annotated[int, typer.Option(min=1, help="How many pairs --explain shows.")] = 10,
+    reuse: ReuseOpt = None,
     device: DeviceOpt = "auto",
     engine: EngineOpt = "local",
     address: AddressOpt = None,
@@ -301,7 +345,13 @@ def dedupe(
     if rethreshold is not None:
         given = [
             name
-            for name, value in (("--data", data), ("--out", out), ("--against", against), ("--verify", verify))
+            for name, value in (
+                ("--data", data),
+                ("--out", out),
+                ("--against", against),
+                ("--verify", verify),
+                ("--reuse", reuse),
+            )
             if value is not None
         ]
         if given:
@@ -316,7 +366,7 @@ def dedupe(
             out,
             against=against,
             verify=verify,
-            verify_band=None if verify_all else verify_band,
+            verify_band=None if verify_all else ("auto" if verify_band is None else verify_band),
             threshold=threshold,
             floor=floor,
             column=column,
@@ -328,6 +378,7 @@ def dedupe(
             clustering=clusters,
             min_size=min_size,
             explain=shown,
+            reuse=reuse,
             device=device,
             engine=engine,
             address=address,

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -130,7 +129,7 @@ def predict(
     text2 = text_argument(_one_of(text2, second, "text2"), "text2")
     model = load_model(model_dir, device=device)
     t = model.threshold if threshold is None else threshold
-    similarity = float(model.similarity([text1], [text2])[0])
+    similarity = float(model.similarity_pairwise([text1], [text2])[0])
     # probability: null when the model is not calibrated (the key is always there)
     probability = float(model.calibrator([similarity])[0]) if model.calibrator is not None else None
     result = {"similarity": similarity, "probability": probability, "duplicate": similarity > t, "threshold": t}
@@ -233,6 +232,7 @@ def score(
     as_json: JsonOpt = False,
 ):
     """Add similarity, probability (calibrated models) and duplicate columns to a file of pairs, streamed."""
+    from ..data.input_files import count_lines
     from ..evaluation.scoring import score_file
     from ..io.progress import tqdm
     from ..models.loading import load_model
@@ -240,15 +240,12 @@ def score(
     check_out_file(out, overwrite, inputs=[data, model_dir])
 
     model = load_model(model_dir, device=device)
-    bar = None
-    if not quiet and sys.stderr.isatty():
-        bar = tqdm(desc="score", unit="pair")
+    # about one pair a line after the header (a quoted field may hold line breaks: then fewer)
+    bar = None if quiet else tqdm(desc="score", unit="pair", total=max(count_lines(data) - 1, 1))
 
     def progress(pairs: int, line: int) -> None:
         if bar is not None:
             bar.update(pairs - bar.n)
-        elif not quiet:  # not a terminal (a log file, CI): one plain line per chunk
-            typer.echo(f"scored {pairs} pairs (to line {line})", err=True)
 
     try:
         summary = score_file(
@@ -283,7 +280,10 @@ def rank(
         Path, typer.Option("--candidates", help="Candidate answers: a .txt file (one per line) or a CSV/TSV column.")
     ],
     column: Annotated[
-        Optional[str], typer.Option("--column", help="CSV/TSV column holding the answers (default: the first).")
+        Optional[str],
+        typer.Option(
+            "--column", help="CSV/TSV column holding the answers (default: the one named like text, answer...)."
+        ),
     ] = None,
     k: Annotated[Optional[int], typer.Option("-k", min=1, help="Show only the best k (default: all).")] = None,
     device: DeviceOpt = "auto",
@@ -321,7 +321,7 @@ def evaluate_answers(
     from ..data.answers import ranking_report, read_answers
     from ..models.siamese import SiameseModel
 
-    report = ranking_report(SiameseModel.load(model_dir, device=device).similarity, read_answers(data))
+    report = ranking_report(SiameseModel.load(model_dir, device=device).similarity_pairwise, read_answers(data))
     emit(
         report,
         as_json,

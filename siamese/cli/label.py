@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import ConfigError
-from .common import DeviceOpt, FormatOpt, JsonOpt, Text1Opt, Text2Opt, emit, user_errors
+from .common import DeviceOpt, FormatOpt, JsonOpt, ReuseOpt, Text1Opt, Text2Opt, TextColumnOpt, emit, user_errors
 
 
 @user_errors
@@ -20,9 +20,7 @@ def label(
     data: Annotated[
         Optional[Path], typer.Option("--data", help="Corpus (.txt, or a CSV/TSV column): label its nearest pairs.")
     ] = None,
-    column: Annotated[
-        Optional[str], typer.Option("--column", help="--data CSV/TSV column holding the texts (default: the first).")
-    ] = None,
+    column: TextColumnOpt = None,
     pairs: Annotated[Optional[Path], typer.Option("--pairs", help="Label the pairs of this file instead.")] = None,
     save_to: Annotated[
         Optional[Path],
@@ -43,6 +41,7 @@ def label(
         Optional[int], typer.Option("--budget", min=1, help="--oracle-column: stop when OUT holds this many answers.")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the pair choice.")] = 0,
+    reuse: ReuseOpt = None,
     host: str = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free one).")] = 8000,
     log_level: Annotated[str, typer.Option(help="critical, error, warning or info.")] = "info",
@@ -57,6 +56,8 @@ def label(
 
     if (data is None) == (pairs is None):
         raise ConfigError("give --data CORPUS (label its nearest pairs) or --pairs FILE, not both")
+    if reuse is not None and data is None:
+        raise ConfigError("--reuse takes the vectors of --data's texts; --pairs files are encoded as they are")
     if (oracle_column is None) != (budget is None):
         raise ConfigError("--oracle-column and --budget go together (an answer replay)")
     source = data or pairs
@@ -69,8 +70,10 @@ def label(
     if log_level.lower() not in ("critical", "error", "warning", "info"):
         raise ConfigError(f"--log-level must be critical, error, warning or info, got {log_level!r}")
     read = dict(format=format, text1=text1, text2=text2)
-    session, columns = _session(model_dir, data, column, pairs, read, out, save_to, k, target_precision, seed, device)
-    session.source = str(source)
+    session, columns = _session(
+        model_dir, data, column, pairs, read, out, save_to, k, target_precision, seed, device, reuse
+    )
+    session.source, session.from_pairs = str(source), pairs is not None
     if oracle_column is not None:
         _replay(session, columns, oracle_column, budget, pairs is not None, source, as_json)
         return
@@ -88,15 +91,23 @@ def label(
     )
 
 
-def _session(model_dir, data, column, pairs, read, out, save_to, k, target_precision, seed, device):
+def _session(model_dir, data, column, pairs, read, out, save_to, k, target_precision, seed, device, reuse=None):
     from ..label.session import LabelSession, corpus, given_pairs
     from ..label.store import LabelStore
     from ..models.loading import load_model
 
+    if data is not None:  # a --data whose text column cannot be told is refused before the labels file is made
+        from ..data.pairs import text_rows
+
+        rows = text_rows(data, column)
+        next(rows, None)
+        rows.close()
     store = LabelStore(out)  # a bad labels file is refused before the (slow) encoding
     model = load_model(model_dir, device=device)
     if data is not None:
-        candidates, columns = corpus(model, data, column, k=k)
+        from ..search.reuse import open_reuse
+
+        candidates, columns = corpus(model, data, column, k=k, progress=True, reuse=open_reuse(reuse, model))
     else:
         candidates, columns = given_pairs(model, pairs, **read)
     session = LabelSession(model, candidates, store, save_to=save_to, target_precision=target_precision, seed=seed)
@@ -107,7 +118,7 @@ def _replay(session, columns, column, budget, is_pairs, source, as_json) -> None
     from ..label.session import oracle, replay
 
     label = oracle(session.c, columns, column, pairs=is_pairs, source=str(source))
-    stats = replay(session, label, budget)
+    stats = replay(session, label, budget, progress=True)
     t = stats["threshold"]
     lines = [f"{stats['answers']} answers ({stats['duplicates']} duplicates) in {session.store.path}"]
     if t is None:

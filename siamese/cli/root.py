@@ -11,11 +11,17 @@ import os
 import signal
 import sys
 
-import typer
+# OpenMP threads that spin while they wait for each other burn the cores they wait for when other
+# processes share them: MiniLM encoding on 2 threads of a loaded 2-core machine took 4-6x longer
+# (and 5x the CPU time) than with waiting threads asleep. Read once, when torch loads: before
+# any command imports it; a user's own setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from . import corpus, data, evaluate, label, models, serve, train
-from .declared import DeclaredCommand
-from .emoji import emoji_app
+import typer  # noqa: E402
+
+from . import corpus, data, evaluate, label, models, serve, train  # noqa: E402
+from .declared import DeclaredCommand  # noqa: E402
+from .emoji import emoji_app  # noqa: E402
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Siamese neural networks for semantic similarity.")
 

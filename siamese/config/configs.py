@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import ConfigError, ModelError
+from ..io.manifest import Field
 from .loss import LossConfig
 from .options import check_bounds, option
 
@@ -43,6 +44,32 @@ def _length_range(text: str | None) -> list[int] | None:
         return [int(lo), int(hi or lo)]
     except ValueError:
         raise ConfigError(f"--char-ngrams takes lengths like 3-5 or 4, got {text!r}") from None
+
+
+_BIG = 1 << 24  # ids, buckets: a bound on sizes no real model reaches, so a tampered config cannot ask for more
+# Every config.json field, checked before anything is built from it.
+MANIFEST_FIELDS = {
+    "encoder": Field(str),
+    "head": Field(str),
+    "loss": Field(str),
+    "tokenizer": Field(str),
+    "dim": Field(int, optional=True, lo=1, hi=1 << 16),
+    "encoder_options": Field(dict),
+    "glove": Field(str, optional=True),
+    "threshold": Field(float),
+    "lowercase": Field(bool),
+    "max_vocab": Field(int, optional=True, lo=1, hi=_BIG),
+    "min_frequency": Field(int, lo=0),
+    "max_length": Field(int, optional=True, lo=1, hi=1 << 20),
+    "oov_buckets": Field(int, lo=0, hi=_BIG),
+    "char_ngrams": Field(list, optional=True, lo=1, hi=64, item=int),
+    "char_buckets": Field(int, lo=1, hi=_BIG),
+    "seed": Field(int),
+    "vocab_size": Field(int, lo=1, hi=_BIG),
+    "info": Field(dict, optional=True),
+    "calibration": Field(dict, optional=True),
+    "cross": Field(bool),
+}
 
 
 @dataclass

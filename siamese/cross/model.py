@@ -41,6 +41,7 @@ from ..io.extras import require
 from ..io.manifest import read_manifest
 from ..models.encoders.transformer import rebuild_transformer
 from ..models.pretrained import model_folder, quiet_loading, require_safetensors
+from ..models.siamese import FORMAT as SIAMESE_FORMAT
 from ..models.siamese import SiameseModel
 from ..runtime.devices import host_bytes, resolve_device, to_device
 from ..runtime.precision import autocast, default_precision, resolve_precision
@@ -163,7 +164,7 @@ class PairTokenizer:
 
 
 class CrossEncoder:
-    """Scores pairs with a cross-encoder: :meth:`similarity` (a probability-like score in [0, 1]),
+    """Scores pairs with a cross-encoder: :meth:`similarity_pairwise` (a probability-like score in [0, 1]),
     :meth:`predict` (above :attr:`threshold`), a calibrator like :class:`siamese.SiameseModel`'s."""
 
     kind = "cross"  # what the CLI and server check before asking for vectors
@@ -219,7 +220,7 @@ class CrossEncoder:
         """The prior bi-encoder's cosine per pair (symmetric); None without a prior."""
         if self.prior is None:
             return None
-        return self.prior.similarity(list(texts_a), list(texts_b)).astype(np.float32)
+        return self.prior.similarity_pairwise(list(texts_a), list(texts_b)).astype(np.float32)
 
     def logits(
         self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int = 32, prior: np.ndarray | None = None
@@ -248,11 +249,21 @@ class CrossEncoder:
             out[order] = torch.cat(parts).cpu().numpy()
         return out
 
-    def similarity(
+    def similarity(self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
+        """The ``len(a) × len(b)`` matrix of every text of ``a`` read with every one of ``b`` (as a
+        bi-encoder's :meth:`~siamese.model.SiameseModel.similarity`): one pass per pair, so
+        ``len(a) * len(b)`` passes. Aligned pairs: :meth:`similarity_pairwise`."""
+        texts_a, texts_b = list(texts_a), list(texts_b)
+        scores = self.similarity_pairwise(
+            [a for a in texts_a for _ in texts_b], texts_b * len(texts_a), batch_size=batch_size
+        )
+        return scores.reshape(len(texts_a), len(texts_b))
+
+    def similarity_pairwise(
         self, texts_a: Sequence[str], texts_b: Sequence[str], *, batch_size: int = 32, prior: np.ndarray | None = None
     ) -> np.ndarray:
-        """sigmoid of the mean logit of (a, b) and (b, a): symmetric, in [0, 1]. ``prior``: the
-        pairs' :meth:`prior_cosines`, when the caller has them already."""
+        """Each aligned pair's score: sigmoid of the mean logit of (a, b) and (b, a), symmetric, in
+        [0, 1]. ``prior``: the pairs' :meth:`prior_cosines`, when the caller has them already."""
         texts_a, texts_b = list(texts_a), list(texts_b)
         if prior is None:
             prior = self.prior_cosines(texts_a, texts_b)  # symmetric: computed once for both orders
@@ -267,7 +278,7 @@ class CrossEncoder:
 
     def predict(self, texts_a: Sequence[str], texts_b: Sequence[str], *, threshold: float | None = None) -> np.ndarray:
         t = self.threshold if threshold is None else threshold
-        return self.similarity(texts_a, texts_b) > t
+        return self.similarity_pairwise(texts_a, texts_b) > t
 
     def set_threshold(self, threshold: float) -> float:
         """The decision threshold, clipped to [0, 1] (the scores are probabilities); returns it."""
@@ -387,6 +398,14 @@ class CrossEncoder:
 
 def load_prior(source: str) -> SiameseModel:
     """The bi-encoder a cross-encoder corrects: a Siamese model folder, or a pretrained encoder as-is."""
-    from ..models.sentence_encoder import bi_encoder
+    from ..models.pretrained import folder_format
+    from ..models.sentence_encoder import sentence_encoder
 
-    return bi_encoder(source, role="the prior")[0]
+    kind = folder_format(model_folder(source))
+    if kind == SIAMESE_FORMAT:
+        return SiameseModel.load(model_folder(source))
+    if kind == FORMAT:
+        raise ModelError(
+            f"{source}: a cross-encoder cannot be the prior; give a bi-encoder (minilm, mpnet or a folder)"
+        )
+    return sentence_encoder(source)[0]

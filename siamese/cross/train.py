@@ -238,7 +238,7 @@ def _decide(model: CrossEncoder, config: TrainConfig, train_pairs, val_pairs, va
 
     def similarity(text1, text2):
         reuse = val_pairs is not None and text1 is val_pairs.text1
-        return model.similarity(text1, text2, prior=val_prior if reuse else None)
+        return model.similarity_pairwise(text1, text2, prior=val_prior if reuse else None)
 
     decision = decide(
         similarity,

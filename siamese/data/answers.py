@@ -139,7 +139,7 @@ def rank(model, question: str, candidates: Sequence[str]) -> list[tuple[int, flo
     """Candidates' (index, score), best first."""
     if not candidates:
         return []
-    scores = model.similarity([question] * len(candidates), list(candidates))
+    scores = model.similarity_pairwise([question] * len(candidates), list(candidates))
     order = np.argsort(-scores, kind="stable")
     return [(int(i), float(scores[i])) for i in order]
 

@@ -241,3 +241,17 @@ def first_line(path: str | os.PathLike) -> str:
     if not line:
         raise DataError(f"{path}: file is empty")
     return line
+
+
+def count_lines(path: str | os.PathLike) -> int:
+    """How many lines a file holds (a last line without its line end counts), read in chunks; 0
+    when it cannot be read (the reader that follows names the problem)."""
+    lines, last = 0, b"\n"
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+    except OSError:
+        return 0
+    return lines + (last != b"\n")

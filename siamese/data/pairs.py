@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import itertools
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -335,10 +337,78 @@ def read_pairs(
     )
 
 
+# Header names that say "the texts are here", in no order: a file with exactly one of them (or,
+# failing that, exactly one name holding one of these words) needs no --column.
+TEXT_NAMES = (
+    "text",
+    "question",
+    "sentence",
+    "body",
+    "title",
+    "content",
+    "query",
+    "message",
+    "comment",
+    "description",
+    "review",
+    "tweet",
+    "utterance",
+    "document",
+    "passage",
+    "answer",
+    "prompt",
+    "abstract",
+    "summary",
+)
+# Names of id columns (a word of the name), never guessed as the texts even when named like them.
+ID_WORDS = ("id", "ids", "qid", "uid", "uuid", "key", "index", "idx", "no", "num", "number", "code")
+_GUESS_ROWS = 200  # rows a guessed column is looked at before its texts are used: whole numbers are ids
+
+
+def _words(name: str) -> list[str]:
+    """A header name's words, lower-cased: "Question_Text" and "questionText" -> ["question",
+    "text"], "qid1" -> ["qid"]."""
+    return [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name)]
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if word.endswith("s") and word[:-1] in TEXT_NAMES else word
+
+
+def _is_id_name(name: str) -> bool:
+    return any(w in ID_WORDS for w in _words(name))
+
+
+def text_column(path: Path, header: list[str]) -> str:
+    """The column of a CSV/TSV holding its texts when none is named: the one column, or the one
+    named like text/question/sentence/... (exactly, else holding such a word), never an id
+    column; otherwise a one-line refusal listing the columns."""
+    listed = ", ".join(header[:20]) + (", ..." if len(header) > 20 else "")
+    how = f"pass --column NAME (column= in Python); columns: {listed}"
+    usable = [h for h in header if h and not _is_id_name(h)]
+    if len(header) == 1 and usable:
+        return header[0]
+    for matches in (
+        [h for h in usable if "".join(map(_singular, _words(h))) in TEXT_NAMES],
+        [h for h in usable if any(_singular(w) in TEXT_NAMES for w in _words(h))],
+    ):
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise DataError(f"{path}: which column holds the texts, {' or '.join(matches)}? {how}")
+    raise DataError(f"{path}: no column is named like texts (text, question, sentence, ...): {how}")
+
+
+def _looks_like_ids(values: list[str]) -> bool:
+    """Whole numbers only (row ids, question ids): not texts to compare."""
+    values = [v.strip() for v in values if v.strip()]
+    return bool(values) and all(re.fullmatch(r"[-+]?\d+", v) for v in values)
+
+
 def read_texts(path: str | os.PathLike, column: str | None = None, *, skip_empty: bool = True) -> list[str]:
-    """Read one text per line from a .txt file, or one column (default: the first) of a CSV/TSV.
-    Empty texts are skipped, or with ``skip_empty=False`` refused naming the file and line (so
-    that the n-th text is the n-th line or row)."""
+    """Read one text per line from a .txt file, or one column of a CSV/TSV (default: the one
+    :func:`text_column` finds by its name). Empty texts are skipped, or with ``skip_empty=False``
+    refused naming the file and line (so that the n-th text is the n-th line or row)."""
     return [text for _, text, _ in text_rows(path, column, skip_empty=skip_empty)]
 
 
@@ -355,10 +425,18 @@ def text_rows(
     found = False
     if path.suffix.lower() in (".csv", ".tsv"):
         with open_table(path, delimiter=table_delimiter(path), skip_blank=skip_empty) as (header, rows):
-            name = column or header[0]
+            name = column or text_column(path, header)
             if name not in header:
                 raise DataError(f"{path}: no column {name!r} (found: {', '.join(header[:12])})")
             i = header.index(name)
+            if column is None:  # a guessed column is looked at first: ids are never taken as texts
+                head = list(itertools.islice(rows, _GUESS_ROWS))
+                if _looks_like_ids([row[i] for _, row in head if len(row) > i]):
+                    raise DataError(
+                        f"{path}: column {name!r} holds ids, not texts: pass --column NAME "
+                        f"(columns: {', '.join(header[:20])})"
+                    )
+                rows = itertools.chain(head, rows)
             for n, (line, row) in enumerate(rows, 1):
                 if len(row) > i and row[i].strip():
                     check_utf8(row[i], path, line, name)

@@ -183,7 +183,7 @@ def calibrate(
             "duplicate probability; use a file of 0/1 labelled pairs"
         )
     if scores is None:
-        scores = model.similarity(pairs.text1, pairs.text2)
+        scores = np.asarray(model.similarity_pairwise(pairs.text1, pairs.text2))
     calibrator = fit_calibrator(scores, pairs.labels, method=method, seed=seed)
     fitted_on = data_record(pairs)
     calibrator = replace(calibrator, fitted_on=fitted_on)

@@ -11,6 +11,7 @@ from ..errors import ConfigError, DataError
 from ..io.report import RunReport
 from ..models.siamese import SiameseModel
 from .corpus import default_corpus
+from .heartbeat import heartbeat
 from .static import distill_static
 
 
@@ -45,31 +46,36 @@ def distill(
     distinct = len(set(t for t in corpus if t.strip()))
     if distinct < 10:  # before the teacher is loaded: a mistake should not cost its start-up
         raise DataError(f"the distillation corpus has {distinct} distinct texts; at least 10 are needed")
-    teacher_model, info = load_teacher(teacher, max_length=config.max_length, device=device)
-    student = distill_static(teacher_model, corpus, config, teacher_info=info, progress=progress)
-    del teacher_model  # hundreds of MB for a large teacher
-    if fine_tune is not None:
-        tuned = train(
-            fine_tune,
-            val,
-            model_config=ModelConfig(loss=fine_tune_loss),
-            config=TrainConfig(epochs=fine_tune_epochs, lr=fine_tune_lr, seed=config.seed, device=device),
-            initial=student,
-            progress=progress,
-        )
-        assert isinstance(tuned, SiameseModel)  # a student is a bi-encoder: train() returns one
-        tuned.info["distillation"] = student.info["distillation"]
-        student = tuned
-    student.info["distillation"]["threshold_choice"] = set_threshold(student, parts)
-    if fine_tune is not None:
-        student.info["distillation"]["fine_tune"] = {
-            "source": fine_tune.source,
-            "pairs": len(fine_tune),
-            "loss": fine_tune_loss,
-            "epochs": fine_tune_epochs,
-            "lr": fine_tune_lr,
-        }
-    return student
+    beat = heartbeat(progress)  # a line every 30 s where no bar is drawn
+    with beat.running():
+        beat.stage("loading the teacher")
+        teacher_model, info = load_teacher(teacher, max_length=config.max_length, device=device)
+        student = distill_static(teacher_model, corpus, config, teacher_info=info, progress=progress, beat=beat)
+        del teacher_model  # hundreds of MB for a large teacher
+        if fine_tune is not None:
+            beat.stage("fine-tuning on labelled pairs")
+            tuned = train(
+                fine_tune,
+                val,
+                model_config=ModelConfig(loss=fine_tune_loss),
+                config=TrainConfig(epochs=fine_tune_epochs, lr=fine_tune_lr, seed=config.seed, device=device),
+                initial=student,
+                progress=progress,
+            )
+            assert isinstance(tuned, SiameseModel)  # a student is a bi-encoder: train() returns one
+            tuned.info["distillation"] = student.info["distillation"]
+            student = tuned
+        beat.stage("choosing the threshold on validation pairs")
+        student.info["distillation"]["threshold_choice"] = set_threshold(student, parts)
+        if fine_tune is not None:
+            student.info["distillation"]["fine_tune"] = {
+                "source": fine_tune.source,
+                "pairs": len(fine_tune),
+                "loss": fine_tune_loss,
+                "epochs": fine_tune_epochs,
+                "lr": fine_tune_lr,
+            }
+        return student
 
 
 def distill_run(run: DistillRun, config: StaticConfig | None = None, *, progress: bool = True) -> RunReport:

@@ -43,6 +43,7 @@ from ..models.siamese import ModelConfig, SiameseModel
 from ..runtime.devices import host_bytes, to_device
 from ..runtime.precision import autocast
 from ..training.optim import LazyAdam
+from .heartbeat import Heartbeat
 
 
 def distill_static(
@@ -53,11 +54,14 @@ def distill_static(
     teacher_info: dict | None = None,
     targets: np.ndarray | None = None,
     progress: bool = True,
+    beat: Heartbeat | None = None,
 ) -> SiameseModel:
     """A bag-of-words :class:`SiameseModel` whose cosines imitate ``teacher``'s (a cosine model)
     on ``texts`` (the corpus). ``targets``: the teacher's vectors of the distinct non-empty
     texts in first-seen order, if already computed. The threshold is the default: choose one on
-    validation pairs afterwards."""
+    validation pairs afterwards. ``beat``: the heartbeat that reports each step (see
+    :mod:`.heartbeat`)."""
+    beat = beat or Heartbeat(None)
     config = config or StaticConfig()
     config.check()
     if teacher.config.head != "cosine":
@@ -75,15 +79,17 @@ def distill_static(
         vectorizer, added = subword_vectorizer(teacher, texts, config)
         tokens = vectorizer.vocab_size
         log(f"distill: teacher vectors of {tokens:,} tokens ({added:,} of them corpus words) and {len(texts):,} texts")
-        token_table = token_vectors(teacher, vectorizer, tokens - added, progress)
+        token_table = token_vectors(teacher, vectorizer, tokens - added, progress, beat)
     else:
         vectorizer = Vectorizer.fit(texts, max_vocab=config.max_vocab, lowercase=True, max_length=config.max_length)
         words = vectorizer.vocabulary()
         log(f"distill: teacher vectors of {len(words) - 2:,} words and {len(texts):,} texts")
         token_table = np.zeros((len(words), teacher.dim), dtype=np.float32)
-        token_table[2:] = teacher.encode(words[2:], progress=progress)  # [PAD] and [UNK] are not words
+        beat.stage("teacher: corpus words", len(words) - 2)
+        token_table[2:] = _encode(teacher, words[2:], progress, beat)  # [PAD] and [UNK] are not words
     if targets is None:
-        targets = teacher.encode(texts, progress=progress)
+        beat.stage("teacher: corpus texts", len(texts))
+        targets = _encode(teacher, texts, progress, beat)
     targets = np.asarray(targets, dtype=np.float32)
     teacher_seconds = time.perf_counter() - started
     # The main directions of the teacher's sentence vectors, uncentred: the cosine of two
@@ -101,6 +107,7 @@ def distill_static(
         tokenizer=config.vocabulary,
         encoder_options={"embedding_dim": config.dim},
     )
+    beat.stage("student: tokenizing the corpus", len(texts))
     ids = vectorizer.encode(texts)  # once: the SIF counts and every training batch come from these
     counts = np.bincount(np.concatenate(ids), minlength=vectorizer.vocab_size)
     encoder = BagOfWordsEncoder(
@@ -114,7 +121,7 @@ def distill_static(
         teacher.device
     )  # the student learns where the teacher ran
     goal = torch.nn.functional.normalize(to_device(torch.from_numpy(targets @ projection), model.device), dim=-1)
-    history = fit_to_teacher(model, ids, goal, config, progress)
+    history = fit_to_teacher(model, ids, goal, config, progress, beat)
     model.info = {
         "distillation": {
             "kind": "static",
@@ -139,12 +146,18 @@ def relational_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: f
 
 
 def fit_to_teacher(
-    model: SiameseModel, ids: list[np.ndarray], goal: torch.Tensor, config: StaticConfig, progress: bool
+    model: SiameseModel,
+    ids: list[np.ndarray],
+    goal: torch.Tensor,
+    config: StaticConfig,
+    progress: bool,
+    beat: Heartbeat | None = None,
 ) -> list[dict]:
     """Lazy Adam on the token vectors and weights, on the corpus texts' token ``ids``: loss
     ``1 − cos(student, teacher)`` plus ``config.relational`` × :func:`relational_loss`. Keeps the
     weights of the epoch of lowest loss on the held-out texts (also reported: their mean cosine to
     the teacher). Returns one row per epoch (epoch 0: the start); the kept one has ``kept: True``."""
+    beat = beat or Heartbeat(None)
     rng = np.random.default_rng(config.seed)
     order = rng.permutation(len(ids))
     cut = int(round(config.val_fraction * len(ids)))
@@ -188,6 +201,7 @@ def fit_to_teacher(
         batches = [shuffled[b : b + config.batch_size] for b in range(0, len(shuffled), config.batch_size)]
         total = torch.zeros((), device=model.device)  # summed on the device, read once per epoch
         encoder.train()
+        beat.stage(f"student: epoch {epoch} of {config.epochs}, batches", len(batches))
         for k in tqdm(rng.permutation(len(batches)), desc=f"distill epoch {epoch}", disable=not progress, leave=False):
             rows = batches[k]
             loss, _ = losses(rows)
@@ -195,6 +209,7 @@ def fit_to_teacher(
             loss.backward()
             optimizer.step()
             total += loss.detach() * len(rows)
+            beat.advance(1)
         row = {
             "epoch": epoch,
             "loss": round(float(total) / max(len(train_rows), 1), 5),
@@ -246,16 +261,34 @@ def subword_vectorizer(
 
 @torch.inference_mode()
 def token_vectors(
-    teacher: SiameseModel, vectorizer: PretrainedVectorizer, teacher_tokens: int, progress: bool
+    teacher: SiameseModel,
+    vectorizer: PretrainedVectorizer,
+    teacher_tokens: int,
+    progress: bool,
+    beat: Heartbeat | None = None,
 ) -> np.ndarray:
     """The teacher's vector of each token alone: ``[CLS] token [SEP]`` for its own tokens (pieces
     such as ``##ing`` included, fed as ids), the word's own text for the added words."""
+    beat = beat or Heartbeat(None)
     words = vectorizer.vocabulary()
     out = np.zeros((len(words), teacher.dim), dtype=np.float32)
-    out[:teacher_tokens] = _own_token_vectors(teacher, teacher_tokens, progress)
+    beat.stage("teacher: its own tokens", teacher_tokens)
+    out[:teacher_tokens] = _own_token_vectors(teacher, teacher_tokens, progress, beat)
     out[teacher.vectorizer.pad_id] = 0
     if teacher_tokens < len(words):
-        out[teacher_tokens:] = teacher.encode(words[teacher_tokens:], progress=progress)
+        beat.stage("teacher: corpus words", len(words) - teacher_tokens)
+        out[teacher_tokens:] = _encode(teacher, words[teacher_tokens:], progress, beat)
+    return out
+
+
+def _encode(teacher: SiameseModel, texts: list[str], progress: bool, beat: Heartbeat) -> np.ndarray:
+    """The teacher's vectors of ``texts``: at once behind a bar, or a chunk at a time for the heartbeat."""
+    if beat.every is None:
+        return teacher.encode(texts, progress=progress)
+    out = np.empty((len(texts), teacher.dim), dtype=np.float32)
+    for start in range(0, len(texts), 8192):
+        out[start : start + 8192] = teacher.encode(texts[start : start + 8192])
+        beat.advance(len(out[start : start + 8192]))
     return out
 
 
@@ -263,7 +296,9 @@ _LAST_TEACHER: dict = {}  # the last teacher's own token vectors, by what they d
 
 
 @torch.inference_mode()
-def _own_token_vectors(teacher: SiameseModel, teacher_tokens: int, progress: bool) -> np.ndarray:
+def _own_token_vectors(
+    teacher: SiameseModel, teacher_tokens: int, progress: bool, beat: Heartbeat | None = None
+) -> np.ndarray:
     """``[CLS] token [SEP]`` through the teacher for each of its first ``teacher_tokens`` ids: ~30,000
     short inputs, half a minute on 2 cores, so kept for the next student of the same teacher in
     this process (a sweep over --dim or --epochs pays it once)."""
@@ -285,6 +320,8 @@ def _own_token_vectors(teacher: SiameseModel, teacher_tokens: int, progress: boo
         for start in tqdm(range(0, teacher_tokens, 256), desc="token vectors", disable=not progress, leave=False):
             batch = to_device(torch.from_numpy(ids[start : start + 256]), device)
             vectors[start : start + len(batch)] = teacher.encoder(batch, lengths[: len(batch)]).float().cpu().numpy()
+            if beat is not None:
+                beat.advance(len(batch))
     vectors.setflags(write=False)
     _LAST_TEACHER.clear()
     _LAST_TEACHER[key] = vectors

@@ -18,7 +18,7 @@ class TfidfBaseline:
         self.vectorizer.fit(texts)
         return self
 
-    def similarity(self, texts_a: Sequence[str], texts_b: Sequence[str]) -> np.ndarray:
+    def similarity_pairwise(self, texts_a: Sequence[str], texts_b: Sequence[str]) -> np.ndarray:
         a = self.vectorizer.transform(texts_a)
         b = self.vectorizer.transform(texts_b)  # rows are L2-normalised, so the dot product is the cosine
         return np.asarray(a.multiply(b).sum(axis=1)).ravel()

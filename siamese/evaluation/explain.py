@@ -149,7 +149,7 @@ def _pair_occlusion(model, text1: str, text2: str, similarity: float | None = No
     words1, words2 = words_of(text1), words_of(text2)
     firsts = [text1] + [_without(text1, s, e) for _, s, e in words1] + [text1] * len(words2)
     seconds = [text2] * (1 + len(words1)) + [_without(text2, s, e) for _, s, e in words2]
-    scores = model.similarity(firsts, seconds)
+    scores = model.similarity_pairwise(firsts, seconds)
     full = float(scores[0]) if similarity is None else float(similarity)
     drops = full - scores[1:]
     return Explanation(

@@ -65,7 +65,7 @@ def evaluate_pairs(model: SiameseModel, pairs: Pairs, *, threshold: float | None
     metrics (``brier``, ``ece``, ``log_loss``: of the calibrated probability, or of the raw score
     clipped to [0, 1] when the model is not calibrated; ``calibrated`` says which), and correlations
     when the pairs carry graded scores."""
-    scores = model.similarity(pairs.text1, pairs.text2)
+    scores = np.asarray(model.similarity_pairwise(pairs.text1, pairs.text2))
     threshold = model.threshold if threshold is None else threshold
     report = classification_report(scores, pairs.labels, threshold)
     report.update(calibration_metrics(probabilities_or_clipped(scores, model.calibrator), pairs.labels))

@@ -66,7 +66,7 @@ def score_file(
             chunk = []
 
             def flush():
-                scores = model.similarity([r.text1 for r in chunk], [r.text2 for r in chunk])
+                scores = model.similarity_pairwise([r.text1 for r in chunk], [r.text2 for r in chunk])
                 probabilities = model.calibrator(scores) if calibrated else None
                 for i, (row, s) in enumerate(zip(chunk, scores)):
                     new = [f"{s:.6f}"] + ([f"{probabilities[i]:.6f}"] if calibrated else []) + [str(int(s > t))]

@@ -76,7 +76,7 @@ def naming(path: str | os.PathLike) -> Iterator[None]:
         error = as_os_error(e)
         if error is None or error.filename or isinstance(e, SiameseError):
             raise
-        raise OSError(error.errno, error.strerror, str(path)) from None
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from None
 
 
 _RUST_OS_ERROR = re.compile(r"os error (\d+)|Os \{ code: (\d+)")

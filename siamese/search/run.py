@@ -10,7 +10,9 @@ each file atomically, ``result.json`` last)::
     pairs.npz         candidate pairs above the floor (NumPy arrays, no pickles): first, second,
                       similarity, and text_of (for each row, the distinct text it is a copy of);
                       self: first/second are distinct texts; against: first is a distinct new
-                      text, second a reference position
+                      text, second a reference position; with a verifier (dedupe --verify) also
+                      first_stage (the proposing model's similarity) and verifier (the verifier's
+                      score, NaN where it was not asked): ``similarity`` is then the decision
     vectors.npy       self: the unit vectors of the distinct texts (members' similarity to their
                       cluster's kept record, whatever the clustering)
     reference.jsonl   against: the reference records named by a pair: {"ref", "id", "text", ...}
@@ -31,6 +33,7 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,7 +41,7 @@ from ..data.records import Record, as_records, exact_groups, normalise
 from ..errors import ConfigError
 from ..io.atomic import as_umask_allows, atomic_dir, atomic_file, clear_leftovers, recover, target_lock
 from ..io.manifest import Field, check_fields, read_json_object, read_manifest
-from ..models.siamese import SiameseModel
+from ..version import __version__
 from .index import DuplicateIndex, SearchIndexError, require_cosine
 from .pairs import (
     DEFAULT_CLUSTERING,
@@ -51,6 +54,9 @@ from .pairs import (
     vector_index,
 )
 
+if TYPE_CHECKING:  # a dedupe with a static student never needs torch (siamese.models.static_reader)
+    from ..models.siamese import SiameseModel
+
 FORMAT = "siamese-dedupe/1"
 # What run.json and result.json hold, checked before a run is used.
 RUN_FIELDS = {
@@ -60,6 +66,8 @@ RUN_FIELDS = {
     "kind": Field(str),
     "model_fingerprint": Field(str, optional=True),
     "model_path": Field(str, optional=True),
+    "precision": Field(str, optional=True),
+    "siamese_version": Field(str, optional=True),
     "sources": Field(dict),
 }
 RESULT_FIELDS = {
@@ -75,6 +83,11 @@ FLOOR_MARGIN = 0.05  # default floor: this far under the threshold, so a run can
 # At MiniLM's pair threshold (~0.81) a question bank such as InsuranceQA chains into one cluster of
 # most of it; at 0.9 cosine (SemHash's default) the pairs it accepts are paraphrases.
 DEDUPE_MIN_THRESHOLD = 0.9
+# A bi-encoder verifier's threshold is on its own scale; the proposing model searches this far
+# under it, and the band chosen on a sample keeps only what the verifier would accept.
+CASCADE_FLOOR_MARGIN = 0.25
+STAGES = ("first_stage", "verifier")
+CROSS_BAND = 0.1  # a cross-encoder verifier's default band: first-stage similarity within this of the threshold
 
 
 def default_threshold(model: SiameseModel) -> float:
@@ -161,9 +174,11 @@ class DedupeRun:
         *,
         vectors: np.ndarray | None = None,
         reference: dict[int, Record] | None = None,
+        stages: dict[str, np.ndarray] | None = None,
     ):
         self.path, self.meta, self.records, self.text_of, self.pairs = Path(path), meta, records, text_of, pairs
         self.vectors, self.reference = vectors, reference
+        self.stages = stages  # with a verifier: each pair's first-stage similarity and verifier score
         self.distinct = np.unique(text_of, return_index=True)[1]  # row of each distinct text's first record
         self.threshold = self.clustering = self.min_size = None
 
@@ -183,7 +198,7 @@ class DedupeRun:
         for group in clusters(len(self.distinct), self.pairs.above(self.threshold), self.clustering):
             grouped.update(group)
             centre, members = group[0], np.asarray(group[1:], dtype=np.int64)
-            sims = self.vectors[members] @ self.vectors[centre] if len(members) else np.empty(0)
+            sims = self._similarities(centre, members)
             kept = self.records[self.distinct[centre]]
             dups = [Duplicate(self.records[r], 1.0, kept.id) for r in copies.get(centre, [])]
             for m, s in sorted(zip(members.tolist(), sims.tolist()), key=lambda x: (-x[1], x[0])):
@@ -198,6 +213,24 @@ class DedupeRun:
                 found.append(Cluster(kept, [Duplicate(self.records[r], 1.0, kept.id) for r in rows]))
         found = [c for c in found if c.size >= self.min_size]
         return sorted(found, key=lambda c: (-c.size, c.kept.row))
+
+    def _similarities(self, centre: int, members: np.ndarray) -> np.ndarray:
+        """Each member's similarity to its cluster's centre: the vectors' cosine, or where a verifier
+        decided the pair (dedupe --verify), the pair's decision score."""
+        sims = self.vectors[members] @ self.vectors[centre] if len(members) else np.empty(0)
+        if self.stages is None or not len(members):
+            return sims
+        if getattr(self, "_decided", None) is None:
+            n = len(self.distinct)
+            keys = self.pairs.first.astype(np.int64) * n + self.pairs.second
+            order = np.argsort(keys)
+            self._decided = (keys[order], self.pairs.similarity[order])
+        keys, decided = self._decided
+        n = len(self.distinct)
+        want = np.minimum(members, centre) * n + np.maximum(members, centre)
+        at = np.minimum(np.searchsorted(keys, want), max(len(keys) - 1, 0))
+        found = (keys[at] == want) if len(keys) else np.zeros(len(want), bool)
+        return np.where(found, decided[at] if len(keys) else 0, sims)
 
     def flagged(self) -> list[Flagged]:
         """Against mode: every new record above the threshold to a reference record, in input order."""
@@ -337,6 +370,7 @@ class DedupeRun:
                 second=self.pairs.second,
                 similarity=self.pairs.similarity,
                 text_of=self.text_of,
+                **(self.stages or {}),
             )
             if self.vectors is not None:
                 np.save(tmp / "vectors.npy", self.vectors)
@@ -367,6 +401,9 @@ class DedupeRun:
         with _reading(path / "pairs.npz"), np.load(path / "pairs.npz", allow_pickle=False) as z:
             pairs = DuplicatePairs(z["first"], z["second"], z["similarity"])
             text_of = z["text_of"]
+            stages = {name: z[name] for name in STAGES if name in z.files} or None
+            if stages and any(len(a) != len(pairs) for a in stages.values()):
+                raise ValueError(f"{', '.join(stages)} do not hold one score per pair")
         vectors = reference = None
         if meta["mode"] == "self":
             with _reading(path / "vectors.npy"):
@@ -378,7 +415,7 @@ class DedupeRun:
                     for row in _read_jsonl(path / "reference.jsonl")
                 }
         _check_shapes(path, records, text_of, pairs, vectors)
-        self = cls(path, meta, records, text_of, pairs, vectors=vectors, reference=reference)
+        self = cls(path, meta, records, text_of, pairs, vectors=vectors, reference=reference, stages=stages)
         self._set(result["threshold"], result.get("clustering") or "components", result.get("min_size") or 2)
         return self
 
@@ -429,6 +466,8 @@ def _meta(model: SiameseModel, mode: str, floor: float, k: int, kind: str, sourc
         "kind": kind,
         "model_fingerprint": model.fingerprint(),
         "model_path": str(model.path) if model.path else None,
+        "precision": model.encoding_precision(),  # what the vectors were computed in (see reuse.py)
+        "siamese_version": __version__,
         "sources": sources or {},
     }
 
@@ -447,46 +486,98 @@ def dedupe(
     progress: bool = False,
     sources: dict | None = None,
     verify=None,
-    verify_band: float | None = 0.1,
+    verify_band: float | str | None = "auto",
+    verify_agreement: float = 0.99,
     engine=None,
+    reuse=None,
 ) -> DedupeRun:
     """Group the near-duplicates among ``texts`` (plain texts or :class:`Record`) and save the run to ``out``.
 
     ``engine`` (e.g. :class:`siamese.search.ray_engine.RayEngine`): where the encoding and the pair
-    search run (default: this process); the pairs and clusters are the same.
+    search run (default: this process); the pairs and clusters are the same. ``reuse``: a
+    :class:`siamese.search.reuse.KnownVectors` whose vectors are taken instead of encoding
+    the texts it holds.
 
     Exact copies (equal after collapsing whitespace) are encoded once and linked to their first
     occurrence; candidate pairs above ``floor`` (default: threshold - 0.05) are kept so that
     :meth:`DedupeRun.rethreshold` can regroup at any threshold from the floor up.
 
-    ``verify``: a cross-encoder (:mod:`siamese.cross`) that decides the candidate pairs within
-    ``verify_band`` of the threshold (all of them with ``None``); the floor is lowered to the
-    band's edge. A pair it rejects is dropped; one it accepts under the threshold is kept at the
-    threshold. The verdicts hold for this threshold: a later rethreshold regroups the verified pairs.
+    ``verify`` (the cascade: ``model`` proposes, ``verify`` decides; :mod:`siamese.search.cascade`):
+    a stronger bi-encoder (MiniLM, mpnet, a fine-tuned model) or a cross-encoder (:mod:`siamese.cross`)
+    that decides the candidate pairs in a band of ``model``'s similarity. With a bi-encoder the
+    threshold is on its scale (default: its own, but at least 0.9), ``model`` searches down to
+    ``floor`` (default: threshold - 0.25), and ``verify_band="auto"`` chooses the band on a sample
+    of the candidates so that the cascade's verdicts agree with the verifier's own on
+    ``verify_agreement`` of its duplicates (see :func:`~siamese.search.cascade.choose_band`); only
+    the texts of the pairs in the band are encoded by it. A number: the band is ``model``'s
+    similarity within that much of the threshold; None: every candidate. ``pairs.npz`` records each
+    pair's first-stage similarity and verifier score. A cross-encoder decides with its own
+    threshold the pairs within ``verify_band`` (default there 0.1) of the threshold: one it rejects
+    is dropped, one it accepts under the threshold is kept at the threshold. The verdicts hold for
+    this threshold: a later rethreshold regroups the verified pairs.
     """
     check_clustering(clustering)
     check_kind(kind)  # before the (long) encoding
     require_cosine(model)
-    t = default_threshold(model) if threshold is None else threshold
-    floor = _floor(t, floor)
-    if verify is not None and verify_band is not None:
+    cross = verify is not None and getattr(verify, "kind", None) == "cross"
+    if verify is not None and not cross:
+        require_cosine(verify)
+    if cross and verify_band == "auto":
+        verify_band = CROSS_BAND
+    t = default_threshold(model if verify is None or cross else verify) if threshold is None else threshold
+    if verify is not None and not cross:
+        floor = round(t - CASCADE_FLOOR_MARGIN, 6) if floor is None else min(floor, t)
+        if isinstance(verify_band, float | int):
+            floor = min(floor, t - verify_band)
+    else:
+        floor = _floor(t, floor)
+    if cross and verify_band is not None:
         floor = min(floor, t - verify_band)
     records = as_records(texts)
     distinct, text_of = exact_groups([r.text for r in records])
     texts = [records[r].text for r in distinct.tolist()]
+    encode = _encoder(model, progress, engine)
+    vectors = encode(texts) if reuse is None else reuse.take(texts, encode)
     if engine is None:
-        vectors = model.encode(texts, progress=progress)
         pairs = duplicate_pairs(vectors, floor, k=k, kind=kind, progress=progress)
     else:
-        vectors = engine.encode(model, texts)
         pairs = engine.duplicate_pairs(vectors, floor, k=k, kind=kind)
     meta = _meta(model, "self", floor, k, kind, sources)
-    if verify is not None:
-        pairs, meta["verified"] = _verified(verify, texts, pairs, t, verify_band)
-    run = DedupeRun(Path(out), meta, records, text_of, pairs, vectors=vectors)
+    if reuse is not None:
+        meta["reused"] = {"from": str(reuse.source), "vectors": reuse.reused}
+    stages = None
+    if cross:
+        pairs, meta["verified"], stages = _verified(verify, texts, pairs, t, verify_band)
+    elif verify is not None:
+        pairs, meta["verified"], stages = _cascaded(
+            verify, texts, pairs, t, floor=floor, band=verify_band, agreement=verify_agreement, progress=progress
+        )
+        meta["floor"] = t  # the verdicts hold from the threshold up
+    run = DedupeRun(Path(out), meta, records, text_of, pairs, vectors=vectors, stages=stages)
     run._set(t, clustering, min_size)
     run._save()
     return run
+
+
+def _encoder(model: SiameseModel, progress: bool, engine):
+    """texts -> vectors, here or on ``engine``."""
+    if engine is None:
+        return lambda texts: model.encode(texts, progress=progress)
+    return lambda texts: engine.encode(model, texts)
+
+
+def _cascaded(verifier, texts: list[str], pairs: DuplicatePairs, threshold: float, **options):
+    """The candidate pairs decided by a bi-encoder verifier (see :func:`dedupe`): every pair it
+    read, with its score as the decision, and those above the band, kept at the threshold at least."""
+    from .cascade import cascade
+
+    done = cascade(verifier, texts, pairs.first, pairs.second, pairs.similarity, threshold=threshold, **options)
+    asked = ~np.isnan(done.score)
+    rows = np.flatnonzero(asked | done.keep)
+    at_least = np.maximum(pairs.similarity, np.nextafter(np.float32(threshold), 2))
+    decision = np.where(asked, done.score, at_least)[rows].astype(np.float32)
+    stages = {"first_stage": pairs.similarity[rows], "verifier": done.score[rows]}
+    return DuplicatePairs(pairs.first[rows], pairs.second[rows], decision), done.info, stages
 
 
 def _verified(cross, texts: list[str], pairs: DuplicatePairs, threshold: float, band: float | None):
@@ -499,6 +590,7 @@ def _verified(cross, texts: list[str], pairs: DuplicatePairs, threshold: float, 
     similarity = np.where(
         unsure & done.keep, np.maximum(pairs.similarity, np.nextafter(np.float32(threshold), 2)), pairs.similarity
     ).astype(pairs.similarity.dtype)
+    stages = {"first_stage": pairs.similarity[keep], "verifier": done.scores[keep]}
     info = {
         "model": str(getattr(cross, "path", "") or ""),
         "band": band,
@@ -510,7 +602,7 @@ def _verified(cross, texts: list[str], pairs: DuplicatePairs, threshold: float, 
         "seconds": round(done.seconds, 3),
         "pairs_per_second": round(done.verified / done.seconds, 1) if done.seconds else None,
     }
-    return DuplicatePairs(pairs.first[keep], pairs.second[keep], similarity[keep]), info
+    return DuplicatePairs(pairs.first[keep], pairs.second[keep], similarity[keep]), info, stages
 
 
 def dedupe_against(
@@ -526,6 +618,7 @@ def dedupe_against(
     progress: bool = False,
     sources: dict | None = None,
     engine=None,
+    reuse=None,
 ) -> DedupeRun:
     """Which of ``texts`` duplicate a ``reference`` set (texts, records, or an index built by this
     model): each flagged text with its nearest reference records above the threshold.
@@ -534,11 +627,13 @@ def dedupe_against(
     similarity 1 and not encoded; the rest are encoded once per distinct text and searched among
     the reference's ``k`` nearest (an index folder's own FAISS index, else exact up to 50,000
     reference texts and IVF beyond). The run is saved to ``out`` like :func:`dedupe`'s. ``engine``:
-    where the texts are encoded (the search against the reference runs here).
+    where the texts are encoded (the search against the reference runs here). ``reuse``: as
+    :func:`dedupe`'s, for the new texts and the reference texts alike.
     """
+    encoder = _encoder(model, progress, engine)
 
     def encode(texts: list[str]) -> np.ndarray:
-        return model.encode(texts, progress=progress) if engine is None else engine.encode(model, texts)
+        return encoder(texts) if reuse is None else reuse.take(texts, encoder)
 
     check_kind(kind)
     require_cosine(model)
@@ -580,6 +675,8 @@ def dedupe_against(
     )
     named = {int(x): refs[int(x)] for x in np.unique(pairs.second)}
     meta = {**_meta(model, "against", floor, k, kind, sources), "reference": described}
+    if reuse is not None:
+        meta["reused"] = {"from": str(reuse.source), "vectors": reuse.reused}
     run = DedupeRun(Path(out), meta, records, text_of, pairs, reference=named)
     run._set(t, "components", 2)
     run._save()

@@ -128,16 +128,7 @@ def create_app(
     )
     page = Path(__file__).with_name("static") / "index.html"
     add_api_docs(app)
-    # add_middleware wraps what is there: the last added runs first
-    app.add_middleware(
-        BodyLimits, max_bytes=limits.max_body_bytes, timeout=limits.read_timeout, max_items=limits.max_texts
-    )
-    app.add_middleware(ApiKeys, keys=api_keys, timeout=limits.read_timeout)
-    if host_names is not None and not api_keys:  # with keys, a rebinding page has no key to send
-        app.add_middleware(HostCheck, names=host_names, hint=HOST_HINT, timeout=limits.read_timeout)
-    app.add_middleware(SecurityHeaders, page=page)
-    routes: set[str] = set()  # filled once the routes below exist
-    app.add_middleware(Observe, metrics=metrics, routes=routes)
+    routes = _add_middlewares(app, page, limits, metrics, api_keys, host_names)
 
     @app.exception_handler(Overloaded)
     async def overloaded(request: Request, e: Overloaded):
@@ -154,7 +145,9 @@ def create_app(
     async def home():
         return FileResponse(page, media_type="text/html")
 
-    @app.api_route("/health", methods=["GET", "HEAD"])
+    # HEAD is left out of the schema: one route with both methods gives two operations of one id
+    @app.head("/health", include_in_schema=False)
+    @app.get("/health")
     async def health():
         return {
             "status": "ok",
@@ -172,6 +165,23 @@ def create_app(
     _vector_routes(app, model, live, checks, model_name, limits)
     routes.update(route.path for route in app.routes)
     return app
+
+
+def _add_middlewares(
+    app: FastAPI, page: Path, limits: Limits, metrics: Metrics, api_keys: Sequence[str], host_names
+) -> set[str]:
+    """The middlewares, outermost last (add_middleware wraps what is there); returns the set of
+    route paths the metrics label requests by, filled once the routes exist."""
+    app.add_middleware(
+        BodyLimits, max_bytes=limits.max_body_bytes, timeout=limits.read_timeout, max_items=limits.max_texts
+    )
+    app.add_middleware(ApiKeys, keys=api_keys, timeout=limits.read_timeout)
+    if host_names is not None and not api_keys:  # with keys, a rebinding page has no key to send
+        app.add_middleware(HostCheck, names=host_names, hint=HOST_HINT, timeout=limits.read_timeout)
+    app.add_middleware(SecurityHeaders, page=page)
+    routes: set[str] = set()
+    app.add_middleware(Observe, metrics=metrics, routes=routes)
+    return routes
 
 
 class Reloader:
@@ -233,7 +243,7 @@ class Reloader:
             log.warning(self.problem)
 
     def _reload_config(self) -> None:
-        from ..loading import load_model
+        from ..models.loading import load_model
 
         fresh = load_model(self.model_dir, device="cpu")
         if fresh.fingerprint() != self.loaded.fingerprint():
@@ -304,7 +314,7 @@ def _pair_routes(app: FastAPI, model, checks: _Checks, batcher: Batcher | None, 
     def similarity(req: PairsRequest):
         checks.texts(req.pairs, "pairs")
         t = model.threshold if req.threshold is None else req.threshold
-        scores = model.similarity([a for a, _ in req.pairs], [b for _, b in req.pairs])
+        scores = model.similarity_pairwise([a for a, _ in req.pairs], [b for _, b in req.pairs])
         # probability: calibrated duplicate probability, null when the model is not calibrated
         probabilities = model.calibrator(scores).tolist() if model.calibrator is not None else [None] * len(scores)
         results = [

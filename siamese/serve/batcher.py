@@ -186,7 +186,7 @@ class BatchedModel:
     def encode(self, texts: Sequence[str] | str, **_) -> np.ndarray:
         return self.batcher.encode([texts] if isinstance(texts, str) else texts)
 
-    def similarity(self, texts_a: Sequence[str], texts_b: Sequence[str], **_) -> np.ndarray:
+    def similarity_pairwise(self, texts_a: Sequence[str], texts_b: Sequence[str], **_) -> np.ndarray:
         texts_a, texts_b = list(texts_a), list(texts_b)
         if len(texts_a) != len(texts_b):
             raise ValueError(f"texts_a has {len(texts_a)} texts but texts_b has {len(texts_b)}")

@@ -496,7 +496,7 @@ def _decide(model: SiameseModel, recipe: Recipe, train_pairs: Pairs, val_pairs: 
     """The threshold and calibration (siamese.decision.decide), set on the model and said when they fall back."""
     config = recipe.config
     decision = decide(
-        model.similarity,
+        model.similarity_pairwise,
         val_pairs,
         train_pairs,
         default=model.threshold,

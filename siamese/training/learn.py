@@ -372,14 +372,19 @@ def learn(
     by cross-validation than ``source`` as it is with a threshold fitted on the same pairs. Returns
     the model (threshold set; ``info["learned"]`` says what was measured and chosen)."""
     from ..io.progress import tqdm
-    from ..models.sentence_encoder import bi_encoder
+    from ..models.pretrained import CROSS_FORMAT, folder_format, model_folder
+    from ..models.sentence_encoder import load_bi_encoder
     from ..runtime.devices import resolve_device
     from ..runtime.precision import resolve_precision
 
     options = options or LearnOptions()
     check_labels(pairs)
     started = time.perf_counter()
-    model, source_info = bi_encoder(source)
+    folder = model_folder(source)
+    if folder.is_dir() and folder_format(folder) == CROSS_FORMAT:
+        raise ModelError(f"{source}: a cross-encoder has no vectors to fine-tune; --from takes a bi-encoder")
+    model = load_bi_encoder(source, device="cpu")
+    source_info = {"source": os.fspath(source), "folder": str(folder.resolve()) if folder.exists() else None}
     device = resolve_device(options.device)
     tower = _Tower(model, options.frozen_layers, device, resolve_precision("auto", device))
     texts = sorted(set(pairs.text1) | set(pairs.text2))

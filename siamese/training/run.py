@@ -238,9 +238,9 @@ def _test_as_is_and_learned(model, source, labels, test, metric: str) -> tuple[d
     fitted on the same labels)."""
     from ..decision.threshold import choose_threshold
     from ..evaluation.metrics import evaluate
-    from ..models.sentence_encoder import bi_encoder
+    from ..models.sentence_encoder import load_bi_encoder
 
-    as_is = bi_encoder(source)[0]
+    as_is = load_bi_encoder(source)
     cosines = (as_is.encode(labels.text1) * as_is.encode(labels.text2)).sum(1)
     as_is.set_threshold(choose_threshold(cosines, labels.labels, metric)[0])
     both = {"as_is": evaluate(as_is, test), "learned": evaluate(model, test)}
@@ -414,7 +414,7 @@ def _report(model, run: TrainRun, model_config: ModelConfig, config: TrainConfig
     if val_questions is not None:
         from ..data.answers import ranking_report
 
-        result["validation_ranking"] = r = ranking_report(model.similarity, val_questions)
+        result["validation_ranking"] = r = ranking_report(model.similarity_pairwise, val_questions)
         lines.append(f"validation ranking ({r['questions']} questions): MAP {r['map']:.4f}, MRR {r['mrr']:.4f}")
     if "glove" in model.info:
         result["glove"] = g = model.info["glove"]

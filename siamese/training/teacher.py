@@ -14,17 +14,15 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from ..errors import ConfigError, ModelError
-from ..io.manifest import read_json_object
 from ..io.progress import tqdm
 from ..models.pretrained import NAMED, model_folder
-from ..models.sentence_encoder import sentence_encoder
-from ..models.siamese import FORMAT, SiameseModel
+from ..models.sentence_encoder import load_bi_encoder
+from ..models.siamese import SiameseModel
 
 
 def load_teacher(
@@ -38,23 +36,16 @@ def load_teacher(
         name = os.fspath(teacher)
         folder = model_folder(name)
         info = {"source": str(folder), **({"name": name} if name in NAMED else {})}
-        model = _load_folder(folder, max_length).to(device)
+        try:
+            model = load_bi_encoder(folder, max_length=max_length, device="cpu").to(device)
+        except ModelError as e:
+            raise ModelError(f"teacher {e}") from None
     if model.config.head != "cosine":
         raise ConfigError(
             f"teacher {info['source']}: its head is {model.config.head!r}; a teacher must be a cosine "
             "model (its cosines are the targets)"
         )
     return model, {**info, "fingerprint": model.fingerprint(), "dim": model.dim}
-
-
-def _load_folder(folder: Path, max_length: int | None) -> SiameseModel:
-    config_file = folder / "config.json"
-    if config_file.is_file() and read_json_object(config_file, ModelError).get("format") == FORMAT:
-        return SiameseModel.load(folder, device="cpu")  # moved once, by the caller
-    try:  # a sentence-transformers or Hugging Face folder, as `siamese pretrained` reads it
-        return sentence_encoder(folder, max_length=max_length)[0]
-    except ModelError as e:
-        raise ModelError(f"teacher {e}") from None
 
 
 @dataclass

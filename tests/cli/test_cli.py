@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from conftest import SCRIPT, assert_user_error, run, run_json, script
+from conftest import SCRIPT, assert_user_error, invoke, run, run_json, script
 
 from siamese import SiameseModel, datasets
 from siamese.evaluation.metrics import evaluate
@@ -79,7 +79,7 @@ def test_installed_script_trains_then_predicts(data_dir, tmp_path):
     a, b = "When will I see you?", "When can I see you again?"
     result = run_json("predict", out, a, b, run=script)
     model = SiameseModel.load(out)
-    assert result["similarity"] == pytest.approx(float(model.similarity([a], [b])[0]), abs=1e-6)
+    assert result["similarity"] == pytest.approx(float(model.similarity_pairwise([a], [b])[0]), abs=1e-6)
     assert result["threshold"] == trained["threshold"] == model.threshold
     assert result["duplicate"] == (result["similarity"] > result["threshold"])
 
@@ -170,7 +170,9 @@ def test_predict_json(cli_model):
     assert result["probability"] == pytest.approx(float(SiameseModel.load(out).probability([a], [b])[0]), abs=1e-6)
     assert result["threshold"] == trained["threshold"]
     assert result["duplicate"] == (result["similarity"] > result["threshold"])
-    assert result["similarity"] == pytest.approx(float(SiameseModel.load(out).similarity([a], [b])[0]), abs=1e-6)
+    assert result["similarity"] == pytest.approx(
+        float(SiameseModel.load(out).similarity_pairwise([a], [b])[0]), abs=1e-6
+    )
     # --threshold overrides the model's: pick one that flips the verdict
     flipped = run_json("predict", out, a, b, "--threshold", "1.5" if result["duplicate"] else "-1.5")
     assert flipped["duplicate"] is not result["duplicate"]
@@ -337,3 +339,37 @@ def test_train_killed_midway_resumes_and_ends_as_the_uninterrupted_run(tmp_path,
         assert torch.equal(a.state_dict()[k], v), k
     assert a.threshold == b.threshold and resumed["best_epoch"] == whole["best_epoch"]
     assert_user_error(run("train", "--resume", tmp_path / "whole", check_ok=False), "not a training checkpoint")
+
+
+def test_a_corpus_csv_without_column_uses_its_text_column_or_refuses_listing_the_columns(
+    small_calibrated, data_dir, tmp_path
+):
+    """InsuranceQA's questions.csv starts with qid: the questions are de-duplicated, not the ids;
+    a file whose text column cannot be told is refused in one line naming its columns."""
+    model = small_calibrated.path
+    questions = data_dir / "insuranceqa" / "questions.csv"
+    ran = invoke("dedupe", model, "--data", questions, "--out", tmp_path / "run", "--json", "--quiet")
+    assert ran.returncode == 0, ran.stderr
+    first = json.loads((tmp_path / "run" / "records.jsonl").read_text().splitlines()[0])
+    assert first["text"] == "What Does Medicare IME Stand For?" and first["columns"]["qid"] == "0"
+    for name, content, fragment in [
+        (
+            "pairs.csv",
+            "qid1,qid2,question1,question2\n1,2,a,b\n",
+            "which column holds the texts, question1 or question2?",
+        ),
+        ("ids.csv", "qid,score\n1,2\n", "no column is named like texts"),
+        ("numbers.csv", "text,other\n17,x\n18,y\n", "column 'text' holds ids, not texts"),
+    ]:
+        (tmp_path / name).write_text(content)
+        for command in (
+            ["dedupe", model, "--out", tmp_path / "r2"],
+            ["index", "build", model, "--out", tmp_path / "i2"],
+            ["label", model, "--out", tmp_path / "l.csv", "--oracle-column", "qid", "--budget", "2"],
+        ):
+            ran = invoke(*command, "--data", tmp_path / name)
+            assert ran.returncode == 2, (command, ran.stdout, ran.stderr)
+            line = ran.stderr.strip()
+            assert "\n" not in line and line.startswith("error: ") and fragment in line and "--column" in line
+            assert "columns: " in line
+    assert not (tmp_path / "r2").exists() and not (tmp_path / "i2").exists() and not (tmp_path / "l.csv").exists()

@@ -102,7 +102,7 @@ def test_pretrained_minilm_chooses_its_threshold_on_the_validation_pairs(minilm_
     out, result = minilm_out
     model = SiameseModel.load(out)
     val = read_pairs(val_csv)
-    expected, choice = choose_threshold(model.similarity(val.text1, val.text2), val.labels)
+    expected, choice = choose_threshold(model.similarity_pairwise(val.text1, val.text2), val.labels)
     assert result["threshold"] == model.threshold == pytest.approx(expected, abs=1e-6)
     assert result["threshold_value"] == pytest.approx(choice["value"]) and result["val_pairs"] == len(val) == 40
     assert (model.config.encoder, model.config.head, model.config.encoder_options["pooling"]) == (
@@ -242,7 +242,9 @@ def test_other_heads_and_poolings_in_the_layout(tiny_roberta, tmp_path):
     )  # raw [CLS] features, not unit vectors
     loaded = SiameseModel.load(path)
     assert loaded.fingerprint() == concat.fingerprint()
-    np.testing.assert_allclose(loaded.similarity(texts, texts[::-1]), concat.similarity(texts, texts[::-1]), atol=1e-6)
+    np.testing.assert_allclose(
+        loaded.similarity_pairwise(texts, texts[::-1]), concat.similarity_pairwise(texts, texts[::-1]), atol=1e-6
+    )
 
     pooler = SiameseModel.build(
         [], ModelConfig(encoder="transformer", encoder_options={**options, "pooling": "pooler"})

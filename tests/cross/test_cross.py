@@ -41,14 +41,14 @@ def cross_model(small, tmp_path_factory):
 def test_scores_are_symmetric_probabilities_and_survive_save_and_load(cross_model, small):
     model, path = cross_model
     _, val = small
-    s = model.similarity(val.text1, val.text2)
+    s = model.similarity_pairwise(val.text1, val.text2)
     assert s.shape == (len(val),) and ((s >= 0) & (s <= 1)).all()
-    np.testing.assert_allclose(model.similarity(val.text2, val.text1), s, atol=1e-6)  # both orders averaged
+    np.testing.assert_allclose(model.similarity_pairwise(val.text2, val.text1), s, atol=1e-6)  # both orders averaged
     one_way = model.logits(val.text1, val.text2)
     assert not np.allclose(one_way, model.logits(val.text2, val.text1), atol=1e-4)  # the network itself is not
     loaded = load_model(path)
     assert isinstance(loaded, CrossEncoder) and loaded.threshold == model.threshold
-    np.testing.assert_allclose(loaded.similarity(val.text1, val.text2), s, atol=1e-5)
+    np.testing.assert_allclose(loaded.similarity_pairwise(val.text1, val.text2), s, atol=1e-5)
     assert loaded.fingerprint() == model.fingerprint()
     assert sorted(p.name for p in path.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
     info = model.info["training"]
@@ -65,14 +65,15 @@ def test_a_saved_cross_encoder_loads_without_transformers(cross_model):
     code = (
         "import sys; from siamese.models.loading import load_model; "
         f"m = load_model({str(path)!r}, device='cpu'); "
-        "print(float(m.similarity(['how do i cook rice'], ['how is rice cooked'])[0]), 'transformers' in sys.modules)"
+        "print(float(m.similarity_pairwise(['how do i cook rice'], ['how is rice cooked'])[0]), "
+        "'transformers' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     score, imported = done.stdout.split()
     assert imported == "False"
     assert float(score) == pytest.approx(
-        float(model.similarity(["how do i cook rice"], ["how is rice cooked"])[0]), abs=1e-5
+        float(model.similarity_pairwise(["how do i cook rice"], ["how is rice cooked"])[0]), abs=1e-5
     )
 
 
@@ -119,7 +120,7 @@ def test_resume_after_a_crash_ends_as_the_uninterrupted_run(small, tmp_path, mon
         h["loss"] for h in whole.info["training"]["history"]
     ]
     np.testing.assert_array_equal(
-        resumed.similarity(subval.text1, subval.text2), whole.similarity(subval.text1, subval.text2)
+        resumed.similarity_pairwise(subval.text1, subval.text2), whole.similarity_pairwise(subval.text1, subval.text2)
     )
 
 
@@ -213,7 +214,7 @@ def test_search_rerank_lets_the_cross_encoder_decide(cross_model, trained, data_
     for q, before, after in zip(queries, hits, ranked):
         assert {h.id for h in after} == {h.id for h in before}
         assert [h.similarity for h in after] == sorted((h.similarity for h in after), reverse=True)
-        expected = model.similarity([q] * len(before), [h.text for h in before])
+        expected = model.similarity_pairwise([q] * len(before), [h.text for h in before])
         got = {h.id: h for h in after}
         for h, s in zip(before, expected):
             assert got[h.id].first_stage == pytest.approx(h.similarity)
@@ -225,7 +226,7 @@ def test_search_rerank_lets_the_cross_encoder_decide(cross_model, trained, data_
     out = json.loads(proc.stdout)["hits"]
     assert len(out) == 4 and all("first_stage" in h for h in out)
     proc = run("search", tmp_path / "idx", queries[0], "--rerank", trained.path)
-    assert proc.returncode == 2 and "take a cross-encoder" in proc.stderr
+    assert proc.returncode == 2 and "takes a cross-encoder" in proc.stderr
 
 
 def test_dedupe_verify_lets_the_cross_encoder_decide_the_band(cross_model, trained, data_dir, tmp_path):
@@ -243,7 +244,7 @@ def test_dedupe_verify_lets_the_cross_encoder_decide_the_band(cross_model, train
     band = [abs(s - 0.8) <= 0.15 for _, _, s in candidates]
     inside = [(a, b) for (a, b, _), x in zip(candidates, band) if x]
     assert info["candidates"] == len(candidates) and info["verified"] == len(inside) > 0
-    verdict = model.similarity([texts[a] for a, _ in inside], [texts[b] for _, b in inside]) > model.threshold
+    verdict = model.similarity_pairwise([texts[a] for a, _ in inside], [texts[b] for _, b in inside]) > model.threshold
     assert info["accepted"] == int(verdict.sum())
     expected = {(a, b) for (a, b, _), x in zip(candidates, band) if not x} | {p for p, v in zip(inside, verdict) if v}
     assert {(a, b) for a, b, _ in checked.pairs} == expected
@@ -295,7 +296,7 @@ def test_served_cross_encoder_answers_similarity_and_refuses_vectors(cross_model
     with serving(path) as base:
         status, out = post(base, "/similarity", {"pairs": pairs, "explain": True})
         assert status == 200
-        expected = model.similarity([a for a, _ in pairs], [b for _, b in pairs])
+        expected = model.similarity_pairwise([a for a, _ in pairs], [b for _, b in pairs])
         assert [r["similarity"] for r in out["results"]] == pytest.approx(expected.tolist(), abs=1e-5)
         assert out["results"][0]["explanation"]["method"] == "occlusion"
         status, out = post(base, "/embed", {"texts": ["a question"]})

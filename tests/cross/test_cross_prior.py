@@ -42,7 +42,7 @@ def test_untrained_it_is_the_bi_encoders_logistic_fit(data_dir):
     quora = datasets.load("quora-sample", data_dir)
     model = CrossEncoder.build(CrossConfig(max_length=64, prior="minilm"))
     minilm, _ = sentence_encoder("minilm")  # an independent build of the same bi-encoder
-    cosines = minilm.similarity(quora.text1, quora.text2)
+    cosines = minilm.similarity_pairwise(quora.text1, quora.text2)
     fit_prior(model.network, cosines, quora.labels)
     scale, shift = float(model.network.prior_scale), float(model.network.prior_shift)
     assert scale > 1  # duplicates have the higher cosines
@@ -53,7 +53,7 @@ def test_untrained_it_is_the_bi_encoders_logistic_fit(data_dir):
     assert scale == pytest.approx(ref.coef_[0, 0], rel=1e-3) and shift == pytest.approx(
         ref.intercept_[0], rel=1e-3, abs=1e-3
     )
-    s = model.similarity(quora.text1, quora.text2)
+    s = model.similarity_pairwise(quora.text1, quora.text2)
     np.testing.assert_allclose(s, 1 / (1 + np.exp(-(scale * cosines + shift))), atol=1e-5)
     assert roc_auc_score(quora.labels, s) == pytest.approx(roc_auc_score(quora.labels, cosines), abs=1e-9)
 
@@ -66,14 +66,14 @@ def test_trained_it_corrects_the_prior_and_the_folder_carries_it(prior_model, sm
     assert info["source"] == "minilm" and info["fitted_on"] == val.source
     assert info["scale"] == float(model.network.prior_scale) > 0
     cosines = model.prior_cosines(val.text1, val.text2)
-    head_only = model.similarity(val.text1, val.text2)
+    head_only = model.similarity_pairwise(val.text1, val.text2)
     prior_only = 1 / (1 + np.exp(-(info["scale"] * cosines + info["shift"])))
     assert np.abs(head_only - prior_only).max() > 1e-3  # the transformer's reading moved the scores
-    np.testing.assert_allclose(model.similarity(val.text2, val.text1), head_only, atol=1e-6)  # symmetric
+    np.testing.assert_allclose(model.similarity_pairwise(val.text2, val.text1), head_only, atol=1e-6)  # symmetric
     assert sorted(p.name for p in path.iterdir()) == ["config.json", "model.safetensors", "prior", "tokenizer.json"]
     loaded = load_model(path)
     assert isinstance(loaded, CrossEncoder) and loaded.prior is not None
-    np.testing.assert_allclose(loaded.similarity(val.text1, val.text2), head_only, atol=1e-5)
+    np.testing.assert_allclose(loaded.similarity_pairwise(val.text1, val.text2), head_only, atol=1e-5)
     assert loaded.fingerprint() == model.fingerprint()
     # The prior/ folder is a sentence-transformers folder too: the same cosines from the peer library.
     from sentence_transformers import SentenceTransformer

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from siamese import DataError, Pairs, datasets, read_pairs, read_texts, split_pairs
+from siamese.data.input_files import first_line
 from siamese.data.pairs import FORMATS, detect_format
+from siamese.data.records import read_records
 
 # Rows and positives (label 1) per catalogue name, as documented in shared/data/DATA.md.
 # None: DATA.md gives no positive count (graded sets; checked against an independent read below).
@@ -237,7 +239,7 @@ def test_read_texts(tmp_path):
     txt = write(tmp_path / "t.txt", "one\n\ntwo words\n")
     assert read_texts(txt) == ["one", "two words"]
     csv_file = write(tmp_path / "t.csv", "q,other\nfirst,x\n,y\nsecond,z\n")
-    assert read_texts(csv_file) == ["first", "second"]
+    assert read_texts(csv_file, "q") == ["first", "second"]
     assert read_texts(csv_file, "other") == ["x", "y", "z"]
     with pytest.raises(DataError, match="no column 'missing'"):
         read_texts(csv_file, "missing")
@@ -246,6 +248,43 @@ def test_read_texts(tmp_path):
     bad = write(tmp_path / "bad.txt", b"fine\nbad \xff byte\n")
     with pytest.raises(DataError, match=r"bad\.txt:2: not valid UTF-8 \(byte 0xff\)"):
         read_texts(bad)
+
+
+def test_a_text_column_is_found_by_its_name_never_by_position(tmp_path):
+    one = write(tmp_path / "one.csv", "sentence\nfirst\nsecond\n")
+    assert read_texts(one) == ["first", "second"]  # the only column
+    named = write(tmp_path / "named.csv", "qid,split,Question_Text,answer_ids\n7,train,How do I pay?,3 4\n")
+    assert read_texts(named) == ["How do I pay?"]
+    tweets = write(tmp_path / "tweets.tsv", "tweet_id\tuser\ttext\n1\tann\tdelayed again\n")
+    assert read_texts(tweets) == ["delayed again"]
+    plural = write(tmp_path / "plural.csv", "id,questions\n1,What is a premium?\n")
+    assert read_texts(plural) == ["What is a premium?"]
+    for name, content, fragment in [
+        ("pairs.csv", "question1,question2\na,b\n", "which column holds the texts, question1 or question2?"),
+        ("none.csv", "a,b,c\nx,y,z\n", "no column is named like texts"),
+        ("ids.csv", "question_id,score\n1,2\n", "no column is named like texts"),  # an id named like texts
+        ("only_ids.csv", "qid\n1\n2\n", "no column is named like texts"),
+        ("numbers.csv", "text\n12\n13\n", "column 'text' holds ids, not texts"),  # named right, holds ids
+    ]:
+        with pytest.raises(DataError, match="pass --column NAME") as caught:
+            read_texts(write(tmp_path / name, content))
+        assert fragment in str(caught.value) and "\n" not in str(caught.value)
+    # named, it is used as given (ids included: the user asked for them)
+    assert read_texts(write(tmp_path / "given.csv", "qid\n1\n2\n"), "qid") == ["1", "2"]
+
+
+def test_the_insuranceqa_questions_are_read_from_question_not_qid(data_dir):
+    questions = data_dir / "insuranceqa" / "questions.csv"
+    assert first_line(questions).startswith("qid,")  # the file as shipped: ids first
+    texts = read_texts(questions)
+    assert len(texts) == 16889
+    assert texts[0] == "What Does Medicare IME Stand For?"
+    assert not any(t.isdigit() for t in texts)
+    records = read_records(questions)
+    assert records[1].text == "Is Long Term Care Insurance Tax Free?" and records[1].columns["qid"] == "1"
+    # a pair file read as a corpus names both candidate columns instead of taking the first
+    with pytest.raises(DataError, match="question1 or question2"):
+        read_texts(data_dir / "insuranceqa" / "same_answer_pairs.csv")
 
 
 # -- splits -------------------------------------------------------------------------------------

@@ -213,7 +213,7 @@ def test_training_calibrates_on_validation_and_it_helps_on_held_out_pairs(small_
     assert info == {"fitted": True, "method": model.calibrator.method}
     assert model.calibrator.pairs == len(small_calibrated.val_pairs)  # fitted on MSRP val ...
     test = datasets.load("msrp-test", data_dir)  # ... and judged on MSRP test
-    scores = model.similarity(test.text1, test.text2)
+    scores = model.similarity_pairwise(test.text1, test.text2)
     raw = expected_calibration_error(np.clip(scores, 0, 1), test.labels)
     calibrated = expected_calibration_error(model.calibrator(scores), test.labels)
     print(f"MSRP test ECE: raw {raw:.4f}, calibrated {calibrated:.4f}")
@@ -221,8 +221,8 @@ def test_training_calibrates_on_validation_and_it_helps_on_held_out_pairs(small_
     # a calibrator fitted on one half of the Quora sample also helps on its other half
     quora = datasets.load("quora-sample", data_dir)
     fit_half, check_half = split_pairs(quora, [0.5], seed=0)
-    cal = fit_calibrator(model.similarity(fit_half.text1, fit_half.text2), fit_half.labels)
-    s = model.similarity(check_half.text1, check_half.text2)
+    cal = fit_calibrator(model.similarity_pairwise(fit_half.text1, fit_half.text2), fit_half.labels)
+    s = model.similarity_pairwise(check_half.text1, check_half.text2)
     before, after = (
         expected_calibration_error(np.clip(s, 0, 1), check_half.labels),
         expected_calibration_error(cal(s), check_half.labels),
@@ -234,7 +234,7 @@ def test_training_calibrates_on_validation_and_it_helps_on_held_out_pairs(small_
 def test_probability_is_monotone_in_similarity(small_calibrated):
     model = small_calibrated.model
     val = small_calibrated.val_pairs
-    sims = model.similarity(val.text1, val.text2)
+    sims = model.similarity_pairwise(val.text1, val.text2)
     probs = model.probability(val.text1, val.text2)
     order = np.argsort(sims, kind="stable")
     assert np.all(np.diff(probs[order]) >= -1e-12)
@@ -262,7 +262,7 @@ def test_train_skips_calibration_with_a_note(small_calibrated, data_dir):
         progress=False,
     )
     val = small_calibrated.val_pairs
-    predicted = target.similarity(val.text1, val.text2) > target.threshold
+    predicted = target.similarity_pairwise(val.text1, val.text2) > target.threshold
     assert metrics.precision_score(val.labels, predicted) >= 0.8
     assert target.info["training"]["threshold_choice"]["metric"] == "precision"
 
@@ -317,7 +317,7 @@ def test_calibrate_for_a_target_precision(folder, data_dir):
     assert model.info["threshold_choice"]["target"] == 0.85 and model.info["threshold_choice"]["by"] == "calibrate"
     # the lowest such threshold: a little lower (the next score down) falls short of 0.85 or calls no new pair
     test = datasets.load("msrp-test", data_dir)
-    s = model.similarity(test.text1, test.text2)
+    s = model.similarity_pairwise(test.text1, test.text2)
     below = s[s < model.threshold].max()
     assert metrics.precision_score(test.labels, s >= below) < 0.85
 
@@ -348,7 +348,7 @@ def test_evaluate_json_has_calibration_metrics(folder, small_calibrated, data_di
     (folder / "config.json").write_text(json.dumps(raw))
     plain = invoke("evaluate", folder, "--data", data)
     assert plain["calibrated"] is False
-    clipped = calibration_metrics(np.clip(model.similarity(test.text1, test.text2), 0, 1), test.labels)
+    clipped = calibration_metrics(np.clip(model.similarity_pairwise(test.text1, test.text2), 0, 1), test.labels)
     assert plain["ece"] == pytest.approx(clipped["ece"], abs=1e-6)
     assert invoke("predict", folder, "a", "b")["probability"] is None
 
@@ -390,7 +390,7 @@ def test_minilm_on_the_shared_quora_pairs_gets_the_blend_and_it_beats_platt_out_
     from siamese.decision.calibration import cross_fitted
 
     pairs = datasets.load("quora-sample", data_dir)
-    s = SiameseModel.build([], ModelConfig(encoder="transformer")).similarity(pairs.text1, pairs.text2)
+    s = SiameseModel.build([], ModelConfig(encoder="transformer")).similarity_pairwise(pairs.text1, pairs.text2)
     y = pairs.labels.astype(int)
     assert fit_calibrator(s, y).method == "blend"
     blend, platt = (

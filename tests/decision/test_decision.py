@@ -78,7 +78,7 @@ def test_a_bi_encoder_trained_with_a_tiny_validation_set_chooses_on_its_training
     )
     info = model.info["training"]
     assert info["threshold_choice"]["split"] == "training" and info["threshold_choice"]["pairs"] == 600
-    expected, _ = choose_threshold(model.similarity(pairs.text1, pairs.text2), pairs.labels)
+    expected, _ = choose_threshold(model.similarity_pairwise(pairs.text1, pairs.text2), pairs.labels)
     assert model.threshold == pytest.approx(expected)
     assert info["trains_on"] == "positives" and info["given_pairs"] == 600
 

@@ -41,7 +41,7 @@ BOW_VARIANTS = {
 
 
 def assert_exact(model: SiameseModel, pairs=PAIRS) -> None:
-    expected = model.similarity([a for a, _ in pairs], [b for _, b in pairs])
+    expected = model.similarity_pairwise([a for a, _ in pairs], [b for _, b in pairs])
     for (a, b), sim in zip(pairs, expected):
         e = model.explain(a, b)
         assert e.method == "exact"
@@ -95,12 +95,13 @@ def test_occlusion_finds_the_word_that_matters_with_minilm(minilm):
     e = minilm.explain("my neighbour's cat sleeps on the warm sofa all day", "a kitten")
     assert e.method == "occlusion"
     assert e.similarity == pytest.approx(
-        float(minilm.similarity(["my neighbour's cat sleeps on the warm sofa all day"], ["a kitten"])[0]), abs=1e-5
+        float(minilm.similarity_pairwise(["my neighbour's cat sleeps on the warm sofa all day"], ["a kitten"])[0]),
+        abs=1e-5,
     )
     assert max(e.text1, key=lambda w: w.weight).word == "cat", e.text1
     assert max(e.text2, key=lambda w: w.weight).word == "kitten", e.text2
     # the weight is the drop when the word is gone
-    without = float(minilm.similarity(["my neighbour's sleeps on the warm sofa all day"], ["a kitten"])[0])
+    without = float(minilm.similarity_pairwise(["my neighbour's sleeps on the warm sofa all day"], ["a kitten"])[0])
     cat = next(w for w in e.text1 if w.word == "cat")
     assert cat.weight == pytest.approx(e.similarity - without, abs=1e-5)
 
@@ -109,10 +110,10 @@ def test_occlusion_finds_the_word_that_matters_with_minilm(minilm):
 def test_explanation_states_the_similarity_reported_beside_it(minilm):
     # this pair sits within 1e-3 of MiniLM's threshold: two numbers for it would read as two verdicts
     a, b = "When will I see you?", "When can I see you again?"
-    reported = float(minilm.similarity([a], [b])[0])
+    reported = float(minilm.similarity_pairwise([a], [b])[0])
     e = minilm.explain(a, b, similarity=reported)
     assert e.similarity == reported
-    without = float(minilm.similarity(["will I see you?"], [b])[0])
+    without = float(minilm.similarity_pairwise(["will I see you?"], [b])[0])
     assert e.text1[0].weight == pytest.approx(reported - without, abs=2e-3)  # weighed against the same number
 
 
@@ -120,9 +121,9 @@ def test_occlusion_with_the_lstm(trained):
     model = trained.model
     e = model.explain("How do I learn Python?", "How can I learn Python fast?")
     assert e.method == "occlusion" and [w.word for w in e.text2] == ["How", "can", "I", "learn", "Python", "fast?"]
-    full = float(model.similarity(["How do I learn Python?"], ["How can I learn Python fast?"])[0])
+    full = float(model.similarity_pairwise(["How do I learn Python?"], ["How can I learn Python fast?"])[0])
     assert e.similarity == pytest.approx(full, abs=1e-5)
-    without = float(model.similarity(["How do I learn Python?"], ["How can I learn fast?"])[0])
+    without = float(model.similarity_pairwise(["How do I learn Python?"], ["How can I learn fast?"])[0])
     assert e.text2[4].weight == pytest.approx(full - without, abs=1e-5)
     one = model.explain("Python", "python")  # a one-word text is scored empty without its word
     assert [w.word for w in one.text1] == ["Python"] and one.similarity == pytest.approx(1.0, abs=1e-5)
@@ -148,7 +149,8 @@ def test_cli_predict_explain_json(small_calibrated):
     out = json.loads(proc.stdout)
     model = small_calibrated.model
     assert out["similarity"] == pytest.approx(
-        float(model.similarity(["How do I learn Python?"], ["What is the best way to learn Python?"])[0]), abs=1e-5
+        float(model.similarity_pairwise(["How do I learn Python?"], ["What is the best way to learn Python?"])[0]),
+        abs=1e-5,
     )
     ex = out["explanation"]
     assert ex["similarity"] == out["similarity"]  # one similarity per pair

@@ -44,7 +44,7 @@ def test_unlabelled_file_keeps_every_column(model, small_calibrated, tmp_path):
     assert got[0] == ["id", "text1", "text2", "note", "similarity", "probability", "duplicate"]
     assert [r[:4] for r in got[1:]] == rows  # every input value, quotes and line breaks included
     a, b = [r[1] for r in rows], [r[2] for r in rows]
-    sims = model.similarity(a, b)
+    sims = model.similarity_pairwise(a, b)
     np.testing.assert_allclose([float(r[4]) for r in got[1:]], sims, atol=1e-6)
     np.testing.assert_allclose([float(r[5]) for r in got[1:]], model.probability(a, b), atol=1e-6)
     assert [r[6] for r in got[1:]] == [str(int(s > model.threshold)) for s in sims]
@@ -54,13 +54,13 @@ def test_labelled_tsv_streams_in_chunks(model, data_dir, tmp_path, monkeypatch):
     data = data_dir / "msrp/msr-para-val.tsv"  # MSRP: TSV, no quoting, a label column, 500 pairs
     out = tmp_path / "scored.tsv"
     seen = []
-    similarity = model.similarity
+    similarity = model.similarity_pairwise
 
     def spy(a, b):
         seen.append(len(a))
         return similarity(a, b)
 
-    monkeypatch.setattr(model, "similarity", spy)
+    monkeypatch.setattr(model, "similarity_pairwise", spy)
     progress = []
     summary = score_file(model, data, out, chunk_size=64, progress=lambda n, line: progress.append((n, line)))
     assert summary["pairs"] == 500
@@ -79,16 +79,19 @@ def test_cli_progress_lines_on_stderr(small_calibrated, tmp_path):
     data = tmp_path / "pairs.csv"
     data.write_text("text1,text2\n" + "".join(f"text number {i},another text {i}\n" for i in range(25)))
     out = tmp_path / "scored.csv"
-    result = runner.invoke(
-        app, ["score", str(small_calibrated.path), "--data", str(data), "--out", str(out), "--batch-size", "10"]
-    )
-    assert result.exit_code == 0, result.output
-    assert result.stderr.splitlines() == [
-        "scored 10 pairs (to line 11)",
-        "scored 20 pairs (to line 21)",
-        "scored 25 pairs (to line 26)",
-    ]
+    args = ["score", str(small_calibrated.path), "--data", str(data), "--out", str(out), "--overwrite"]
+    quick = runner.invoke(app, [*args, "--batch-size", "10"])
+    assert quick.exit_code == 0, quick.output
+    assert quick.stderr == ""  # done within one interval (15 s): no line, no flood of one per chunk
     assert len(read_rows(out)) == 26
+    # 1,000 pairs one at a time: over a second anywhere, so lines every 0.05 s
+    data.write_text("text1,text2\n" + "".join(f"text number {i},another text {i}\n" for i in range(1000)))
+    slow = runner.invoke(app, [*args, "--batch-size", "1"], env={"SIAMESE_PROGRESS_SECONDS": "0.05"})
+    assert slow.exit_code == 0, slow.output
+    lines = slow.stderr.splitlines()
+    assert len(lines) >= 2 and all(line.startswith("score: ") and "/1,000 pairs (" in line for line in lines), lines
+    assert " left" in lines[0] or "started" in lines[0]
+    assert lines[-1].startswith("score: 1,000/1,000 pairs (100%) in ")  # the last says how long it took
 
 
 @pytest.mark.parametrize(
@@ -139,7 +142,7 @@ def test_named_columns_and_uncalibrated_model(small_calibrated, tmp_path):
     rows = read_rows(out)
     assert rows[0] == ["q_a", "q_b", "similarity", "duplicate"]  # no probability column when uncalibrated
     assert float(rows[1][2]) == pytest.approx(
-        float(model.similarity(["first question"], ["second question"])[0]), abs=1e-6
+        float(model.similarity_pairwise(["first question"], ["second question"])[0]), abs=1e-6
     )
 
 

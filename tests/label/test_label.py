@@ -132,6 +132,22 @@ def test_statistics_estimate_precision_and_recall_over_the_candidates():
     json.dumps(s, allow_nan=False)  # what the page receives: no NaN
 
 
+def test_how_many_more_answers_comes_from_the_width_of_the_precisions_interval():
+    assert stats.more_answers(30, [0.58, 0.83]) == 158  # 30 · (0.25 / 0.10)² = 187.5 answers in all
+    assert stats.more_answers(200, [0.86, 0.95]) == 0  # already within ±5 points
+    assert stats.more_answers(9, None) is None
+    # the premise: the interval narrows as 1/√n, so the answers it asks for do pin it down
+    sims, labels = synthetic(n=4000, seed=5)
+    done = run_loop(sims, labels, 400)
+    few = stats.summary(sims[done[:50]], labels[done[:50]], sims, model_threshold=0.9, resamples=100)
+    wanted = few["more_answers"]
+    assert few["precision_margin"] == 0.05 and 0 < wanted < 350, few
+    many = stats.summary(sims[done[: 50 + wanted]], labels[done[: 50 + wanted]], sims, model_threshold=0.9)
+    lo, hi = many["precision_interval"]
+    assert hi - lo < 2 * 0.05 * 1.5, (hi - lo, wanted)  # about ±5 points (within the bootstrap's own noise)
+    assert many["more_answers"] < wanted / 3
+
+
 def test_threshold_flags_nothing_when_duplicates_never_outnumber_the_rest():
     # as on PAWS-QQP: whatever the similarity, about 3 in 10 pairs are duplicates
     rng = np.random.default_rng(0)

@@ -7,7 +7,7 @@ import csv
 
 import pytest
 from conftest import free_port
-from test_label import TOPICS, corpus, labelling  # noqa: F401  (corpus: the fixture)
+from test_label import TOPICS, call, corpus, labelling  # noqa: F401  (corpus: the fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -91,7 +91,10 @@ def test_label_undo_kill_resume_and_save_by_keyboard(corpus, browser, tmp_path):
 
     model = SiameseModel.load(tmp_path / "labels-model")
     assert f"threshold {model.threshold:.4f}" in saved
-    assert f"fitted threshold\n{model.threshold:.3f}" in threshold or f"{model.threshold:.3f}:" in threshold
+    assert (
+        f"The threshold from your answers\n{model.threshold:.3f}:" in threshold
+        or f"{model.threshold:.3f}:" in threshold
+    )
     assert model.calibrator is not None and model.info["threshold_choice"]["answers"] == n
     assert len(rows(labels)) == n
     page.close()
@@ -109,4 +112,64 @@ def test_page_csp_blocks_injected_scripts(corpus, browser, tmp_path):  # noqa: F
         assert ran is False and blocked
         page.keyboard.press("Tab")  # the first stop is a control of the page
         assert page.evaluate("document.activeElement.tagName") in ("A", "BUTTON")
+    page.close()
+
+
+def test_the_page_in_plain_words_hides_the_guess_and_says_what_comes_next(corpus, browser, tmp_path, artifacts):  # noqa: F811
+    labels = tmp_path / "labels.csv"
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    with labelling(corpus / "model", corpus / "corpus.csv", labels) as (base, _):
+        page.goto(base + "/")
+        shown(page)
+        guess = page.locator("#guess")
+        assert guess.count() == 1 and guess.is_hidden()  # the model's guess is not shown before an answer
+        place = page.locator("#pair-body .meta").first.inner_text()
+        assert place.startswith("texts ") and " and " in place  # two rows of the corpus, not "ids 92 / 92"
+        page.screenshot(path=str(artifacts / "label-first-pair.png"), full_page=True)
+        before = page.locator("#pair-body").get_attribute("data-index")
+        answered = truth(page)
+        press(page, answered, 1)
+        previous = page.locator("#previous").inner_text()
+        said = "duplicate" if answered == "d" else "not a duplicate"
+        assert previous.startswith(f"Previous pair: your answer, {said}, is saved.") and "The model guessed" in previous
+        assert page.locator("#pair-body").get_attribute("data-index") != before
+        page.check("#show-guess")  # the option: the guess before answering
+        assert page.locator("#guess").is_visible()
+        assert "the model's threshold" in page.locator("#guess").inner_text()  # no answers fit one yet
+        page.uncheck("#show-guess")
+        n = 1
+        while page.locator("#save").is_disabled() or n < 12:
+            n += 1
+            press(page, truth(page), n)
+            assert n < 60, "the calibration never became possible"
+        stats = page.locator("#stats-body").inner_text()
+        for words in (
+            "The model's threshold",
+            "The threshold from your answers",
+            "(precision)",
+            "(recall)",
+            "candidate pairs as duplicates",
+            "Probabilities",
+        ):
+            assert words in stats, (words, stats)
+        for jargon in ("flags", "ECE", "fitted threshold", "blend", "platt"):
+            assert jargon not in stats, (jargon, stats)
+        enough = page.locator("#enough").inner_text()
+        now = call(base, "/api/next?tab=check")[1]["stats"]  # what the page was given
+        if now["flags"] == 0:  # this small model's answers may put the threshold above every pair
+            assert enough.startswith("The threshold from your answers marks no candidate pair")
+        elif now["more_answers"]:
+            assert enough == f"About {now['more_answers']} more answers would pin the precision down to ±5 points."
+        else:
+            assert enough.startswith("Enough answers") if now["more_answers"] == 0 else "likely range" in enough
+        page.check("#show-guess")
+        assert "the threshold from your answers" in page.locator("#guess").inner_text()
+        page.screenshot(path=str(artifacts / "label-answers.png"), full_page=True)
+        page.click("#save")
+        page.locator("#next-steps li").first.wait_for()
+        steps = page.locator("#next-steps li").all_inner_texts()
+        model_folder = str(tmp_path / "labels-model")
+        assert steps[0].startswith(f"siamese dedupe {model_folder} --data {corpus / 'corpus.csv'}")
+        assert any(step.startswith(f"siamese serve {model_folder}") for step in steps)
+        page.screenshot(path=str(artifacts / "label-saved.png"), full_page=True)
     page.close()

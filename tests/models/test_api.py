@@ -1,5 +1,5 @@
 """The Python habits of a sentence-transformers user, on the real MiniLM: encode a str or a list,
-similarity on texts or vectors (pairwise, and the matrix), predict on a list of pairs, probability
+similarity on texts or vectors (the matrix, and pairwise), predict on a list of pairs, probability
 None when uncalibrated, one-line dedupe of a list, and loading by name pointing to from_pretrained."""
 
 from __future__ import annotations
@@ -37,21 +37,23 @@ def test_encode_a_str_gives_one_vector(minilm):
 @pytest.mark.slow
 def test_similarity_on_texts_or_vectors_pairwise_and_as_a_matrix(minilm):
     a, b = [p[0] for p in SEED_PAIRS], [p[1] for p in SEED_PAIRS]
-    on_texts = minilm.similarity(a, b)
+    on_texts = minilm.similarity_pairwise(a, b)
     va, vb = minilm.encode(a), minilm.encode(b)
     assert on_texts.shape == (2,)
-    np.testing.assert_allclose(minilm.similarity(va, vb), on_texts, atol=1e-6)
-    np.testing.assert_allclose(minilm.similarity(torch.from_numpy(va), torch.from_numpy(vb)), on_texts, atol=1e-6)
-    np.testing.assert_allclose(minilm.similarity(va[0], vb[0]), on_texts[:1], atol=1e-6)  # single vectors
-    assert minilm.similarity(a[0], b[0]).shape == (1,)
-    matrix = minilm.similarity_matrix(a, [*b, "a question about insurance"])
+    np.testing.assert_allclose(minilm.similarity_pairwise(va, vb), on_texts, atol=1e-6)
+    np.testing.assert_allclose(
+        minilm.similarity_pairwise(torch.from_numpy(va), torch.from_numpy(vb)), on_texts, atol=1e-6
+    )
+    np.testing.assert_allclose(minilm.similarity_pairwise(va[0], vb[0]), on_texts[:1], atol=1e-6)  # single vectors
+    assert minilm.similarity_pairwise(a[0], b[0]).shape == (1,)
+    matrix = minilm.similarity(a, [*b, "a question about insurance"])
     assert matrix.shape == (2, 3)
     np.testing.assert_allclose(np.diag(matrix[:, :2]), on_texts, atol=1e-5)
     np.testing.assert_allclose(matrix, va @ minilm.encode([*b, "a question about insurance"]).T, atol=1e-5)
-    with pytest.raises(ValueError, match="pairs need as many"):
-        minilm.similarity(a, b[:1])
+    with pytest.raises(ValueError, match="aligned pairs"):
+        minilm.similarity_pairwise(a, b[:1])
     with pytest.raises(ValueError, match="expected \\(n, 384\\)"):
-        minilm.similarity(np.zeros((2, 3)), vb)
+        minilm.similarity_pairwise(np.zeros((2, 3)), vb)
 
 
 @pytest.mark.slow
@@ -69,7 +71,7 @@ def test_probability_is_none_until_calibrated(minilm, data_dir):
     a, b = [p[0] for p in SEED_PAIRS], [p[1] for p in SEED_PAIRS]
     assert minilm.probability(a, b) is None
     val = datasets.load("msrp-val", data_dir)
-    minilm.calibrator = fit_calibrator(minilm.similarity(val.text1, val.text2), val.labels)
+    minilm.calibrator = fit_calibrator(minilm.similarity_pairwise(val.text1, val.text2), val.labels)
     try:
         p = minilm.probability(a, b)
         assert p.shape == (2,) and 0 <= p[1] < p[0] <= 1

@@ -212,7 +212,7 @@ def test_serve_an_exported_folder_over_http(exported):
         )
         with urllib.request.urlopen(request, timeout=30) as r:
             embedding = json.loads(r.read())["data"][0]["embedding"]
-    expected = model.similarity([a for a, _ in pairs], [b for _, b in pairs])
+    expected = model.similarity_pairwise([a for a, _ in pairs], [b for _, b in pairs])
     assert [r["similarity"] for r in body["results"]] == pytest.approx(expected.tolist(), abs=1e-5)
     assert len(embedding) == 384
 

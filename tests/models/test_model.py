@@ -72,13 +72,13 @@ def test_encode_large_batch_uses_length_groups_and_matches_small_batches(trained
 
 def test_similarity_is_symmetric_bounded_and_one_for_identical(trained):
     a, b = PROBES, PROBES[::-1]
-    ab, ba = trained.model.similarity(a, b), trained.model.similarity(b, a)
+    ab, ba = trained.model.similarity_pairwise(a, b), trained.model.similarity_pairwise(b, a)
     np.testing.assert_allclose(ab, ba, atol=1e-6)
     assert ab.shape == (len(a),)
     assert np.all(np.abs(ab) <= 1 + 1e-6)
-    np.testing.assert_allclose(trained.model.similarity(PROBES, PROBES), 1.0, atol=1e-5)
+    np.testing.assert_allclose(trained.model.similarity_pairwise(PROBES, PROBES), 1.0, atol=1e-5)
     pairs = trained.val_pairs
-    sims = trained.model.similarity(pairs.text1, pairs.text2)
+    sims = trained.model.similarity_pairwise(pairs.text1, pairs.text2)
     assert np.all(np.abs(sims) <= 1 + 1e-6) and sims.std() > 0
     # the head is the dot product of the encodings
     np.testing.assert_allclose(ab, np.sum(trained.model.encode(a) * trained.model.encode(b), axis=1), atol=1e-6)
@@ -86,12 +86,12 @@ def test_similarity_is_symmetric_bounded_and_one_for_identical(trained):
 
 def test_similarity_needs_equal_lengths(trained):
     with pytest.raises(ValueError, match="a has 2 texts or vectors but b has 1"):
-        trained.model.similarity(["a", "b"], ["c"])
+        trained.model.similarity_pairwise(["a", "b"], ["c"])
 
 
 def test_predict_uses_threshold(trained):
     model = trained.model
-    sims = model.similarity(PROBES, PROBES[::-1])
+    sims = model.similarity_pairwise(PROBES, PROBES[::-1])
     np.testing.assert_array_equal(model.predict(PROBES, PROBES[::-1]), sims > model.threshold)
     assert model.predict(PROBES, PROBES[::-1], threshold=1.5).sum() == 0
     assert model.predict(PROBES, PROBES[::-1], threshold=-1.5).all()

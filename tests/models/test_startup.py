@@ -34,7 +34,7 @@ def test_loading_and_predicting_import_no_sklearn_or_matplotlib(minilm_folder):
     _, folder = minilm_folder
     code = (
         "import sys; from siamese.models.loading import load_model; "
-        f"m = load_model({str(folder)!r}); m.similarity(['a'], ['b']); "
+        f"m = load_model({str(folder)!r}); m.similarity_pairwise(['a'], ['b']); "
         "print(sorted({n.split('.')[0] for n in sys.modules} & {'sklearn', 'matplotlib'}))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
@@ -50,7 +50,7 @@ def test_loading_a_word_model_imports_no_dynamo_or_transformers(tmp_path):
     folder = model.save(tmp_path / "bow")
     code = (
         "import sys; from siamese.models.loading import load_model; "
-        f"m = load_model({str(folder)!r}); print(float(m.similarity(['learn python'], ['a premium'])[0])); "
+        f"m = load_model({str(folder)!r}); print(float(m.similarity_pairwise(['learn python'], ['a premium'])[0])); "
         "print(sorted({n.split('.')[0] for n in sys.modules} & {'transformers', 'sklearn'}), "
         "'torch._dynamo' in sys.modules)"
     )
@@ -58,4 +58,6 @@ def test_loading_a_word_model_imports_no_dynamo_or_transformers(tmp_path):
     assert proc.returncode == 0, proc.stderr
     similarity, modules = proc.stdout.strip().splitlines()
     assert modules == "[] False"
-    assert float(similarity) == pytest.approx(float(model.similarity(["learn python"], ["a premium"])[0]), abs=1e-6)
+    assert float(similarity) == pytest.approx(
+        float(model.similarity_pairwise(["learn python"], ["a premium"])[0]), abs=1e-6
+    )

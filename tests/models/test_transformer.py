@@ -48,7 +48,7 @@ def hugging_face_mean_pooled(folder: Path, texts: list[str]) -> np.ndarray:
 def test_as_is_matches_hugging_face_mean_pooling(minilm):
     texts = SEED_PAIRS[0] + SEED_PAIRS[1]
     np.testing.assert_allclose(minilm.encode(texts), hugging_face_mean_pooled(default_model_path(), texts), atol=1e-5)
-    duplicate, different = minilm.similarity(*SEED_PAIRS)
+    duplicate, different = minilm.similarity_pairwise(*SEED_PAIRS)
     assert duplicate > 0.7 > different
 
 
@@ -113,7 +113,7 @@ def test_fine_tune_with_frozen_layers_saves_and_loads_offline(data_dir, tmp_path
     )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["similarity"] == pytest.approx(
-        float(model.similarity(*[[t[0]] for t in SEED_PAIRS])[0]), abs=1e-5
+        float(model.similarity_pairwise(*[[t[0]] for t in SEED_PAIRS])[0]), abs=1e-5
     )
 
 
@@ -213,7 +213,7 @@ def test_cli_trains_a_frozen_bert_with_a_concat_classifier(data_dir, tmp_path):
     assert model.config.encoder_options["path"] == str(default_model_path())  # the name, resolved to its folder
     pretrained = SiameseModel.build([], ModelConfig(encoder="transformer")).encoder.model.state_dict()
     assert all(torch.equal(v, pretrained[k]) for k, v in model.encoder.model.state_dict().items())
-    scores = model.similarity(*SEED_PAIRS)
+    scores = model.similarity_pairwise(*SEED_PAIRS)
     assert ((scores > 0) & (scores < 1)).all()
 
 
@@ -292,7 +292,7 @@ def test_mpnet_by_name_matches_hugging_face_and_pads_with_its_own_id(tmp_path):
     texts = SEED_PAIRS[0] + SEED_PAIRS[1] + ["A much longer question about how siamese networks share their weights?"]
     expected = hugging_face_mean_pooled(folder, texts)
     np.testing.assert_allclose(model.encode(texts), expected, atol=1e-5)
-    duplicate, different = model.similarity(*SEED_PAIRS)
+    duplicate, different = model.similarity_pairwise(*SEED_PAIRS)
     assert duplicate > 0.7 > different
     model.save(tmp_path / "mpnet")
     again = SiameseModel.load(tmp_path / "mpnet")

@@ -54,9 +54,9 @@ def test_recipe_trains_saves_loads_predicts(msrp, tmp_path, encoder, head, loss,
     assert all(saved["encoder_options"][k] == v for k, v in options.items())
     loaded = SiameseModel.load(path)  # the folder alone is enough
     a, b = val.text1[:30], val.text2[:30]
-    np.testing.assert_allclose(loaded.similarity(a, b), model.similarity(a, b), atol=1e-5)
+    np.testing.assert_allclose(loaded.similarity_pairwise(a, b), model.similarity_pairwise(a, b), atol=1e-5)
     assert loaded.fingerprint() == model.fingerprint()
-    scores = loaded.similarity(a, b)
+    scores = loaded.similarity_pairwise(a, b)
     if HEADS[head].classifier or head == "manhattan":
         assert ((scores >= 0) & (scores <= 1)).all()
     assert loaded.predict(a, b).dtype == bool
@@ -123,8 +123,8 @@ def test_bag_of_words_weighs_words_by_rarity(msrp):
     log_w = model.encoder.log_weight.weight[:, 0]
     assert log_w[vocab["the"]] < log_w[vocab[rare[0]]] - 3
     assert log_w[1] == log_w.min()  # [UNK]
-    shared_rare = model.similarity([f"the {rare[0]}"], [f"a {rare[0]}"])[0]
-    shared_common = model.similarity([f"the {rare[0]}"], [f"the {rare[1]}"])[0]
+    shared_rare = model.similarity_pairwise([f"the {rare[0]}"], [f"a {rare[0]}"])[0]
+    shared_common = model.similarity_pairwise([f"the {rare[0]}"], [f"the {rare[1]}"])[0]
     assert shared_rare > 0.9 and shared_common < 0.3, (shared_rare, shared_common)
 
 
@@ -134,8 +134,8 @@ def test_bag_of_bigrams_reads_word_order(msrp):
     a, b = ["the company moved from boston to chicago"], ["the company moved from chicago to boston"]
     unigrams = SiameseModel.build(texts, ModelConfig(encoder="bow"))
     bigrams = SiameseModel.build(texts, ModelConfig(encoder="bow", encoder_options={"ngrams": 2}))
-    assert unigrams.similarity(a, b)[0] > 0.999  # the same bag of words
-    assert bigrams.similarity(a, b)[0] < 0.97  # its word pairs differ ("from boston" vs "from chicago")
+    assert unigrams.similarity_pairwise(a, b)[0] > 0.999  # the same bag of words
+    assert bigrams.similarity_pairwise(a, b)[0] < 0.97  # its word pairs differ ("from boston" vs "from chicago")
     with pytest.raises(ConfigError, match="ngrams"):
         SiameseModel.build(texts, ModelConfig(encoder="bow", encoder_options={"ngrams": 3}))
 
@@ -153,7 +153,7 @@ def test_bag_of_words_shares_unseen_words_through_oov_buckets(msrp, data_dir):
     unseen = [{w for w in norm(t).split() if w not in vocab} for t in mqp.text1 + mqp.text2]
     shares = np.array([bool(unseen[i] & unseen[len(mqp) + i]) for i in range(len(mqp))])
     assert 50 < shares.sum() < len(mqp) - 50
-    gain = hashed.similarity(mqp.text1, mqp.text2) - plain.similarity(mqp.text1, mqp.text2)
+    gain = hashed.similarity_pairwise(mqp.text1, mqp.text2) - plain.similarity_pairwise(mqp.text1, mqp.text2)
     assert gain[shares].mean() > 0.1 and gain[shares].mean() > gain[~shares].mean() + 0.1, (
         gain[shares].mean(),
         gain[~shares].mean(),
@@ -178,7 +178,7 @@ def test_bag_of_words_with_oov_buckets_saves_and_loads(msrp, tmp_path):
     np.testing.assert_array_equal(loaded.vectorizer.encode(unseen)[0], model.vectorizer.encode(unseen)[0])
     assert loaded.vectorizer.encode(unseen)[0].min() > 1  # no [UNK]
     np.testing.assert_allclose(
-        loaded.similarity(unseen[:1], unseen[1:]), model.similarity(unseen[:1], unseen[1:]), atol=1e-6
+        loaded.similarity_pairwise(unseen[:1], unseen[1:]), model.similarity_pairwise(unseen[:1], unseen[1:]), atol=1e-6
     )
     assert loaded.fingerprint() == model.fingerprint()
     # a config.json whose oov_buckets does not fit its vocab_size is refused, not misread
@@ -201,10 +201,10 @@ def test_bag_of_words_char_ngrams_overlap_word_forms(msrp, data_dir):
     )
     assert chars.dim == 2 * words.dim  # [words, chars]
     a, b = ["patients with hypertension"], ["hypertensive patient"]
-    assert chars.similarity(a, b)[0] > words.similarity(a, b)[0] + 0.2
+    assert chars.similarity_pairwise(a, b)[0] > words.similarity_pairwise(a, b)[0] + 0.2
     for pairs in (val, datasets.load("sts-dev", data_dir)):
-        auc_words = roc_auc_score(pairs.labels, words.similarity(pairs.text1, pairs.text2))
-        auc_chars = roc_auc_score(pairs.labels, chars.similarity(pairs.text1, pairs.text2))
+        auc_words = roc_auc_score(pairs.labels, words.similarity_pairwise(pairs.text1, pairs.text2))
+        auc_chars = roc_auc_score(pairs.labels, chars.similarity_pairwise(pairs.text1, pairs.text2))
         assert auc_chars > auc_words + 0.01, (auc_words, auc_chars)
 
 
@@ -273,7 +273,7 @@ def test_word_pairs_in_a_window_read_order_and_mix_as_told(msrp):
     words = float(va[:64] @ vb[:64] / np.linalg.norm(va[:64]) / np.linalg.norm(vb[:64]))
     pairs = float(va[64:] @ vb[64:] / np.linalg.norm(va[64:]) / np.linalg.norm(vb[64:]))
     assert words > 0.999 and pairs < 0.9  # the same words; "boston … chicago" became "chicago … boston"
-    np.testing.assert_allclose(model.similarity(a, b)[0], (words + 0.64 * pairs) / 1.64, atol=1e-5)
+    np.testing.assert_allclose(model.similarity_pairwise(a, b)[0], (words + 0.64 * pairs) / 1.64, atol=1e-5)
     for bad in (
         {"ngrams": 2, "window": 0},
         {"ngrams": 2, "window": 2.5},
@@ -612,7 +612,7 @@ def test_old_model_folders_still_load(trained, tmp_path):
     model = SiameseModel.load(old)
     assert (model.config.encoder, model.config.head, model.config.loss) == ("lstm", "cosine", "triplet")
     a, b = trained.val_pairs.text1[:20], trained.val_pairs.text2[:20]
-    np.testing.assert_allclose(model.similarity(a, b), trained.model.similarity(a, b), atol=1e-6)
+    np.testing.assert_allclose(model.similarity_pairwise(a, b), trained.model.similarity_pairwise(a, b), atol=1e-6)
     assert model.fingerprint() == old_fingerprint(model)  # indexes built by the old model still match
 
 

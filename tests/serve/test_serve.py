@@ -30,6 +30,20 @@ def test_health_and_openapi(server):
     assert {"/similarity", "/search", "/embed", "/v1/embeddings", "/health"} <= set(schema["paths"])
 
 
+def test_the_api_docs_build_without_a_warning_and_head_health_answers(server, small_calibrated):
+    import warnings
+
+    from siamese.serve.app import create_app
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Duplicate Operation ID health_health_head" was logged at every /docs
+        schema = create_app(small_calibrated.model).openapi()
+    assert set(schema["paths"]["/health"]) == {"get"}
+    base, _, _ = server
+    with urllib.request.urlopen(urllib.request.Request(base + "/health", method="HEAD"), timeout=30) as r:
+        assert r.status == 200 and r.read() == b""
+
+
 def test_similarity_matches_the_model(server):
     base, model, _ = server
     pairs = [
@@ -38,7 +52,7 @@ def test_similarity_matches_the_model(server):
     ]
     status, body = call(base, "/similarity", {"pairs": pairs})
     assert status == 200
-    expected = model.similarity([a for a, _ in pairs], [b for _, b in pairs])
+    expected = model.similarity_pairwise([a for a, _ in pairs], [b for _, b in pairs])
     assert [r["similarity"] for r in body["results"]] == pytest.approx(expected.tolist(), abs=1e-5)
     assert [r["duplicate"] for r in body["results"]] == [bool(s > model.threshold) for s in expected]
     # the fixture's model is calibrated (on its validation pairs, when trained)

@@ -544,7 +544,7 @@ def test_concurrent_requests_share_model_calls_and_answer_the_same(hardened, sma
     calls = metric_value(hardened.port, "siamese_batch_requests_count") - before
     requests = metric_value(hardened.port, "siamese_batch_requests_sum") - before_sum
     assert requests == 32 and calls < 32  # some model calls served several requests
-    expected = model.similarity([a for a, _ in pairs], [b for _, b in pairs])
+    expected = model.similarity_pairwise([a for a, _ in pairs], [b for _, b in pairs])
     assert [body["results"][0]["similarity"] for _, _, body in answers] == pytest.approx(expected.tolist(), abs=1e-5)
 
 

@@ -15,10 +15,12 @@ def test_compare_two_questions(server, browser):
     page.click("#compare button")
     result = page.locator("#compare-result")
     result.locator(".verdict").wait_for()
-    sim = float(model.similarity(["When will I see you?"], ["When can I see you again?"])[0])
+    sim = float(model.similarity_pairwise(["When will I see you?"], ["When can I see you again?"])[0])
     assert f"similarity {sim:.3f}" in result.inner_text()
-    assert f"probability {100 * float(model.calibrator([sim])[0]):.0f}%" in result.inner_text()  # a calibrated model
+    assert f"probability of a duplicate {100 * float(model.calibrator([sim])[0]):.0f}%" in result.inner_text()
     assert result.locator(".verdict").inner_text() == ("Duplicate" if sim > model.threshold else "Not a duplicate")
+    above = "is above" if sim > model.threshold else "is not above"
+    assert f"similarity {sim:.3f} {above} the threshold {model.threshold:.3f}" in result.inner_text()  # plain words
     page.close()
 
 
@@ -33,9 +35,10 @@ def test_search_shows_nearest_questions(server, browser):
     items = page.locator("#search-result li")
     items.first.wait_for()
     assert items.count() == 5
-    expected = [h.text for h in index.search(query, 5)[0]]
+    hits = index.search(query, 5)[0]
     shown = items.all_inner_texts()
-    assert all(text in item for item, text in zip(shown, expected)), (shown, expected)
+    assert all(h.text in item for item, h in zip(shown, hits)), (shown, hits)
+    assert [item.locator(".id").inner_text() for item in items.all()] == [f"id {h.id}" for h in hits]  # ids shown
     assert "1.000" in shown[0]  # the indexed question itself
     page.close()
 
@@ -79,9 +82,9 @@ def test_compare_highlights_the_words_that_drove_the_score(server, browser, view
     words = page.locator("#compare-result .explanation .explained").first.locator(".w")
     words.first.wait_for()
     result = page.locator("#compare-result").inner_text()
-    sim = float(model.similarity([first], [second])[0])
+    sim = float(model.similarity_pairwise([first], [second])[0])
     assert f"similarity {sim:.3f}" in result
-    assert f"probability {100 * float(model.calibrator([sim])[0]):.0f}%" in result
+    assert f"probability of a duplicate {100 * float(model.calibrator([sim])[0]):.0f}%" in result
     expected = model.explain(first, second)
     assert words.all_inner_texts() == [w.word for w in expected.text1]
     # the weight is in each word's tooltip (not colour alone), the sign in its underline style
@@ -130,7 +133,7 @@ def test_search_k_and_threshold_controls(server, browser, viewport):
     items.first.wait_for()
     expected = index.search(query, 3, threshold=0.99)[0]
     assert items.count() == 3
-    assert ["DUPLICATE" in item for item in items.all_inner_texts()] == [h.duplicate for h in expected]
+    assert [item.locator(".tag").count() == 1 for item in items.all()] == [h.duplicate for h in expected]
     assert expected[0].duplicate and not expected[-1].duplicate  # the question itself, and a weaker neighbour
     # a lower threshold and more results, on the same page
     page.fill("#k", "7")
@@ -138,7 +141,7 @@ def test_search_k_and_threshold_controls(server, browser, viewport):
     page.click("#search button")
     page.locator("#search-result li").nth(6).wait_for()
     assert page.locator("#search-result li").count() == 7
-    assert all("DUPLICATE" in item for item in page.locator("#search-result li").all_inner_texts())
+    assert all(item.locator(".tag").count() == 1 for item in page.locator("#search-result li").all())
     assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
     page.close()
 
@@ -201,3 +204,29 @@ def test_a_service_with_api_keys_asks_the_page_for_one(model_path, browser):
         other.locator("#key-form").wait_for(state="visible")
         other.close()
         page.close()
+
+
+def test_placeholders_look_like_placeholders_and_the_threshold_says_what_it_is(server, browser, artifacts):
+    base, model, index = server
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(base + "/")
+    page.locator("#footer").filter(has_text="3000 questions indexed").wait_for()
+    for field in ("#q1", "#q2", "#query"):
+        assert page.locator(field).get_attribute("placeholder").startswith("Type ")  # not a question typed in
+        style = page.locator(field).evaluate("e => getComputedStyle(e, '::placeholder').fontStyle")
+        assert style == "italic"
+    threshold = page.locator("#search-threshold")
+    assert threshold.get_attribute("placeholder") == f"{model.threshold:.3f}"
+    assert page.locator("label[for=search-threshold]").inner_text() == "Call it a duplicate above similarity"
+    assert f"the model's threshold, {model.threshold:.3f}" in page.locator("#threshold-hint").inner_text()
+    page.screenshot(path=str(artifacts / "service-empty.png"), full_page=True)
+    page.fill("#q1", "When will I see you?")
+    page.fill("#q2", "When can I see you again?")
+    page.click("#compare button")
+    page.locator("#compare-result .explanation").wait_for()
+    page.fill("#query", index.texts[7])
+    page.click("#search button")
+    page.locator("#search-result li .id").first.wait_for()
+    assert "marked duplicate: above the model's threshold" in page.locator("#search-result").inner_text()
+    page.screenshot(path=str(artifacts / "service-answers.png"), full_page=True)
+    page.close()

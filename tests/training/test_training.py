@@ -81,7 +81,7 @@ def test_training_summary(trained):
 
 def test_threshold_is_chosen_on_validation_pairs(trained):
     val = trained.val_pairs
-    sims = trained.model.similarity(val.text1, val.text2)
+    sims = trained.model.similarity_pairwise(val.text1, val.text2)
     expected, choice = choose_threshold(sims, val.labels, metric="accuracy")
     assert trained.model.threshold == expected
     assert trained.model.info["training"]["threshold"] == expected
