@@ -105,12 +105,19 @@ def labels_file(data_dir, tmp_path_factory):
     return path
 
 
-def test_train_from_minilm_writes_a_model_folder_with_its_test_split(labels_file, tmp_path):
-    from siamese import SiameseModel
-
-    out = tmp_path / "learned"
+@pytest.fixture(scope="module")
+def learned(labels_file, tmp_path_factory):
+    """``siamese train --from minilm`` on the 64 pairs, a grouped quarter held out: (folder, result)."""
+    out = tmp_path_factory.mktemp("learned") / "model"
     result = run_json("train", "--data", labels_file, "--from", "minilm", "--out", out, "--epochs", 1,
                       "--test-fraction", 0.25, "--quiet")  # fmt: skip
+    return out, result
+
+
+def test_train_from_minilm_writes_a_model_folder_with_its_test_split(labels_file, learned):
+    from siamese import SiameseModel
+
+    out, result = learned
     assert result["chosen"] in ("fine-tuned", "as-is") and result["labels"] + result["test"]["learned"]["n"] == 64
     cv = result["cross_validation"]
     assert set(cv) == {"as_is", "fine_tuned"} and all(0.0 <= v["accuracy"] <= 1.0 for v in cv.values())
@@ -125,9 +132,24 @@ def test_train_from_minilm_writes_a_model_folder_with_its_test_split(labels_file
     assert model.threshold == pytest.approx(result["threshold"])
     assert json.loads((out / "config.json").read_text())["info"]["learned"]["chosen"] == result["chosen"]
     assert "cross-validated on the labels" in (out / "README.md").read_text()
-    assert "as-is" in result["test"] or "as_is" in result["test"]
+    assert set(result["test"]) == {"as_is", "learned"}
     proc = run("predict", out, test.text1[0], test.text2[0], "--json")
     assert "similarity" in json.loads(proc.stdout)
+
+
+def test_train_from_a_saved_model_folder_goes_on_from_it(labels_file, learned, tmp_path):
+    from siamese import SiameseModel
+
+    out = tmp_path / "again"
+    result = run_json("train", "--data", labels_file, "--from", learned[0], "--out", out, "--epochs", 1, "--quiet")
+    assert result["from"] == str(learned[0]) and result["labels"] == 64
+    assert SiameseModel.load(out).info["learned"]["source"] == str(learned[0])
+
+
+def test_train_from_takes_no_cross_encoder_options(labels_file, tmp_path):
+    proc = run("train", "--data", labels_file, "--from", "minilm", "--cross", "--out", tmp_path / "x", check_ok=False)
+    assert_user_error(proc, "--from", "--cross")
+    assert not (tmp_path / "x").exists()
 
 
 def test_train_from_refuses_bad_labels_before_writing(tmp_path):
