@@ -197,7 +197,7 @@ class _Top(torch.nn.Module):
         return tower._pool(x, mask)
 
     @torch.no_grad()
-    def cosines(self, states: list[torch.Tensor], a: np.ndarray, b: np.ndarray, batch: int = 128) -> np.ndarray:
+    def cosines(self, states: list[torch.Tensor], a: np.ndarray, b: np.ndarray, batch: int = 64) -> np.ndarray:
         """The cosine of each pair of text indices (a[i], b[i])."""
         self.eval()
         texts = np.unique(np.concatenate([a, b]))

@@ -159,3 +159,13 @@ def test_train_from_refuses_bad_labels_before_writing(tmp_path):
     proc = run("train", "--data", path, "--from", "minilm", "--out", out, check_ok=False)
     assert_user_error(proc, str(path), "8 labelled pairs (4 duplicates, 4 not)", "more duplicate(s)")
     assert not out.exists()
+
+
+def test_a_test_split_that_cannot_be_grouped_is_refused_in_one_line():
+    from siamese.training.run import held_out_split
+
+    star = _pairs([("hub", f"q{i}", i % 2) for i in range(40)])  # every pair shares "hub": one group
+    with pytest.raises(DataError, match="labels.csv: --test-fraction 0.2: the pairs form too few separate groups"):
+        held_out_split(star, 0.2)
+    test, rest = held_out_split(_pairs([(f"a{i}", f"b{i}", i % 2) for i in range(40)]), 0.2)
+    assert len(test) == 8 and len(rest) == 32
