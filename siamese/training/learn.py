@@ -128,7 +128,7 @@ class _Tower:
         self.device, self.cast = device, _autocast(precision, device)
 
     @torch.no_grad()
-    def states(self, ids: list[np.ndarray], batch: int = 64) -> tuple[list[torch.Tensor], np.ndarray]:
+    def states(self, ids: list[np.ndarray], batch: int = 32) -> tuple[list[torch.Tensor], np.ndarray]:
         """Per text: its hidden states after the frozen layers (bf16, CPU) and its pretrained unit vector."""
         from ..data.vocabulary import pad
 
