@@ -62,11 +62,13 @@ def test_dedupe_on_ray_gives_the_same_clusters(cluster, model_path, corpus, tmp_
     distributed = invoke("dedupe", model_path, *common, "--out", tmp_path / "ray", "--engine", "ray")
     assert local["clusters"] > 10 and local["pairs"] == distributed["pairs"]
     with np.load(tmp_path / "local" / "pairs.npz") as a, np.load(tmp_path / "ray" / "pairs.npz") as b:
-        # the same pairs; their order within one text's neighbours may differ where two similarities tie
-        # to float rounding (a static student is read without torch here, by the full model on Ray)
-        i, j = np.lexsort((a["second"], a["first"])), np.lexsort((b["second"], b["first"]))
-        assert np.array_equal(a["first"][i], b["first"][j]) and np.array_equal(a["second"][i], b["second"][j])
-        np.testing.assert_allclose(a["similarity"][i], b["similarity"][j], atol=1e-5)
+        # Locally the static student is read without torch, on Ray by the full model: the vectors agree
+        # to ~2e-7, so which of several equally similar texts is a text's k-th neighbour may differ.
+        here = dict(zip(zip(a["first"].tolist(), a["second"].tolist()), a["similarity"].tolist()))
+        there = dict(zip(zip(b["first"].tolist(), b["second"].tolist()), b["similarity"].tolist()))
+        shared = here.keys() & there.keys()
+        assert len(shared) >= 0.99 * len(here)
+        np.testing.assert_allclose([here[p] for p in shared], [there[p] for p in shared], atol=1e-5)
     assert (tmp_path / "ray" / "clusters.jsonl").read_text() == (tmp_path / "local" / "clusters.jsonl").read_text()
     # communities too (centres chosen by degree: the same pairs give the same centres)
     invoke("dedupe", model_path, *common, "--clusters", "communities", "--out", tmp_path / "c_local")
