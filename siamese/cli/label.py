@@ -58,7 +58,7 @@ def label(
     device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
-    """Label the pairs that set a threshold and a calibration on your own data, in a local page."""
+    """Label your own pairs in a local page: a threshold and a calibration from the answers, or a fine-tuned model."""
     from ..io.atomic import check_not_input, check_target
 
     if (data is None) == (pairs is None):
@@ -87,7 +87,7 @@ def label(
     session.source, session.from_pairs = str(source), pairs is not None
     from ..label.learning import Learner
 
-    session.learner = Learner(session, session.model.path, learn_out)
+    session.learner = Learner(session, Learner.origin(session.model), learn_out)
     if oracle_column is not None:
         _replay(session, columns, oracle_column, budget, pairs is not None, source, as_json)
         return

@@ -2,9 +2,10 @@
 (:func:`siamese.training.learn.learn`) in a background thread, while labelling goes on; then save
 the learned model and carry on asking with it.
 
-- It always starts from the model the session was started with (its folder), on every answer so
-  far: a model that already learned from some answers would score them as seen, and the
-  cross-validation that decides "fine-tuned or as-is" would favour it unfairly.
+- It always starts from the model the session was started with (its folder; for a model that was
+  itself learned from labels, the folder it was learned from), on every answer so far: a model
+  that already learned from some answers would score them as seen, and the cross-validation that
+  decides "fine-tuned or as-is" would favour it unfairly.
 - When it is done the learned model is saved atomically to its folder (never over an input), the
   candidate pairs' texts are encoded with it, their similarities and the threshold replaced, and
   the selection told how the old and the new model disagree (:meth:`Selector.learned`).
@@ -34,6 +35,15 @@ class Learner:
         self.lock = threading.Lock()
         self.state: dict = {"state": "idle"}
         self.thread: threading.Thread | None = None
+
+    @staticmethod
+    def origin(model) -> Path | None:
+        """The folder to learn from: for a model that was itself learned from labels (labelling
+        resumed with it), the folder it was learned from when that is still there, else its own."""
+        before = (model.info.get("pretrained") or {}).get("folder") if model.info.get("learned") else None
+        if before and Path(before).is_dir():
+            return Path(before)
+        return model.path
 
     def status(self) -> dict:
         with self.lock:

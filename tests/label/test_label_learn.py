@@ -267,3 +267,16 @@ def test_learn_from_60_mqp_answers_in_the_page_while_labelling_goes_on(minilm, m
     assert len(LabelStore(labels)) == 61
     assert json.loads((minilm / "config.json").read_text())["info"].get("learned") is None  # the input untouched
     page.close()
+
+
+def test_learning_again_starts_from_the_model_before_any_learning(corpus, tmp_path):  # noqa: F811
+    from siamese import SiameseModel
+
+    model = SiameseModel.load(corpus / "model")
+    assert Learner.origin(model) == model.path  # a model never learned: its own folder
+    model.info["learned"] = {"chosen": "fine-tuned"}
+    model.info["pretrained"] = {"source": "x", "folder": str(corpus / "model")}
+    learned = SiameseModel.load(model.save(tmp_path / "learned"))
+    assert Learner.origin(learned) == corpus / "model"  # resumed with a learned model: the one it came from
+    learned.info["pretrained"]["folder"] = str(tmp_path / "gone")
+    assert Learner.origin(learned) == learned.path
