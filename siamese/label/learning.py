@@ -60,6 +60,13 @@ class Learner:
                 f"learning from answers fine-tunes a pretrained transformer bi-encoder (minilm, mpnet); this model "
                 f"has the {kind} encoder: label with such a model, or use `siamese train --data LABELS --from minilm`"
             )
+        from ..models.encoders.bert import supports
+
+        if not supports(model.encoder.hf_config):
+            return (
+                f"learning from answers fine-tunes BERT-family encoders such as minilm; this model's transformer is "
+                f"{model.encoder.hf_config.get('model_type')!r}: use `siamese train --data LABELS --from minilm`"
+            )
         if self.source is None:
             return "learning from answers needs the folder the labelling model was loaded from"
         if self.out is None:
@@ -80,18 +87,20 @@ class Learner:
             pairs = self.session.labelled_pairs()
             check_labels(pairs)  # "label N more duplicate(s)": a DataError, one line
             self.state = {"state": "learning", "answers": len(pairs), "started": time.time()}
-            self.thread = threading.Thread(target=self._run, args=(pairs,), name="siamese-learn", daemon=True)
+            assert self.source is not None and self.out is not None  # why_not says so otherwise
+            run = (pairs, self.source, self.out)
+            self.thread = threading.Thread(target=self._run, args=run, name="siamese-learn", daemon=True)
             self.thread.start()
             return dict(self.state)
 
-    def _run(self, pairs) -> None:
+    def _run(self, pairs, source: Path, out: Path) -> None:
         from ..training.learn import learn, learned_line
 
         started = time.perf_counter()
         try:
-            model = learn(pairs, self.source, options=self.options)
+            model = learn(pairs, source, options=self.options)
             info = model.info["learned"]
-            model.save(self.out, overwrite=False)
+            model.save(out, overwrite=False)
             self.session.adopt(model, learned_on=pairs)
             cv = info["cross_validation"]
             done = {
@@ -103,7 +112,7 @@ class Learner:
                 "fine_tuned": cv["fine_tuned"]["accuracy"],
                 "plan": info["plan"],
                 "threshold": float(model.threshold),
-                "path": str(self.out),
+                "path": str(out),
                 "seconds": round(time.perf_counter() - started, 1),
                 "message": learned_line(info),
             }
