@@ -11,7 +11,8 @@ the learned model and carry on asking with it.
   the selection told how the old and the new model disagree (:meth:`Selector.learned`).
 - The answers it learned from are kept in the labels file, but from then on the statistics (the
   threshold fitted on the answers, precision, recall, the calibration that Save fits) use only the
-  answers given after it: the learned model scores its own training pairs too well.
+  answers given after it: the learned model scores its own training pairs too well. (When the
+  model is kept as it was, it learned nothing from them: they all still count.)
 - A failure becomes one line in :attr:`Learner.status` (the page shows it), never an exception in
   the server.
 """
@@ -101,7 +102,9 @@ class Learner:
             model = learn(pairs, source, options=self.options)
             info = model.info["learned"]
             model.save(out, overwrite=False)
-            self.session.adopt(model, learned_on=pairs)
+            kept = info["chosen"] == "as-is" and self.session.model.path is not None
+            same = kept and Path(source).resolve() == Path(self.session.model.path).resolve()
+            self.session.adopt(model, learned_on=pairs, same_vectors=same)
             cv = info["cross_validation"]
             done = {
                 "state": "done",

@@ -60,6 +60,7 @@ class LabelSession:
         self._stats: dict | None = None
         self._seen = -1
         self.learned_keys: set[tuple[str, str]] = set()  # the answers the current model learned from
+        self.rescored = False  # the candidates were scored again by a learned model (stored similarities are stale)
         self.learner = None  # a .learning.Learner when the page may learn from the answers
 
     # -- what the answers say -----------------------------------------------------------------------
@@ -75,7 +76,7 @@ class LabelSession:
                 done.append(n)
             if a.key in self.learned_keys:
                 continue
-            s = self.c.similarity[n] if n is not None else (a.similarity if not self.learned_keys else math.nan)
+            s = self.c.similarity[n] if n is not None else (math.nan if self.rescored else a.similarity)
             if not math.isnan(s):
                 sims.append(s)
                 labels.append(a.label)
@@ -251,14 +252,17 @@ class LabelSession:
             source=str(self.store.path),
         )
 
-    def adopt(self, model, learned_on) -> None:
+    def adopt(self, model, learned_on, *, same_vectors: bool = False) -> None:
         """Carry on with ``model``, learned from the pairs ``learned_on``: the candidates' texts
-        encoded with it (outside the lock: answering goes on meanwhile), their similarities and the
-        model's threshold replaced, and the selection told where the two models disagree."""
+        encoded with it (outside the lock: answering goes on meanwhile; not when ``same_vectors``:
+        the model was kept as it was), their similarities and the model's threshold replaced, and
+        the selection told where the two models disagree. Statistics and Save count only answers
+        it did not learn from (all of them when it was kept as it was)."""
         from .learning import disagreement
 
-        if model.info.get("learned", {}).get("chosen") == "as-is":
-            similarity = self.c.similarity  # the same vectors: only the threshold changed
+        fine_tuned = model.info.get("learned", {}).get("chosen") == "fine-tuned"
+        if same_vectors:
+            similarity = self.c.similarity
         else:
             vectors = model.encode(self.c.texts)
             similarity = np.einsum("ij,ij->i", vectors[self.c.first], vectors[self.c.second]).astype(np.float64)
@@ -266,7 +270,10 @@ class LabelSession:
             old = self.c.similarity
             self.c.similarity = similarity
             self.model, self.model_threshold = model, float(model.threshold)
-            self.learned_keys = {pair_key(t1, t2) for t1, t2 in zip(learned_on.text1, learned_on.text2)}
+            self.learned_keys = (
+                {pair_key(t1, t2) for t1, t2 in zip(learned_on.text1, learned_on.text2)} if fine_tuned else set()
+            )
+            self.rescored = self.rescored or similarity is not old
             changed = disagreement(old, similarity) if similarity is not old else None
             self.selector = Selector(self.c, strategy=self.selector.strategy, seed=self.seed)
             self.selector.learned(changed, len(self._answered()[0]))
@@ -285,7 +292,7 @@ class LabelSession:
         n = self.index_of.get(a.key)
         if n is not None:
             return float(self.c.similarity[n])
-        if not math.isnan(a.similarity) and not self.learned_keys:  # after a learn: the new model's
+        if not math.isnan(a.similarity) and not self.rescored:  # after a learn: the new model's
             return a.similarity
         return float(self.model.similarity_pairwise([a.text1], [a.text2])[0])
 

@@ -120,6 +120,21 @@ def test_the_session_carries_on_with_the_learned_model(corpus, tmp_path):  # noq
     assert len(LabelStore(tmp_path / "labels.csv")) == 16  # every answer stays in the file
 
 
+def test_a_model_kept_as_it_was_keeps_every_answer_counting(corpus, tmp_path):  # noqa: F811
+    from siamese import SiameseModel
+
+    session = _session(SiameseModel.load(corpus / "model"), tmp_path)
+    _answer(session, 6, 6)
+    before = session.c.similarity
+    kept = SiameseModel.load(corpus / "model")
+    kept.set_threshold(0.42)
+    kept.info["learned"] = {"chosen": "as-is"}
+    session.adopt(kept, learned_on=session.labelled_pairs(), same_vectors=True)
+    assert session.c.similarity is before and session.selector.disagreement is None
+    s = session.stats()
+    assert s["answers"] == 12 and s["learned_on"] == 0 and s["model_threshold"] == 0.42
+
+
 @pytest.fixture(scope="module")
 def minilm(tmp_path_factory) -> Path:
     """all-MiniLM-L6-v2 as a Siamese model folder (the shipped weights; nothing downloaded)."""
@@ -261,9 +276,12 @@ def test_learn_from_60_mqp_answers_in_the_page_while_labelling_goes_on(minilm, m
         pair, stats = now["pair"], now["stats"]
         expected = float(learned.similarity_pairwise([pair["text1"]], [pair["text2"]])[0])
         assert pair["similarity"] == pytest.approx(expected, abs=1e-4)
-        assert stats["learned_on"] == 60 and stats["model_threshold"] == pytest.approx(learned.threshold)
-        assert stats["answers"] == 1  # the one given while it learned: not seen by the learned model
-        assert "since the model learned from the first 60" in page.locator("#stats-body").inner_text()
+        assert stats["model_threshold"] == pytest.approx(learned.threshold)
+        if done["chosen"] == "fine-tuned":  # the statistics count only the one answer it has not seen
+            assert stats["learned_on"] == 60 and stats["answers"] == 1
+            assert "since the model learned from the first 60" in page.locator("#stats-body").inner_text()
+        else:  # kept as it was: it learned nothing from them
+            assert stats["learned_on"] == 0 and stats["answers"] == 61
     assert len(LabelStore(labels)) == 61
     assert json.loads((minilm / "config.json").read_text())["info"].get("learned") is None  # the input untouched
     page.close()
