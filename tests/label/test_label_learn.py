@@ -262,6 +262,7 @@ def test_learn_from_60_mqp_answers_in_the_page_while_labelling_goes_on(minilm, m
         page.screenshot(path=str(artifacts / "label-learned.png"), full_page=True)
         done = call(base, "/api/learn")[1]["learn"]
         assert done["state"] == "done", done
+        (artifacts / "label-learned.json").write_text(json.dumps(done, indent=1))  # what it measured, for the record
         assert done["answers"] == 60 and str(tmp_path / "labels-learned") == done["path"]
         if done["chosen"] == "fine-tuned":
             assert f"held-out accuracy {100 * done['before']:.1f}% → {100 * done['after']:.1f}%" in said
