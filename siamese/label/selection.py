@@ -106,6 +106,10 @@ class Selector:
         self.sorted = s[self.order]
         self.disagreement: np.ndarray | None = None
         self.learned_at = 0
+        # each pair's two texts by their words, not their place: in a pair file one question is
+        # the first text of many rows
+        _, ids = np.unique(np.asarray(candidates.texts, dtype=object), return_inverse=True)
+        self.first, self.second = ids[candidates.first], ids[candidates.second]
 
     def learned(self, disagreement: np.ndarray | None, answered: int) -> None:
         """After a learn, with ``answered`` answers: how much the models before and after it
@@ -123,13 +127,13 @@ class Selector:
             return None
         used = np.zeros(len(self.c.texts), bool)
         answered = np.asarray(answered, dtype=np.int64)
-        used[self.c.first[answered]] = used[self.c.second[answered]] = True
-        fresh = pool & ~used[self.c.first] & ~used[self.c.second]
+        used[self.first[answered]] = used[self.second[answered]] = True
+        fresh = pool & ~used[self.first] & ~used[self.second]
         if self.strategy == "random":
             return int(self.rng.choice(np.flatnonzero(pool)))
         if len(answered):  # no text of the pair answered last, while another pair is open
-            last = {int(self.c.first[answered[-1]]), int(self.c.second[answered[-1]])}
-            again = np.isin(self.c.first, list(last)) | np.isin(self.c.second, list(last))
+            last = [self.first[answered[-1]], self.second[answered[-1]]]
+            again = np.isin(self.first, last) | np.isin(self.second, last)
             if (pool & ~again).any():
                 pool, fresh = pool & ~again, fresh & ~again
         m = len(answered)

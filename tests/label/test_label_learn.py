@@ -299,3 +299,18 @@ def test_learning_again_starts_from_the_model_before_any_learning(corpus, tmp_pa
     assert Learner.origin(learned) == corpus / "model"  # resumed with a learned model: the one it came from
     learned.info["pretrained"]["folder"] = str(tmp_path / "gone")
     assert Learner.origin(learned) == learned.path
+
+
+def test_in_a_pair_file_a_text_is_known_by_its_words_not_its_row():
+    # a pair file: "q" is the first text of rows 0-9 (ten places in the candidates' texts)
+    first = ["q"] * 10 + [f"x{i}" for i in range(10)]
+    second = [f"r{i}" for i in range(10)] + [f"y{i}" for i in range(10)]
+    c = pair_candidates(first, second, np.linspace(0.5, 0.52, 20), range(20))
+    sel = Selector(c, seed=0, warmup=0, explore_every=1000)
+    done, unavailable = [0], np.zeros(20, bool)
+    unavailable[0] = True
+    for _ in range(10):
+        k = sel.choose(done, unavailable, 0.51, 0.01)
+        assert k >= 10, "a row asking about 'q' again came before a pair of new texts"
+        done.append(k)
+        unavailable[k] = True
