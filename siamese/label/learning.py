@@ -77,6 +77,7 @@ class Learner:
     def start(self) -> dict:
         """Begin learning in a thread; a one-line :class:`SiameseError` when it cannot (already
         learning, a model that cannot be fine-tuned, too few answers)."""
+        from ..io.atomic import check_not_input
         from ..training.learn import check_labels
 
         with self.lock:
@@ -85,10 +86,11 @@ class Learner:
             reason = self.why_not()
             if reason:
                 raise ConfigError(reason)
+            assert self.source is not None and self.out is not None  # why_not says so otherwise
+            check_not_input(self.out, [self.source, self.session.store.path])  # never over an input
             pairs = self.session.labelled_pairs()
             check_labels(pairs)  # "label N more duplicate(s)": a DataError, one line
             self.state = {"state": "learning", "answers": len(pairs), "started": time.time()}
-            assert self.source is not None and self.out is not None  # why_not says so otherwise
             run = (pairs, self.source, self.out)
             self.thread = threading.Thread(target=self._run, args=run, name="siamese-learn", daemon=True)
             self.thread.start()
@@ -139,17 +141,9 @@ def disagreement(old: np.ndarray, new: np.ndarray) -> np.ndarray:
     return np.abs((rankdata(old) - 1) / scale - (rankdata(new) - 1) / scale)
 
 
-def check_learn_out(out: Path, inputs) -> None:
-    """The learned model's folder: never an input, a model folder if anything is there."""
-    from ..io.atomic import check_not_input, check_target
-
-    check_not_input(out, inputs)
-    check_target(out, kind="model")
-
-
 def _one_line(text: str) -> str:
     line = " ".join(text.split())
     return line if line else "learning failed"
 
 
-__all__ = ["Learner", "check_learn_out", "disagreement"]
+__all__ = ["Learner", "disagreement"]

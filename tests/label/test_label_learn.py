@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO, SCRIPT, free_port, invoke
 from test_label import TOPICS, call, corpus, labelling  # noqa: F401  (corpus: the fixture)
 
-from siamese.errors import ConfigError, DataError
+from siamese.errors import ConfigError, DataError, SiameseError
 from siamese.label.learning import Learner, disagreement
 from siamese.label.selection import Selector, pair_candidates
 from siamese.label.session import LabelSession
@@ -161,6 +161,8 @@ def test_learn_refuses_in_one_line_and_a_failure_in_the_thread_is_a_line(corpus,
     with pytest.raises(DataError, match=r"8 labelled pairs \(3 duplicates, 5 not\).*label 3 more duplicate\(s\)"):
         learner.start()
     assert learner.status()["state"] == "idle"
+    with pytest.raises(SiameseError, match="the folder this command reads"):
+        Learner(session, model.path, model.path).start()  # never over an input
     _answer(session, 12, 12)
     learner.source = corpus / "model"  # learning from a folder that is no transformer: fails in the thread
     assert learner.start()["state"] == "learning"
