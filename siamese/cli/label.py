@@ -26,6 +26,13 @@ def label(
         Optional[Path],
         typer.Option("--save-to", help="Folder the page's Save writes the model to (default: OUT's name + '-model')."),
     ] = None,
+    learn_out: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--learn-out",
+            help="Folder the page's Learn writes the learned model to (default: OUT's name + '-learned').",
+        ),
+    ] = None,
     k: Annotated[int, typer.Option("-k", min=1, help="--data: neighbours per text considered (as dedupe's -k).")] = 10,
     target_precision: Annotated[
         float, typer.Option("--target-precision", help="The precision the page finds a threshold for.")
@@ -51,7 +58,7 @@ def label(
     device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
-    """Label the pairs that set a threshold and a calibration on your own data, in a local page."""
+    """Label your own pairs in a local page: a threshold and a calibration from the answers, or a fine-tuned model."""
     from ..io.atomic import check_not_input, check_target
 
     if (data is None) == (pairs is None):
@@ -62,11 +69,15 @@ def label(
         raise ConfigError("--oracle-column and --budget go together (an answer replay)")
     source = data or pairs
     save_to = save_to or out.with_name(out.stem + "-model")
-    for path in (out, save_to):
+    learn_out = learn_out or out.with_name(out.stem + "-learned")
+    for path in (out, save_to, learn_out):
         check_not_input(path, [source, model_dir])
-    if save_to.absolute() == out.absolute() or (save_to.exists() and out.exists() and save_to.samefile(out)):
-        raise ConfigError(f"--save-to {save_to}: is the labels file (--out); the model needs a folder of its own")
-    check_target(save_to, kind="model")
+    for name, folder in (("--save-to", save_to), ("--learn-out", learn_out)):
+        if folder.absolute() == out.absolute() or (folder.exists() and out.exists() and folder.samefile(out)):
+            raise ConfigError(f"{name} {folder}: is the labels file (--out); the model needs a folder of its own")
+        check_target(folder, kind="model")
+    if learn_out.absolute() == save_to.absolute():
+        raise ConfigError(f"--learn-out {learn_out}: is --save-to's folder; give each model a folder of its own")
     if log_level.lower() not in ("critical", "error", "warning", "info"):
         raise ConfigError(f"--log-level must be critical, error, warning or info, got {log_level!r}")
     read = dict(format=format, text1=text1, text2=text2)
@@ -74,6 +85,9 @@ def label(
         model_dir, data, column, pairs, read, out, save_to, k, target_precision, seed, device, reuse
     )
     session.source, session.from_pairs = str(source), pairs is not None
+    from ..label.learning import Learner
+
+    session.learner = Learner(session, Learner.origin(session.model), learn_out)
     if oracle_column is not None:
         _replay(session, columns, oracle_column, budget, pairs is not None, source, as_json)
         return

@@ -10,7 +10,11 @@ given file. The choice, from the unanswered candidates:
 * otherwise a pair near the current threshold: the similarity aimed at is drawn within the band
   where the fitted duplicate probability is uncertain (about 0.25 to 0.75);
 * either way a pair whose two texts were not in an answered pair comes first, so that a few
-  clusters of near-copies do not take all the answers.
+  clusters of near-copies do not take all the answers, and never (while another is open) a pair
+  sharing a text with the pair answered last;
+* after the page learned from the answers (:meth:`Selector.learned`), every other pair is the
+  open one that the model before the learn and the learned one rank most differently (where
+  one of them is wrong, and an answer says which); the others are chosen as above.
 """
 
 from __future__ import annotations
@@ -100,6 +104,17 @@ class Selector:
         self.bins = bins
         self.order = np.argsort(s, kind="stable")  # candidates by similarity, for the near pick
         self.sorted = s[self.order]
+        self.disagreement: np.ndarray | None = None
+        self.learned_at = 0
+        # each pair's two texts by their words, not their place: in a pair file one question is
+        # the first text of many rows
+        _, ids = np.unique(np.asarray(candidates.texts, dtype=object), return_inverse=True)
+        self.first, self.second = ids[candidates.first], ids[candidates.second]
+
+    def learned(self, disagreement: np.ndarray | None, answered: int) -> None:
+        """After a learn, with ``answered`` answers: how much the models before and after it
+        disagree about each candidate (None: they do not, e.g. the model was kept as it was)."""
+        self.disagreement, self.learned_at = disagreement, answered
 
     def choose(
         self, answered: Sequence[int], unavailable: np.ndarray, threshold: float | None, width: float | None
@@ -112,14 +127,27 @@ class Selector:
             return None
         used = np.zeros(len(self.c.texts), bool)
         answered = np.asarray(answered, dtype=np.int64)
-        used[self.c.first[answered]] = used[self.c.second[answered]] = True
-        fresh = pool & ~used[self.c.first] & ~used[self.c.second]
+        used[self.first[answered]] = used[self.second[answered]] = True
+        fresh = pool & ~used[self.first] & ~used[self.second]
         if self.strategy == "random":
             return int(self.rng.choice(np.flatnonzero(pool)))
+        if len(answered):  # no text of the pair answered last, while another pair is open
+            last = [self.first[answered[-1]], self.second[answered[-1]]]
+            again = np.isin(self.first, last) | np.isin(self.second, last)
+            if (pool & ~again).any():
+                pool, fresh = pool & ~again, fresh & ~again
         m = len(answered)
+        since = m - self.learned_at
+        if self.disagreement is not None and since >= 0 and since % 2 == 0:
+            return self._most_disagreed(pool, fresh)
         if threshold is None or width is None or m < self.warmup or m % self.explore_every == 0:
             return self._spread(answered, pool, fresh)
         return self._near(threshold + width * self.rng.uniform(-1, 1), pool, fresh)
+
+    def _most_disagreed(self, pool: np.ndarray, fresh: np.ndarray) -> int:
+        assert self.disagreement is not None
+        options = np.flatnonzero(fresh if fresh.any() else pool)
+        return int(options[np.argmax(self.disagreement[options])])
 
     def _spread(self, answered: np.ndarray, pool: np.ndarray, fresh: np.ndarray) -> int:
         counts = np.bincount(self.band[answered], minlength=self.bins).astype(float)

@@ -19,6 +19,9 @@ from . import stats
 from .selection import Candidates, Selector, corpus_candidates, pair_candidates
 from .store import LabelStore, answer, pair_key
 
+# The half-width of the band asked about around a learned model's threshold, until answers given
+# since the learn fit one (cosines of a fine-tuned MiniLM move ~0.05 per step of doubt).
+LEARNED_WIDTH = 0.05
 RESERVE_SECONDS = 600.0  # a pair shown in one tab is not shown in another for this long
 # At most this many pairs are held for tabs at once (the oldest shown is let go first): a page
 # asking for pairs under ever new tab names cannot hold the whole queue.
@@ -46,6 +49,7 @@ class LabelSession:
         self.model_threshold = float(model.threshold)
         self.target_precision = target_precision
         self.selector = Selector(candidates, strategy=strategy, seed=seed)
+        self.seed = seed
         self.source = source
         self.from_pairs = False  # the candidates are a pair file's (not a corpus's nearest pairs)
         self.index_of = {pair_key(*candidates.pair(n)): n for n in range(len(candidates))}
@@ -55,18 +59,24 @@ class LabelSession:
         self.lock = threading.RLock()
         self._stats: dict | None = None
         self._seen = -1
+        self.learned_keys: set[tuple[str, str]] = set()  # the answers the current model learned from
+        self.rescored = False  # the candidates were scored again by a learned model (stored similarities are stale)
+        self.learner = None  # a .learning.Learner when the page may learn from the answers
 
     # -- what the answers say -----------------------------------------------------------------------
 
     def _answered(self) -> tuple[list[int], np.ndarray, np.ndarray]:
-        """The answered candidates (in order), and every answer's similarity and label."""
+        """The answered candidates (in order), and the similarity and label of every answer the
+        current model did not learn from (all of them until the page learned)."""
         self.store.refresh()
         done, sims, labels = [], [], []
         for a in self.store.answers:
             n = self.index_of.get(a.key)
             if n is not None:
                 done.append(n)
-            s = self.c.similarity[n] if n is not None else a.similarity
+            if a.key in self.learned_keys:
+                continue
+            s = self.c.similarity[n] if n is not None else (math.nan if self.rescored else a.similarity)
             if not math.isnan(s):
                 sims.append(s)
                 labels.append(a.label)
@@ -83,6 +93,7 @@ class LabelSession:
                     model_threshold=self.model_threshold,
                     target_precision=self.target_precision,
                 )
+                self._stats["learned_on"] = len(self.learned_keys)
                 self._seen = self.store.version()
             return self._stats
 
@@ -116,6 +127,8 @@ class LabelSession:
             unavailable[done] = True
             unavailable[list(self.skipped | set(self.reserved))] = True
             t, width = stats.threshold(sims, labels)
+            if t is None and self.learned_keys:  # since the learn, no answers of both kinds yet
+                t, width = self.model_threshold, LEARNED_WIDTH
             n = self.selector.choose(done, unavailable, t, width)
             if n is None:
                 return None
@@ -206,7 +219,7 @@ class LabelSession:
                     "too few answers to save: the calibration needs at least 2 duplicates and 2 non-duplicates"
                     + ("" if choice == "fitted" else f", and a threshold reaching precision {self.target_precision}")
                 )
-            answers = self.store.answers
+            answers = [a for a in self.store.answers if a.key not in self.learned_keys]
             pairs = Pairs(
                 [a.text1 for a in answers],
                 [a.text2 for a in answers],
@@ -225,6 +238,47 @@ class LabelSession:
                 "next": self.next_steps(),
             }
 
+    def labelled_pairs(self):
+        """Every answer saved so far, as labelled pairs (what the page's learn learns from)."""
+        from ..data.pairs import Pairs
+
+        with self.lock:
+            self.store.refresh()
+            answers = list(self.store.answers)
+        return Pairs(
+            [a.text1 for a in answers],
+            [a.text2 for a in answers],
+            np.array([a.label for a in answers], dtype=np.int8),
+            source=str(self.store.path),
+        )
+
+    def adopt(self, model, learned_on, *, same_vectors: bool = False) -> None:
+        """Carry on with ``model``, learned from the pairs ``learned_on``: the candidates' texts
+        encoded with it (outside the lock: answering goes on meanwhile; not when ``same_vectors``:
+        the model was kept as it was), their similarities and the model's threshold replaced, and
+        the selection told where the two models disagree. Statistics and Save count only answers
+        it did not learn from (all of them when it was kept as it was)."""
+        from .learning import disagreement
+
+        fine_tuned = model.info.get("learned", {}).get("chosen") == "fine-tuned"
+        if same_vectors:
+            similarity = self.c.similarity
+        else:
+            vectors = model.encode(self.c.texts)
+            similarity = np.einsum("ij,ij->i", vectors[self.c.first], vectors[self.c.second]).astype(np.float64)
+        with self.lock:
+            old = self.c.similarity
+            self.c.similarity = similarity
+            self.model, self.model_threshold = model, float(model.threshold)
+            self.learned_keys = (
+                {pair_key(t1, t2) for t1, t2 in zip(learned_on.text1, learned_on.text2)} if fine_tuned else set()
+            )
+            self.rescored = self.rescored or similarity is not old
+            changed = disagreement(old, similarity) if similarity is not old else None
+            self.selector = Selector(self.c, strategy=self.selector.strategy, seed=self.seed)
+            self.selector.learned(changed, len(self._answered()[0]))
+            self._stats = None
+
     def next_steps(self) -> list[str]:
         """Commands that use the saved model on the labelled data (shown after Save)."""
         model, source = shlex.quote(str(self.save_to)), shlex.quote(self.source or "FILE")
@@ -238,7 +292,7 @@ class LabelSession:
         n = self.index_of.get(a.key)
         if n is not None:
             return float(self.c.similarity[n])
-        if not math.isnan(a.similarity):
+        if not math.isnan(a.similarity) and not self.rescored:  # after a learn: the new model's
             return a.similarity
         return float(self.model.similarity_pairwise([a.text1], [a.text2])[0])
 

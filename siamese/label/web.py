@@ -4,7 +4,10 @@ service's body limits and security headers: siamese/serve/).
 Routes: ``/`` the page, ``/health``, ``GET /api/next?tab=T`` (the pair to show tab T and the
 statistics), ``POST /api/answer`` ``{"index", "label": "d"|"n"|"s", "tab"}`` (answered once the
 row is on disk; then the next pair), ``POST /api/undo`` ``{"tab"}``, ``POST /api/save``
-``{"choice": "fitted"|"target"}``. A user error is a 4xx with a one-line ``detail``.
+``{"choice": "fitted"|"target"}``, ``POST /api/learn`` (start learning from the answers in the
+background: siamese/label/learning.py; 409 while it runs) and ``GET /api/learn`` (how it goes:
+``state`` idle, learning, done or failed, with a one-line ``message``). A user error is a 4xx
+with a one-line ``detail``.
 
 Every ``/api/`` call must carry the run's token (``X-Siamese-Token``), which the page finds in
 itself (a ``<meta name="siamese-token">`` filled in when it is served): a page of another site
@@ -119,6 +122,22 @@ def create_app(
         if shown is None:
             raise HTTPException(409, "nothing to undo in this tab (a tab undoes its own answers)")
         return state(shown if "index" in shown else session.next(req.tab), undone=True)
+
+    @app.get("/api/learn")
+    def learning():
+        return {"learn": _learner().status()}
+
+    @app.post("/api/learn")
+    def learn():
+        learner = _learner()
+        if learner.status()["state"] == "learning":
+            raise HTTPException(409, "already learning from the answers: it goes on in the background; keep labelling")
+        return {"learn": learner.start()}
+
+    def _learner():
+        if session.learner is None:
+            raise HTTPException(422, "this labelling session cannot learn from the answers")
+        return session.learner
 
     @app.post("/api/save")
     def save(req: SaveRequest):
