@@ -137,8 +137,8 @@ class _Tower:
         states: list[torch.Tensor] = [torch.empty(0)] * len(ids)
         for start in range(0, len(order), batch):
             rows = order[start : start + batch]
-            x_ids, lengths = pad([ids[i] for i in rows], 0)
-            x_ids, lengths = torch.from_numpy(x_ids).to(self.device), torch.from_numpy(lengths).to(self.device)
+            padded, sizes = pad([ids[i] for i in rows], 0)
+            x_ids, lengths = torch.from_numpy(padded).to(self.device), torch.from_numpy(sizes).to(self.device)
             mask = torch.arange(x_ids.shape[1], device=self.device)[None, :] < lengths[:, None]
             with self.cast():
                 x = self.net.embeddings(x_ids)
@@ -168,10 +168,11 @@ class _Tower:
             for i, layer in enumerate(top.layers)
             for name, t in layer.state_dict().items()
         }
-        missing = set(state) - set(model.encoder.model.state_dict())
+        net: torch.nn.Module = model.encoder.model  # type: ignore[assignment]  # a transformer encoder's network
+        missing = set(state) - set(net.state_dict())
         if missing:
             raise ModelError(f"--from: the encoder has no parameter {sorted(missing)[0]}")
-        model.encoder.model.load_state_dict(state, strict=False)
+        net.load_state_dict(state, strict=False)
 
 
 class _Top(torch.nn.Module):
@@ -319,8 +320,7 @@ def _best_epoch(held: dict[int, np.ndarray], y: np.ndarray, folds: list[np.ndarr
     """The epoch whose held-out cosines rank best (mean ROC-AUC over the folds; fewer epochs on a tie)."""
     aucs = {}
     for epoch, scores in held.items():
-        per = [_auc(scores[f], y[f]) for f in folds]
-        per = [p for p in per if p is not None]
+        per = [p for p in (_auc(scores[f], y[f]) for f in folds) if p is not None]
         aucs[epoch] = float(np.mean(per)) if per else 0.0
     return max(aucs, key=lambda e: (round(aucs[e], 6), -e)), aucs
 
