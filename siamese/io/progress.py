@@ -73,6 +73,7 @@ class _Ticker:
         self.bars: weakref.WeakSet = weakref.WeakSet()
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
+        self.wake = threading.Event()  # a new bar: its interval may be shorter than the one slept on
 
     def add(self, bar: tqdm) -> None:
         with self.lock:
@@ -80,6 +81,7 @@ class _Ticker:
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._run, name="siamese-progress", daemon=True)
                 self.thread.start()
+        self.wake.set()
 
     def discard(self, bar: tqdm) -> None:
         with self.lock:
@@ -88,7 +90,9 @@ class _Ticker:
     def _run(self) -> None:
         while True:
             every = interval()
-            time.sleep(min(1.0, max(0.01, every / 4)))
+            if self.wake.wait(min(1.0, max(0.01, every / 4))):
+                self.wake.clear()
+                continue  # read the interval again before writing
             with self.lock:
                 bars = list(self.bars)
             now = time.monotonic()
