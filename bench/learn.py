@@ -27,9 +27,10 @@ each training in a fresh process):
   gradients clipped at 1; the threshold is the accuracy-maximising cut on the labels' cosines
   after training. Under bf16 autocast where the CPU has native bf16 (as ``learn`` runs).
 
-    python bench/learn.py [--sets mqp msrp] [--budgets 50 200 all] [--seeds 5]
+    python bench/learn.py [--sets mqp msrp] [--budgets 50 200 all] [--seeds 5] [--first-seed 0]
                           [--contenders threshold learn st] [--out bench/results/learn.json]
     python bench/learn.py --labels my_labels.csv [--budgets 50 100 200 all] [--seeds 3]
+    python bench/learn.py --merge seeds-0.json seeds-1-2.json --out learn.json   # runs of several files, one table
 
 ``--labels FILE``: the learning curve of your own labels instead (grouped test split of
 ``--test-share`` of them, the rest the pool): "does training help on my data?".
@@ -226,7 +227,7 @@ def st_recipe(labels, seed: int, *, epochs: int = 10, batch: int = 64, lr: float
 # -- the grid ----------------------------------------------------------------------------------------------------
 
 
-def run_set(name: str, pool, test, info: dict, budgets, seeds: int, contenders) -> dict:
+def run_set(name: str, pool, test, info: dict, budgets, seeds: range, contenders) -> dict:
     from siamese.models.sentence_encoder import from_pretrained
 
     base = from_pretrained("minilm")
@@ -235,7 +236,7 @@ def run_set(name: str, pool, test, info: dict, budgets, seeds: int, contenders) 
     print(f"{name}: {info} oracle {out['oracle']['accuracy']:.4f}", flush=True)
     for budget in budgets:
         runs = []
-        for seed in range(seeds):
+        for seed in seeds:
             rows = labelled(pool, budget, seed)
             labels = pool.subset(rows)
             if len(set(labels.labels.tolist())) < 2:
@@ -300,27 +301,50 @@ def main() -> None:
     ap.add_argument("--test-share", type=float, default=0.3, help="with --labels: the grouped test split's share")
     ap.add_argument("--budgets", nargs="+", default=BUDGETS)
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
+    ap.add_argument("--merge", nargs="+", type=Path, help="combine the runs of earlier --out files into --out")
     ap.add_argument("--contenders", nargs="+", default=CONTENDERS, choices=CONTENDERS)
     ap.add_argument("--test-cap", type=int, default=2000)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "learn.json")
     args = ap.parse_args()
     os.environ.setdefault("SIAMESE_DATA", str(HERE.parent.parent / "shared" / "data"))
     started = time.perf_counter()
+    if args.merge:
+        write(args.out, merged([json.loads(f.read_text()) for f in args.merge]), 0.0)
+        return
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     results = {}
     if args.labels:
         pool, test, info = load_labels(args.labels, args.test_share, args.test_cap)
-        results[Path(args.labels).name] = run_set(
-            args.labels, pool, test, info, args.budgets, args.seeds, args.contenders
-        )
+        results[Path(args.labels).name] = run_set(args.labels, pool, test, info, args.budgets, seeds, args.contenders)
     for name in [] if args.labels else args.sets:
         pool, test, info = load_set(name, args.test_cap)
-        results[name] = run_set(name, pool, test, info, args.budgets, args.seeds, args.contenders)
+        results[name] = run_set(name, pool, test, info, args.budgets, seeds, args.contenders)
+    write(args.out, results, time.perf_counter() - started)
+
+
+def merged(records: list[dict]) -> dict:
+    """The runs of several result files, per set and budget (one run per seed: a later file's wins), means anew."""
+    results: dict = {}
+    for record in records:
+        for name, r in record["sets"].items():
+            into = results.setdefault(name, {"info": r["info"], "oracle": r["oracle"], "budgets": {}})
+            for budget, b in r["budgets"].items():
+                runs = {run["seed"]: run for run in into["budgets"].get(budget, {}).get("runs", [])}
+                for run in b["runs"]:
+                    runs[run["seed"]] = {**runs.get(run["seed"], {}), **run}
+                ordered = [runs[k] for k in sorted(runs)]
+                into["budgets"][budget] = {"runs": ordered, "mean": _means(ordered)}
+    return results
+
+
+def write(out: Path, results: dict, seconds: float) -> None:
     md = table(results)
     print(md)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    record = {"seconds": round(time.perf_counter() - started, 1), "cpus": os.cpu_count(), "sets": results}
-    args.out.write_text(json.dumps(record, indent=1) + "\n")
-    args.out.with_suffix(".md").write_text(md + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    record = {"seconds": round(seconds, 1), "cpus": os.cpu_count(), "sets": results}
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    out.with_suffix(".md").write_text(md + "\n")
 
 
 if __name__ == "__main__":
