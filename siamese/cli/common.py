@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..config.run import DEVICE_HELP, FORMAT_HELP, LABEL_HELP, OVERWRITE_HELP, TEXT1_HELP, TEXT2_HELP
-from ..errors import DataError, SiameseError
+from ..errors import ConfigError, DataError, SiameseError
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 FormatOpt = Annotated[str, typer.Option("--format", help=FORMAT_HELP)]
@@ -83,12 +83,76 @@ TargetRecallOpt = Annotated[
     typer.Option("--target-recall", help="Set the threshold to the highest one reaching this recall on the pairs."),
 ]
 
+VerifyOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--verify",
+        metavar="MODEL",
+        help=(
+            "A stronger model that decides the pairs the first model is unsure of (a cascade): a bi-encoder "
+            "(minilm, mpnet, a folder from `siamese pretrained`, or your fine-tuned model; each text it reads is "
+            "encoded once) or a cross-encoder folder (train --cross). It decides at its own threshold (dedupe "
+            "with a bi-encoder: the run's threshold is on its scale, by default its own but at least 0.9)."
+        ),
+    ),
+]
+VerifyBandOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--verify-band",
+        metavar="WIDTH|auto",
+        help=(
+            "With --verify: the pairs whose first-stage similarity is within WIDTH of the threshold are verified; "
+            "above the band a pair is a duplicate, under it not. auto: the narrowest band whose verdicts agree with "
+            "the verifier's own on 99% of its duplicates, chosen on a sample of the pairs. Default: where there "
+            "are many pairs (dedupe, score) auto for a bi-encoder and 0.1 for a cross-encoder; 0.1 for predict "
+            "and serve."
+        ),
+    ),
+]
+VerifyAllOpt = Annotated[
+    bool, typer.Option("--verify-all", help="With --verify: every pair is verified, not only the band.")
+]
+
 
 def finite(value: float | None) -> float | None:
     """Option callback: NaN and infinities are not thresholds (they would reach the JSON output)."""
     if value is not None and not math.isfinite(value):
         raise typer.BadParameter(f"{value} is not a finite number")
     return value
+
+
+def verify_band(verify, band: str | None, every: bool, *, sample: bool) -> float | str | None:
+    """The band that --verify-band or --verify-all ask for: a width, "auto" (only where there are
+    pairs to sample: ``sample``) or None (every pair); not given: "auto" where there is a sample,
+    else the fixed width (a command may then prefer the fixed width for a cross-encoder)."""
+    from ..decision.cascade import FIXED_BAND
+
+    if verify is None:
+        given = [flag for flag, value in (("--verify-band", band), ("--verify-all", every)) if value]
+        if given:
+            raise ConfigError(f"{' and '.join(given)} go with --verify MODEL")
+        return None
+    if band is not None and every:
+        raise ConfigError("give --verify-band or --verify-all, not both (--verify-all verifies every pair)")
+    if every:
+        return None
+    if band is None:
+        return "auto" if sample else FIXED_BAND
+    if band.strip().lower() == "auto":
+        if not sample:
+            raise ConfigError(
+                "--verify-band auto is chosen on a sample of many pairs, and this command has none to sample: "
+                f"give a width (default {FIXED_BAND})"
+            )
+        return "auto"
+    try:
+        width = float(band)
+    except ValueError:
+        raise ConfigError(f"--verify-band {band!r}: a width (such as 0.1) or auto") from None
+    if not math.isfinite(width) or width < 0:
+        raise ConfigError(f"--verify-band {band!r}: a width must be a finite number of 0 or more")
+    return width
 
 
 def text_argument(value: str, name: str) -> str:

@@ -19,6 +19,9 @@ from .common import (
     OverwriteOpt,
     ReuseOpt,
     TextColumnOpt,
+    VerifyAllOpt,
+    VerifyBandOpt,
+    VerifyOpt,
     check_out_file,
     check_out_folder,
     emit,
@@ -26,6 +29,7 @@ from .common import (
     text_argument,
     user_errors,
 )
+from .common import verify_band as verify_band_choice
 
 
 @user_errors
@@ -305,27 +309,9 @@ def dedupe(
         ),
     ] = None,
     min_size: Annotated[Optional[int], typer.Option(min=2, help="Smallest cluster written (default 2).")] = None,
-    verify: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--verify",
-            help="A stronger model folder that decides the candidate pairs MODEL proposes: a bi-encoder (e.g. "
-            "MiniLM or mpnet from `siamese pretrained`, or your fine-tuned model; the threshold is then on its "
-            "scale, and only the texts of the pairs it decides are encoded by it) or a cross-encoder (train --cross).",
-        ),
-    ] = None,
-    verify_band: Annotated[
-        Optional[float],
-        typer.Option(
-            min=0.0,
-            help="With --verify: the candidates within this much of the threshold are verified (default: a "
-            "bi-encoder's band is chosen on a sample so that the verdicts agree with its own; a cross-encoder's "
-            "is 0.1).",
-        ),
-    ] = None,
-    verify_all: Annotated[
-        bool, typer.Option("--verify-all", help="With --verify: every candidate pair is verified, not only the band.")
-    ] = False,
+    verify: VerifyOpt = None,
+    verify_band: VerifyBandOpt = None,
+    verify_all: VerifyAllOpt = False,
     explain: Annotated[
         bool, typer.Option("--explain", help="Also show the least similar pairs accepted as duplicates.")
     ] = False,
@@ -342,6 +328,7 @@ def dedupe(
     from ..search.files import dedupe_files, rethreshold_files
 
     shown = explain_count if explain else 0
+    band = verify_band_choice(verify, verify_band, verify_all, sample=True)
     if rethreshold is not None:
         given = [
             name
@@ -366,7 +353,7 @@ def dedupe(
             out,
             against=against,
             verify=verify,
-            verify_band=None if verify_all else ("auto" if verify_band is None else verify_band),
+            verify_band=band,
             threshold=threshold,
             floor=floor,
             column=column,

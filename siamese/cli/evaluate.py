@@ -19,6 +19,9 @@ from .common import (
     TargetRecallOpt,
     Text1Opt,
     Text2Opt,
+    VerifyAllOpt,
+    VerifyBandOpt,
+    VerifyOpt,
     check_out_file,
     emit,
     finite,
@@ -26,6 +29,7 @@ from .common import (
     text_argument,
     user_errors,
 )
+from .common import verify_band as verify_band_choice
 
 
 @user_errors
@@ -119,14 +123,20 @@ def predict(
     explain: Annotated[
         bool, typer.Option("--explain", help="Also weigh each word: how much it drove the similarity.")
     ] = False,
+    verify: VerifyOpt = None,
+    verify_band: VerifyBandOpt = None,
+    verify_all: VerifyAllOpt = False,
     device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
-    """Similarity of two texts and whether they are duplicates."""
-    from ..models.loading import load_model
+    """Similarity of two texts and whether they are duplicates (with --verify, as a stronger model decides
+    where this one is unsure)."""
+    from ..models.loading import load_model, load_verifier
 
     text1 = text_argument(_one_of(text1, first, "text1"), "text1")
     text2 = text_argument(_one_of(text2, second, "text2"), "text2")
+    band = verify_band_choice(verify, verify_band, verify_all, sample=False)
+    verifier = load_verifier(verify, device=device) if verify is not None else None
     model = load_model(model_dir, device=device)
     t = model.threshold if threshold is None else threshold
     similarity = float(model.similarity_pairwise([text1], [text2])[0])
@@ -138,6 +148,8 @@ def predict(
         f"similarity {similarity:.4f}{odds} → {'duplicate' if result['duplicate'] else 'not duplicate'} (threshold "
         f"{t:.4f})"
     ]
+    if verifier is not None:
+        lines = _verified_pair(model, verifier, text1, text2, result, band, lines)
     if explain:
         explanation = result["explanation"] = model.explain(text1, text2, similarity=similarity).to_dict()
         for side in ("text1", "text2"):
@@ -147,6 +159,40 @@ def predict(
                 + ", ".join(f"{w['word']} {w['weight']:+.3f}" for w in ranked)
             )
     emit(result, as_json, lines)
+
+
+def _verified_pair(model, verifier, text1: str, text2: str, result: dict, band, lines: list[str]) -> list[str]:
+    """predict's result and lines with the verifier's say: ``duplicate`` becomes the cascade's
+    verdict, beside the first stage's own, whether the pair was verified and the verifier's score."""
+    import math
+
+    from ..decision.cascade import verify_pairs
+
+    done = verify_pairs(
+        model, verifier, [text1], [text2], threshold=result["threshold"], band=band, similarity=[result["similarity"]]
+    )
+    score = float(done.verifier_score[0])
+    result["first_stage_duplicate"] = result["duplicate"]
+    result.update(
+        duplicate=bool(done.duplicate[0]),
+        verified=bool(done.verified[0]),
+        verifier_score=None if math.isnan(score) else score,
+        verify=done.info,
+    )
+    verdict = "duplicate" if result["duplicate"] else "not duplicate"
+    if result["verified"]:
+        said = (
+            f"verified by {done.info['model']}: score {score:.4f} → {verdict} "
+            f"(its threshold {done.verifier_threshold:.4f})"
+        )
+    else:
+        said = f"not verified (outside the band {_span(done.band)}): {verdict}"
+    return lines + [said]
+
+
+def _span(band) -> str:
+    """A band's range as a reader sees it."""
+    return f"{band.lo:.4f} to {band.hi:.4f}" if band.hi is not None else f"from {band.lo:.4f} up"
 
 
 def _one_of(argument: str | None, option: str | None, name: str) -> str:
@@ -223,6 +269,9 @@ def score(
     threshold: Annotated[
         Optional[float], typer.Option(callback=finite, help="Decision threshold (default: the model's).")
     ] = None,
+    verify: VerifyOpt = None,
+    verify_band: VerifyBandOpt = None,
+    verify_all: VerifyAllOpt = False,
     format: FormatOpt = "auto",
     text1: Text1Opt = None,
     text2: Text2Opt = None,
@@ -231,14 +280,21 @@ def score(
     device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ):
-    """Add similarity, probability (calibrated models) and duplicate columns to a file of pairs, streamed."""
+    """Add similarity, probability (calibrated models) and duplicate columns to a file of pairs, streamed.
+
+    With --verify, the duplicate column is the cascade's verdict, and verified and verifier_score columns are
+    added; a file with labels is also scored: the cascade's metrics beside the model's alone."""
     from ..data.input_files import count_lines
+    from ..decision.cascade import FIXED_BAND, is_cross
     from ..evaluation.scoring import score_file
     from ..io.progress import tqdm
-    from ..models.loading import load_model
+    from ..models.loading import load_model, load_verifier
 
-    check_out_file(out, overwrite, inputs=[data, model_dir])
-
+    check_out_file(out, overwrite, inputs=[data, model_dir] + ([verify] if verify is not None else []))
+    band = verify_band_choice(verify, verify_band, verify_all, sample=True)
+    verifier = load_verifier(verify, device=device) if verify is not None else None
+    if verifier is not None and verify_band is None and not verify_all and is_cross(verifier):
+        band = FIXED_BAND  # as dedupe: a cross-encoder reads pairs one by one, so no sample by default
     model = load_model(model_dir, device=device)
     # about one pair a line after the header (a quoted field may hold line breaks: then fewer)
     bar = None if quiet else tqdm(desc="score", unit="pair", total=max(count_lines(data) - 1, 1))
@@ -258,18 +314,38 @@ def score(
             chunk_size=batch_size,
             threshold=threshold,
             progress=progress,
+            **({} if verifier is None else {"verify": verifier, "verify_band": band}),
         )
     finally:
         if bar is not None:
             bar.close()
-    emit(
-        summary,
-        as_json,
-        [
-            f"scored {summary['pairs']} pairs into {out} (threshold {summary['threshold']:.4f}"
-            f"{'' if summary['calibrated'] else '; not calibrated: no probability column'})"
-        ],
-    )
+    lines = [
+        f"scored {summary['pairs']} pairs into {out} (threshold {summary['threshold']:.4f}"
+        f"{'' if summary['calibrated'] else '; not calibrated: no probability column'})"
+    ]
+    if verifier is not None:
+        lines += _cascade_lines(summary)
+    emit(summary, as_json, lines)
+
+
+def _cascade_lines(summary: dict) -> list[str]:
+    """What score --verify adds to its report: the verifier's work and, with labels, both sets of metrics."""
+    info, found = summary["verify"], summary["duplicates"]
+    band = info["band"]
+    if band["hi"] is None:
+        where = "every pair" if band["lo"] is None else f"similarity from {band['lo']:.4f} up"
+    else:
+        where = f"similarity {band['lo']:.4f} to {band['hi']:.4f}"
+    lines = [
+        f"verified {info['verified']} of {summary['pairs']} pairs with {info['model']} ({where}) in "
+        f"{info['seconds']:.1f} s; {info['changed']} verdicts changed; duplicates: {found['cascade']} "
+        f"(first stage alone: {found['first_stage']})"
+    ]
+    if "metrics" in summary:
+        lines.append(f"{'':>12} {'accuracy':>9} {'precision':>9} {'recall':>9} {'f1':>9}")
+        for name, m in (("cascade", summary["metrics"]["cascade"]), ("first stage", summary["metrics"]["first_stage"])):
+            lines.append(f"{name:>12} {m['accuracy']:9.4f} {m['precision']:9.4f} {m['recall']:9.4f} {m['f1']:9.4f}")
+    return lines
 
 
 @user_errors

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import ConfigError
-from .common import DeviceOpt, user_errors
+from .common import DeviceOpt, VerifyAllOpt, VerifyBandOpt, VerifyOpt, user_errors
+from .common import verify_band as verify_band_choice
 
 
 @user_errors
@@ -50,10 +51,15 @@ def serve(
     log_level: Annotated[
         str, typer.Option(help="critical, error, warning, info (one access line per request) or debug.")
     ] = "info",
+    verify: VerifyOpt = None,
+    verify_band: VerifyBandOpt = None,
+    verify_all: VerifyAllOpt = False,
     device: DeviceOpt = "auto",
 ):
-    """Serve the model over HTTP: /similarity, /search, /embed, /v1/embeddings, /health, /metrics, /docs."""
-    from ..models.loading import load_model
+    """Serve the model over HTTP: /similarity, /search, /embed, /v1/embeddings, /health, /metrics, /docs.
+
+    With --verify, /similarity's verdicts are a cascade's: the stronger model decides the pairs in the band."""
+    from ..models.loading import load_model, load_verifier
     from ..search import DuplicateIndex
     from ..serve import BatchConfig, Limits, api_keys, create_app, run
     from ..serve.security import local_names
@@ -63,17 +69,31 @@ def serve(
     config = BatchConfig(enabled=batching, max_batch=max_batch, wait_ms=batch_wait_ms, max_queue=max_queue)
     config.check()
     keys = api_keys(api_key)
+    band = verify_band_choice(verify, verify_band, verify_all, sample=False)
+    verifier = load_verifier(verify, device=device) if verify is not None else None
     model = load_model(model_dir, device=device)  # a bi-encoder, or a cross-encoder (/similarity only)
     if index_dir and getattr(model, "kind", None) == "cross":
         raise ConfigError("a cross-encoder has no vectors to search an index with; serve it without --index")
     index = DuplicateIndex.load(index_dir, model) if index_dir else None
     names = local_names(host, allow_host or ())
-    app = create_app(model, index, Limits(read_timeout=read_timeout), batching=config, api_keys=keys, host_names=names)
+    app = create_app(
+        model,
+        index,
+        Limits(read_timeout=read_timeout),
+        batching=config,
+        api_keys=keys,
+        host_names=names,
+        verifier=verifier,
+        verify_band=band,
+    )
     run(
         app,
         host=host,
         port=port,
         log_level=log_level.lower(),
         read_timeout=read_timeout,
-        what=f"{model_dir}" + (f" + {index_dir}" if index_dir else "") + (" (API keys required)" if keys else ""),
+        what=f"{model_dir}"
+        + (f" + {index_dir}" if index_dir else "")
+        + (f" verified by {verify}" if verify is not None else "")
+        + (" (API keys required)" if keys else ""),
     )

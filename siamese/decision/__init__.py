@@ -4,7 +4,8 @@ chosen one way for every trainer.
 - :mod:`.threshold`: the threshold maximising a metric, or meeting a target precision/recall (numpy only)
 - :mod:`.calibrator`: a fitted calibration applied (numpy only: loading a model imports no scikit-learn)
 - :mod:`.calibration`: fitting one (Platt, isotonic, their blend), calibration metrics
-- :mod:`.decide`: the threshold and calibration after training, with sound fallbacks"""
+- :mod:`.decide`: the threshold and calibration after training, with sound fallbacks
+- :mod:`.cascade`: verdicts in a cascade: a stronger model decides the pairs in a band of a fast one's similarity"""
 
 from __future__ import annotations
 
@@ -17,5 +18,6 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "Calibrator": ".calibrator",
         "fit_calibrator": ".calibration",
         "decide": ".decide",
+        "verify_pairs": ".cascade",
     },
 )

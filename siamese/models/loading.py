@@ -33,14 +33,28 @@ def load_cross_encoder(path: str | os.PathLike, *, device: str | None = None):
     return model
 
 
-def load_verifier(path: str | os.PathLike, *, device: str | None = None):
-    """A model to verify a dedupe's candidate pairs with (``dedupe --verify``): a cross-encoder or a
-    cosine bi-encoder folder, or one line saying why not."""
-    from ..errors import ConfigError
+def load_verifier(source: str | os.PathLike, *, device: str | None = None):
+    """A model to verify another's pairs with (``--verify`` of dedupe, predict, score and serve): a
+    cross-encoder folder, or a cosine bi-encoder: a Siamese folder, a sentence-transformers or
+    Hugging Face folder, or a pretrained name (``minilm``, ``mpnet``; its threshold the default,
+    not chosen: ``siamese pretrained NAME --val-data ... --out FOLDER`` chooses one); or one line
+    saying why not (a wrong path answers before torch is imported)."""
+    from ..errors import ConfigError, ModelError
+    from .pretrained import NAMED
 
-    model = load_model(path, device=device)
+    name = os.fspath(source)
+    if folder_format(source) is not None:  # a folder of ours: a Siamese model or a cross-encoder
+        model = load_model(source, device=device)
+    else:
+        if name not in NAMED and not os.path.isdir(name):  # at once, before torch is imported
+            what = "not a folder" if os.path.exists(name) else "no such folder"
+            raise ModelError(f"{source}: {what}; --verify takes a model folder or one of: {', '.join(NAMED)}")
+        from .sentence_encoder import from_pretrained
+
+        model = from_pretrained(name, device=device or "auto")  # info["pretrained"] says what it is
     if getattr(model, "kind", None) != "cross" and model.config.head != "cosine":
         raise ConfigError(
-            f"{path}: --verify takes a cosine bi-encoder or a cross-encoder; this model's head is {model.config.head!r}"
+            f"{source}: --verify takes a cosine bi-encoder or a cross-encoder; this model's head is "
+            f"{model.config.head!r}"
         )
     return model

@@ -92,10 +92,7 @@ def _model(name_or_folder: str | None) -> SiameseModel:
 
 
 def _verifier(name_or_folder: str):
-    """A cross-encoder folder, else a bi-encoder as :func:`_model` reads it."""
-    from ..models.loading import load_model
-    from ..models.pretrained import CROSS_FORMAT, folder_format
+    """A cross-encoder folder, else a cosine bi-encoder (a folder or ``minilm``/``mpnet``)."""
+    from ..models.loading import load_verifier
 
-    if folder_format(name_or_folder) == CROSS_FORMAT:
-        return load_model(name_or_folder)
-    return _model(name_or_folder)
+    return load_verifier(name_or_folder, device="auto")

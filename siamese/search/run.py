@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..data.records import Record, as_records, exact_groups, normalise
+from ..decision.cascade import FIXED_BAND
 from ..errors import ConfigError
 from ..io.atomic import as_umask_allows, atomic_dir, atomic_file, clear_leftovers, recover, target_lock
 from ..io.manifest import Field, check_fields, read_json_object, read_manifest
@@ -87,7 +88,7 @@ DEDUPE_MIN_THRESHOLD = 0.9
 # under it, and the band chosen on a sample keeps only what the verifier would accept.
 CASCADE_FLOOR_MARGIN = 0.25
 STAGES = ("first_stage", "verifier")
-CROSS_BAND = 0.1  # a cross-encoder verifier's default band: first-stage similarity within this of the threshold
+CROSS_BAND = FIXED_BAND  # a cross-encoder verifier's default band: first-stage similarity within this of the threshold
 
 
 def default_threshold(model: SiameseModel) -> float:

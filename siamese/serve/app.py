@@ -23,6 +23,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 
+from ..decision.cascade import FIXED_BAND, BandSpec, check_band, is_cross, verifier_name, verify_pairs
 from ..errors import ConfigError
 from ..models.siamese import SiameseModel
 from ..search import DuplicateIndex
@@ -87,12 +88,17 @@ def create_app(
     batching: BatchConfig | None = None,
     api_keys: Sequence[str] = (),
     host_names: frozenset[str] | None = None,
+    verifier=None,
+    verify_band: BandSpec = FIXED_BAND,
 ) -> FastAPI:
     """The service of ``model`` (and ``index``): the routes, the batcher every encoding goes
     through, the limits, API keys and metrics. ``host_names``: without API keys, the only names
     (beside IP addresses) a request's Host may give (see :mod:`siamese.serve.security`); None:
-    any (``siamese serve`` always sets them)."""
+    any (``siamese serve`` always sets them). ``verifier``: a stronger bi-encoder or a
+    cross-encoder that decides the pairs /similarity scores within ``verify_band`` of the
+    threshold (None: every pair; siamese.decision.cascade)."""
     limits, batching = limits or Limits(), batching or BatchConfig()
+    verifying = _verifying(verifier, verify_band)
     metrics = Metrics()
     model_name = model.path.name if model.path else "siamese"
     # A cross-encoder (siamese.cross) scores pairs only: /similarity, no vectors, so no batcher of
@@ -158,13 +164,30 @@ def create_app(
             "api_key_required": bool(api_keys),
             "index_size": len(live.index) if live.index is not None else None,
             "reload": live.problem,  # what changed on disk that a restart must take, or null
+            "verifier": verifying,  # the model that decides the pairs in the band, or null
         }
 
     checks = _Checks(limits, cross)
-    _pair_routes(app, model, checks, batcher, threading.BoundedSemaphore(EXPLAINING_AT_ONCE))
+    cascade = None if verifier is None else (verifier, verify_band)
+    _pair_routes(app, model, checks, batcher, threading.BoundedSemaphore(EXPLAINING_AT_ONCE), cascade)
     _vector_routes(app, model, live, checks, model_name, limits)
     routes.update(route.path for route in app.routes)
     return app
+
+
+def _verifying(verifier, band: BandSpec) -> dict | None:
+    """What /health says of the verifier (None without one); the band checked: a width or None."""
+    check_band(band)
+    if band == "auto":
+        raise ConfigError("a service's verify band is a width or None (every pair): 'auto' needs a sample of pairs")
+    if verifier is None:
+        return None
+    return {
+        "model": verifier_name(verifier),
+        "kind": "cross-encoder" if is_cross(verifier) else "bi-encoder",
+        "threshold": float(verifier.threshold),
+        "band": band,  # a width around the threshold; null: every pair
+    }
 
 
 def _add_middlewares(
@@ -304,8 +327,9 @@ class _Checks:
             raise HTTPException(422, f"{where} is empty")
 
 
-def _pair_routes(app: FastAPI, model, checks: _Checks, batcher: Batcher | None, explaining) -> None:
-    """/similarity: pairs scored (and explained, a few at a time), for both kinds of model."""
+def _pair_routes(app: FastAPI, model, checks: _Checks, batcher: Batcher | None, explaining, cascade) -> None:
+    """/similarity: pairs scored (and explained, a few at a time), for both kinds of model; with a
+    verifier (``cascade``: it and the band), the pairs in the band decided by it."""
 
     # The handlers below return a JSONResponse: its JSON is then written in the handler's worker
     # thread; a plain dict would be converted on the event loop (~0.1 s for 256 vectors), where
@@ -320,6 +344,7 @@ def _pair_routes(app: FastAPI, model, checks: _Checks, batcher: Batcher | None, 
         results = [
             {"similarity": float(s), "probability": p, "duplicate": bool(s > t)} for s, p in zip(scores, probabilities)
         ]
+        extra = {} if cascade is None else {"verify": _verified(model, cascade, batcher, req.pairs, t, scores, results)}
         if req.explain:
             if len(req.pairs) > MAX_EXPLAINED_PAIRS:
                 raise HTTPException(
@@ -330,7 +355,26 @@ def _pair_routes(app: FastAPI, model, checks: _Checks, batcher: Batcher | None, 
                 for result, (a, b) in zip(results, req.pairs):
                     # the explanation states the result's similarity: one number per pair
                     result["explanation"] = model.explain(a, b, similarity=result["similarity"]).to_dict()
-        return JSONResponse({"threshold": t, "results": results})
+        return JSONResponse({"threshold": t, "results": results, **extra})
+
+
+def _verified(model, cascade, batcher: Batcher | None, pairs, t: float, scores, results: list[dict]) -> dict:
+    """The verifier's say on a request's pairs: each result's ``duplicate`` becomes the cascade's
+    verdict (the first stage's kept as ``first_stage_duplicate``), with ``verified`` and
+    ``verifier_score`` (null where not asked); returns what the verifier did. Its model call counts
+    in the queue, as an explanation's does."""
+    verifier, band = cascade
+    with batcher.admitted() if batcher is not None else nullcontext():
+        done = verify_pairs(
+            model, verifier, [a for a, _ in pairs], [b for _, b in pairs], threshold=t, band=band, similarity=scores
+        )
+    for result, duplicate, verified, score in zip(results, done.duplicate, done.verified, done.verifier_score):
+        result["first_stage_duplicate"] = result["duplicate"]
+        result.update(
+            duplicate=bool(duplicate), verified=bool(verified), verifier_score=float(score) if verified else None
+        )
+    keep = ("model", "verifier", "verifier_threshold", "band", "verified", "changed", "seconds")
+    return {k: done.info[k] for k in keep}
 
 
 def _vector_routes(app: FastAPI, model, live: Reloader, checks: _Checks, model_name: str, limits: Limits) -> None:

@@ -1,0 +1,245 @@
+"""Verdicts in a cascade (siamese.decision.cascade) for predict, score and the service: a fast first
+stage (an untrained GloVe bag of words) scores real Medical Question Pairs, and all-MiniLM-L6-v2
+decides those in the band. Outside the band the first stage's verdict stands; inside it, MiniLM's
+score is its own cosine of the two texts and decides; --verify-all is MiniLM's own verdicts; the
+band chosen on a sample agrees with MiniLM on its duplicates. Through the Python API, the command
+line and a real server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import csv
+import json
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+from conftest import assert_user_error, invoke, run_json, serving
+
+from siamese import ModelConfig, SiameseModel, datasets, verify_pairs
+from siamese.evaluation.scoring import verdict_metrics
+from siamese.models.loading import load_verifier
+from siamese.models.sentence_encoder import from_pretrained
+
+PAIRS = 100
+BAND = 0.05
+
+
+@pytest.fixture(scope="module")
+def mqp(data_dir):
+    pairs = datasets.load("mqp", data_dir)
+    return pairs.subset(np.random.default_rng(0).permutation(len(pairs))[:PAIRS])
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("cascade")
+
+
+@pytest.fixture(scope="module")
+def first(data_dir, mqp, folder):
+    """The first stage: mean GloVe vectors with word weights (no training), its threshold at the
+    median similarity of these pairs, so that there are verdicts of both kinds near it."""
+    glove = str(data_dir / "glove" / "glove-50d-5k.json")
+    model = SiameseModel.build(mqp.text1 + mqp.text2, ModelConfig(encoder="bow", glove=glove, seed=0))
+    model.set_threshold(float(np.median(model.similarity_pairwise(mqp.text1, mqp.text2))))
+    return model, model.save(folder / "first")
+
+
+@pytest.fixture(scope="module")
+def verifier(folder):
+    """MiniLM saved as a Siamese folder (its texts cut at 48 tokens: quicker, still MiniLM) and loaded back."""
+    path = from_pretrained("minilm", max_length=48).save(folder / "minilm")
+    return load_verifier(path, device="cpu"), path
+
+
+@pytest.fixture(scope="module")
+def own(verifier, mqp) -> np.ndarray:
+    """MiniLM's own scores of the pairs, read directly."""
+    return verifier[0].similarity_pairwise(mqp.text1, mqp.text2)
+
+
+def test_outside_the_band_the_first_stage_decides_inside_it_the_verifier(first, verifier, own, mqp):
+    model, _ = first
+    done = verify_pairs(model, verifier[0], mqp.text1, mqp.text2, band=BAND)
+    t, vt = model.threshold, verifier[0].threshold
+    sims = model.similarity_pairwise(mqp.text1, mqp.text2)
+    np.testing.assert_allclose(done.similarity, sims, atol=1e-6)
+    assert (done.band.lo, done.band.hi) == pytest.approx((t - BAND, t + BAND))
+    inside = np.abs(sims - t) <= BAND
+    assert 5 < inside.sum() < PAIRS - 5
+    np.testing.assert_array_equal(done.verified, inside)
+    # outside: the first stage's verdict, and no verifier score
+    np.testing.assert_array_equal(done.duplicate[~inside], sims[~inside] > t)
+    assert np.isnan(done.verifier_score[~inside]).all()
+    # inside: MiniLM's own cosine of the two texts, at MiniLM's threshold
+    np.testing.assert_allclose(done.verifier_score[inside], own[inside], atol=1e-4)
+    np.testing.assert_array_equal(done.duplicate[inside], done.verifier_score[inside] > vt)
+    assert done.info["verified"] == inside.sum() and done.info["verifier"] == "bi-encoder"
+    assert done.info["changed"] == int((done.duplicate != (sims > t)).sum()) > 0
+    in_band = {mqp.text1[i] for i in np.flatnonzero(inside)} | {mqp.text2[i] for i in np.flatnonzero(inside)}
+    assert done.info["texts_encoded"] == len(in_band)  # MiniLM reads only the band's texts, each once
+
+
+def test_score_with_a_band_chosen_on_a_sample_agrees_with_the_verifier(first, verifier, own, mqp, data_dir, tmp_path):
+    """score --verify (default for a bi-encoder: auto) on a labelled file: the sample is every pair
+    here (fewer than 48 per bin), so the estimated agreement is exact and checked pair by pair."""
+    model, path = first
+    data = tmp_path / "pairs.csv"
+    with open(data, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(
+            [["question_1", "question_2", "label"], *zip(mqp.text1, mqp.text2, mqp.labels.tolist())]
+        )
+    out = tmp_path / "scored.csv"
+    summary = run_json("score", path, "--data", data, "--out", out, "--verify", verifier[1], "-q")
+    info, vt = summary["verify"], verifier[0].threshold
+    band = info["band"]
+    assert band["sampled"] == PAIRS and band["agreement"] >= 0.99
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    sims = np.array([float(r["similarity"]) for r in rows])
+    duplicate = np.array([r["duplicate"] == "1" for r in rows])
+    verified = np.array([r["verified"] == "1" for r in rows])
+    mine = own > vt
+    missed = int((mine & ~duplicate).sum() + (~mine & duplicate).sum())
+    assert missed <= (1 - band["agreement"]) * mine.sum() + 1e-9  # the agreement the band promised
+    inside = (sims >= band["lo"]) & (sims <= (np.inf if band["hi"] is None else band["hi"]))
+    np.testing.assert_array_equal(verified, inside)
+    assert info["verified"] == verified.sum() < PAIRS  # a band, not every pair
+    above = sims > (np.inf if band["hi"] is None else band["hi"])
+    np.testing.assert_array_equal(duplicate[~inside], above[~inside])
+    scores = np.array([float(r["verifier_score"]) for r in rows if r["verified"] == "1"])
+    np.testing.assert_allclose(scores, own[verified], atol=1e-4)
+    assert all(r["verifier_score"] == "" for r in rows if r["verified"] == "0")
+    # the metrics of the cascade's verdicts beside the first stage's alone, against the labels
+    labels = mqp.labels == 1
+    assert summary["metrics"]["cascade"] == pytest.approx(verdict_metrics(duplicate, labels))
+    assert summary["metrics"]["first_stage"] == pytest.approx(verdict_metrics(sims > model.threshold, labels))
+    assert summary["duplicates"] == {
+        "cascade": int(duplicate.sum()),
+        "first_stage": int((sims > model.threshold).sum()),
+    }
+    assert info["seconds"] > 0 and summary["columns"][-2:] == ["verified", "verifier_score"]
+
+
+def test_verify_all_gives_the_verifiers_own_verdicts(first, verifier, own, mqp, tmp_path):
+    data = tmp_path / "pairs.csv"
+    with open(data, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([["text1", "text2"], *zip(mqp.text1, mqp.text2)])
+    out = tmp_path / "scored.csv"
+    proc = invoke("score", first[1], "--data", data, "--out", out, "--verify", verifier[1], "--verify-all", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert "verified 100 of 100 pairs" in proc.stdout and "metrics" not in proc.stdout  # no labels: no metrics
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    np.testing.assert_array_equal([r["duplicate"] == "1" for r in rows], own > verifier[0].threshold)
+    np.testing.assert_allclose([float(r["verifier_score"]) for r in rows], own, atol=1e-4)
+
+
+def test_predict_says_whether_the_pair_was_verified_and_the_verifiers_score(first, verifier, own, mqp):
+    model, path = first
+    sims = model.similarity_pairwise(mqp.text1, mqp.text2)
+    near = int(np.argmin(np.abs(sims - model.threshold)))
+    far = int(np.argmax(np.abs(sims - model.threshold)))
+    asked = run_json("predict", path, mqp.text1[near], mqp.text2[near], "--verify", verifier[1])
+    assert asked["verified"] is True and asked["verifier_score"] == pytest.approx(float(own[near]), abs=1e-4)
+    assert asked["duplicate"] == (asked["verifier_score"] > verifier[0].threshold)
+    assert asked["first_stage_duplicate"] == bool(sims[near] > model.threshold)
+    assert asked["verify"]["band"]["hi"] == pytest.approx(model.threshold + 0.1)  # the fixed band by default
+    left = run_json("predict", path, mqp.text1[far], mqp.text2[far], "--verify", verifier[1], "--verify-band", "0.02")
+    assert left["verified"] is False and left["verifier_score"] is None
+    assert left["duplicate"] == left["first_stage_duplicate"] == bool(sims[far] > model.threshold)
+    plain = invoke("predict", path, mqp.text1[near], mqp.text2[near], "--verify", verifier[1], "--verify-all")
+    assert plain.returncode == 0 and "verified by" in plain.stdout.splitlines()[1]
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--verify", "no-such-model"], "no-such-model: no such folder; --verify takes a model folder or one of"),
+        (["--verify", "VERIFIER", "--verify-band", "auto"], "--verify-band auto is chosen on a sample"),
+        (["--verify", "VERIFIER", "--verify-band", "0.1", "--verify-all"], "not both"),
+        (["--verify", "VERIFIER", "--verify-band", "wide"], "--verify-band 'wide': a width"),
+        (["--verify", "VERIFIER", "--verify-band", "-1"], "a width must be a finite number of 0 or more"),
+        (["--verify-all"], "--verify-all go with --verify MODEL"),
+    ],
+)
+def test_bad_verify_options_are_one_line_errors(first, verifier, args, fragment):
+    args = [str(verifier[1]) if a == "VERIFIER" else a for a in args]
+    assert_user_error(invoke("predict", first[1], "a question", "another question", *args), fragment)
+
+
+def test_score_with_a_bad_verifier_writes_nothing(first, mqp, tmp_path):
+    data = tmp_path / "pairs.csv"
+    data.write_text("text1,text2\nhow do I sleep,how can I sleep\n", encoding="utf-8")
+    out = tmp_path / "scored.csv"
+    proc = invoke("score", first[1], "--data", data, "--out", out, "--verify", tmp_path / "missing", "-q")
+    assert_user_error(proc, "missing: no such folder")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a model\n", encoding="utf-8")
+    assert_user_error(invoke("score", first[1], "--data", data, "--out", out, "--verify", notes), "not a folder")
+    assert not out.exists()
+
+
+def test_a_cross_encoder_verifies_too(first, mqp, folder, tmp_path):
+    """A cross-encoder (MiniLM read with each pair; its head as built: the test needs a real model
+    that scores pairs, not a good one) decides with its own threshold on its own scale; score's
+    default band for it is the fixed one, as dedupe's."""
+    import torch
+
+    from siamese.cross import CrossConfig, CrossEncoder
+
+    torch.manual_seed(0)
+    path = CrossEncoder.build(CrossConfig(max_length=48)).save(folder / "cross")
+    cross = load_verifier(path, device="cpu")
+    a, b = mqp.text1[:16], mqp.text2[:16]
+    done = verify_pairs(first[0], cross, a, b, band=None)
+    scores = cross.similarity_pairwise(a, b)
+    assert done.verified.all() and done.info["verifier"] == "cross-encoder"
+    np.testing.assert_allclose(done.verifier_score, scores, atol=1e-5)
+    np.testing.assert_array_equal(done.duplicate, scores > cross.threshold)
+    data = tmp_path / "pairs.csv"
+    with open(data, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([["text1", "text2"], *zip(a, b)])
+    summary = run_json("score", first[1], "--data", data, "--out", tmp_path / "out.csv", "--verify", path, "-q")
+    assert summary["verify"]["band"]["hi"] == pytest.approx(first[0].threshold + 0.1)
+    assert summary["verify"]["verifier"] == "cross-encoder"
+
+
+def call(base: str, path: str, body=None) -> tuple[int, dict]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_the_service_decides_with_the_verifier_in_the_band(first, verifier, own, mqp):
+    model, path = first
+    assert_user_error(invoke("serve", path, "--verify", verifier[1], "--verify-band", "auto"), "--verify-band auto")
+    sims = model.similarity_pairwise(mqp.text1, mqp.text2)
+    rows = np.argsort(np.abs(sims - model.threshold))[::9][:12]  # near the threshold and far from it
+    pairs = [[mqp.text1[i], mqp.text2[i]] for i in rows]
+    with serving(path, None, "--verify", str(verifier[1]), "--verify-band", str(BAND)) as base:
+        status, health = call(base, "/health")
+        assert status == 200 and health["verifier"]["model"] == str(verifier[1])
+        assert health["verifier"]["kind"] == "bi-encoder" and health["verifier"]["band"] == BAND
+        status, body = call(base, "/similarity", {"pairs": pairs})
+        assert status == 200 and body["verify"]["band"]["lo"] == pytest.approx(model.threshold - BAND)
+        results = body["results"]
+        inside = np.abs(sims[rows] - model.threshold) <= BAND
+        assert 0 < inside.sum() < len(rows)
+        assert [r["verified"] for r in results] == inside.tolist()
+        for r, i, asked in zip(results, rows, inside):
+            assert r["similarity"] == pytest.approx(float(sims[i]), abs=1e-5)
+            assert r["first_stage_duplicate"] == bool(sims[i] > model.threshold)
+            if asked:
+                assert r["verifier_score"] == pytest.approx(float(own[i]), abs=1e-4)
+                assert r["duplicate"] == (r["verifier_score"] > verifier[0].threshold)
+            else:
+                assert r["verifier_score"] is None and r["duplicate"] == r["first_stage_duplicate"]
+        # bad input is still a 4xx with a verifier
+        assert call(base, "/similarity", {"pairs": []})[0] == 422
+        assert call(base, "/similarity", {"pairs": [["a question", " "]]})[0] == 422
