@@ -155,7 +155,9 @@ def _child(kind: str, labels, test, seed: int, queue) -> None:
         from siamese.training.learn import LearnOptions, learn
 
         model = learn(labels, "minilm", options=LearnOptions(seed=seed, device="cpu"))
-        threshold, extra = model.threshold, {"chosen": model.info["learned"]["chosen"]}
+        info = model.info["learned"]
+        threshold = model.threshold
+        extra = {k: info[k] for k in ("chosen", "epoch", "cross_validation") if k in info}
     else:
         model, threshold = st_recipe(labels, seed)
         extra = {}

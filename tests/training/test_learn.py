@@ -13,7 +13,7 @@ import pytest
 from siamese.data.groups import grouped_folds, grouped_split, pair_groups
 from siamese.data.pairs import Pairs, read_pairs
 from siamese.errors import DataError
-from siamese.training.learn import MIN_EACH, MIN_LABELS, _decide, check_labels, threshold_accuracy
+from siamese.training.learn import MIN_EACH, MIN_LABELS, _decide, _hedge_threshold, check_labels, threshold_accuracy
 from tests.conftest import assert_user_error, run, run_json
 
 
@@ -91,6 +91,17 @@ def _options():
 
 
 # -- a real run from MiniLM ------------------------------------------------------------------------------------
+
+
+def test_the_final_threshold_is_the_midpoint_of_the_held_out_and_the_own_choice():
+    # the final model's own cosines of the labels: duplicates from 0.8 up, the rest under 0.6
+    own = np.array([0.9, 0.85, 0.8, 0.55, 0.5, 0.3])
+    y = np.array([1, 1, 1, 0, 0, 0])
+    decision = {"threshold": 0.5, "threshold_choice": {"metric": "accuracy", "value": 0.9}}
+    _hedge_threshold(decision, own, y, "accuracy")
+    assert decision["threshold"] == pytest.approx((0.5 + 0.675) / 2)  # 0.675: between 0.55 and 0.8
+    choice = decision["threshold_choice"]
+    assert choice["held_out_threshold"] == 0.5 and choice["own_threshold"] == pytest.approx(0.675)
 
 
 @pytest.fixture(scope="module")
