@@ -37,12 +37,20 @@ def teacher():
 
 
 @pytest.fixture(scope="module")
-def student(teacher, corpus):
+def targets(teacher, corpus):
+    """The teacher's vectors of the corpus, computed once for the distillations of the whole corpus
+    below (``targets=``); the smaller ones compute their own."""
+    return teacher.encode(corpus)
+
+
+@pytest.fixture(scope="module")
+def student(teacher, corpus, targets):
     return distill_static(
         teacher,
         corpus,
         StaticConfig(dim=64, epochs=3, extra_words=1500, val_fraction=0.1),
         teacher_info={"source": "minilm"},
+        targets=targets,
         progress=False,
     )
 
@@ -74,7 +82,9 @@ def test_relational_loss_is_the_kl_between_the_batchs_softmaxed_cosines():
     )
 
 
-def test_the_relational_term_is_learned_and_the_epoch_kept_is_the_lowest_held_out_loss(student, teacher, corpus):
+def test_the_relational_term_is_learned_and_the_epoch_kept_is_the_lowest_held_out_loss(
+    student, teacher, corpus, targets
+):
     # The fixture's student: the default weight (4). Held-out loss = direction loss + 4 x KL.
     history = student.info["distillation"]["history"]
     kl = [(h["val_loss"] - (1 - h["val_cosine"])) / 4 for h in history]
@@ -88,6 +98,7 @@ def test_the_relational_term_is_learned_and_the_epoch_kept_is_the_lowest_held_ou
         corpus,
         StaticConfig(dim=64, epochs=kept["epoch"], extra_words=1500, val_fraction=0.1),
         teacher_info={"source": "minilm"},
+        targets=targets,
         progress=False,
     )
     np.testing.assert_allclose(
@@ -239,6 +250,7 @@ def test_read_corpus_takes_text_files_columns_and_pair_files(tmp_path, data_dir)
 
 
 def test_cli_distill_then_every_command_uses_the_student(corpus, tmp_path, data_dir):
+    corpus = corpus[:1000]
     (tmp_path / "corpus.txt").write_text("\n".join(corpus))
     out = tmp_path / "student"
     result = runner.invoke(
