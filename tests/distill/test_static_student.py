@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from conftest import EXPLAIN_PAIRS, assert_exact_shares
 from scipy.stats import spearmanr
 from typer.testing import CliRunner
 
@@ -172,6 +173,21 @@ def test_the_student_encodes_without_padding_to_the_padded_paths_vectors(student
     np.testing.assert_allclose(flat, student.encode(texts), atol=1e-6)
     chars = SiameseModel.build(texts, ModelConfig(encoder="bow", dim=16, char_ngrams=(3, 4), char_buckets=64))
     assert not chars._encode_flat(texts[:3], np.empty((3, 16), np.float32))  # n-grams need padded rows
+
+
+def test_static_student_shares_sum_to_the_similarity(teacher, data_dir):
+    """The student's explanations are exact (siamese.evaluation.explain; here, beside the other
+    students of this teacher, its token vectors are computed once)."""
+    pairs = datasets.load("sts-train", data_dir)
+    corpus = list(dict.fromkeys(pairs.text1 + pairs.text2))[:800]
+    student = distill_static(
+        teacher, corpus, StaticConfig(dim=32, epochs=1, extra_words=300, val_fraction=0.1), progress=False
+    )
+    assert student.config.tokenizer == "subwords"
+    # "unbelievably" is cut into WordPiece pieces: they add up to one word
+    assert_exact_shares(
+        student, EXPLAIN_PAIRS + [("That was unbelievably good pasta.", "The pasta was incredibly tasty.")]
+    )
 
 
 def test_fine_tuning_starts_from_the_student_and_leaves_it_untouched(student, data_dir):
