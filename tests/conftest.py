@@ -252,6 +252,29 @@ def assert_user_error(proc: subprocess.CompletedProcess, *fragments: str) -> str
     return lines[0]
 
 
+# -- explanations (tests/evaluation/test_explain.py, tests/distill/test_static_student.py) ----------------
+
+EXPLAIN_PAIRS = [
+    ("How do I learn Python quickly?", "What is the fastest way to learn python?"),
+    ("Why is the sky blue during the day?", "Why does the sky look blue?"),
+    ("Can I cancel my car insurance online?", "How do I cook rice in a microwave?"),
+    ("state-of-the-art results, 2024!", "???"),
+]  # punctuation only: its one token is [UNK]
+
+
+def assert_exact_shares(model: SiameseModel, pairs=EXPLAIN_PAIRS) -> None:
+    """``model.explain`` is exact on ``pairs``: one share per word, which add up to the similarity."""
+    expected = model.similarity_pairwise([a for a, _ in pairs], [b for _, b in pairs])
+    for (a, b), sim in zip(pairs, expected):
+        e = model.explain(a, b)
+        assert e.method == "exact"
+        assert e.similarity == pytest.approx(float(sim), abs=1e-5)
+        for text, words in ((a, e.text1), (b, e.text2)):
+            assert [w.word for w in words] == text.split()
+            assert all(text[w.start : w.end] == w.word for w in words)
+            assert sum(w.weight for w in words) == pytest.approx(float(sim), abs=1e-5), (a, b, words)
+
+
 # -- a real HTTP server on 127.0.0.1 (tests/serve/test_serve.py, tests/serve/test_web.py) ---------------------
 
 SCRIPT = Path(sys.executable).parent / "siamese"

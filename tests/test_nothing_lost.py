@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import invoke
 
 from siamese import ModelConfig, SiameseModel, read_pairs, read_texts
 from siamese.data.records import read_records
@@ -138,7 +139,7 @@ def test_a_damaged_ondisk_lists_file_is_a_one_line_error(ondisk, tmp_path, how):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "lists.ivfdata" in lines[0], proc.stderr
     assert "lists.ivfdata" in lines[0]
-    assert cli("search", index, "apple banana cherry", "--model", model).returncode == 0
+    assert invoke("search", index, "apple banana cherry", "--model", model).returncode == 0  # the intact one: here
 
 
 def test_index_json_dim_names_the_right_widths(ondisk, tmp_path):
@@ -336,13 +337,12 @@ def test_two_concurrent_index_adds_keep_every_text(tmp_path, tiny_model):
     (tmp_path / "base.txt").write_text("\n".join(texts[:300]) + "\n")
     (tmp_path / "a.txt").write_text("\n".join(texts[300:700]) + "\n")
     (tmp_path / "b.txt").write_text("\n".join(texts[700:1100]) + "\n")
-    assert cli("index", "build", model, "--data", tmp_path / "base.txt", "--out", tmp_path / "IDX").returncode == 0
+    build = ("index", "build", model, "--data", tmp_path / "base.txt", "--out", tmp_path / "IDX")
+    assert invoke(*build).returncode == 0  # the adds below are the two processes
     for trial in range(2):
         if trial:  # again from 300, the two started the other way round
             shutil.rmtree(tmp_path / "IDX")
-            assert (
-                cli("index", "build", model, "--data", tmp_path / "base.txt", "--out", tmp_path / "IDX").returncode == 0
-            )
+            assert invoke(*build).returncode == 0
         names = ["a.txt", "b.txt"] if trial == 0 else ["b.txt", "a.txt"]
         procs = [
             subprocess.Popen(

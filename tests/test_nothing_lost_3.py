@@ -2,10 +2,12 @@
 people leave them, the labelling page and the service against other sites (DNS rebinding, a
 flood of tabs), signals (SIGTERM, SIGINT after the work), debris, and answers that were unclear.
 
-Everything runs as a user would meet it: real commands in their own processes, real signals,
-a real ``ulimit -f`` (RLIMIT_FSIZE set in the command's process) and a real full disk: a small
-tmpfs filled to the brim where this process may mount one (root), else the file-size limit
-stands in for it (see :class:`Tight`)."""
+Everything runs as a user would meet it: real commands, real signals, a real ``ulimit -f``
+(RLIMIT_FSIZE set in the command's process) and a real full disk: a small tmpfs filled to the brim
+where this process may mount one (root), else the file-size limit stands in for it (see
+:class:`Tight`). A command runs in a process of its own wherever the process matters (a signal, a
+limit, a server, its environment); one that only answers or writes runs in this process
+(conftest.invoke: the same command, exit code and output, without a Python start-up each)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SCRIPT, free_port
+from conftest import REPO, SCRIPT, free_port, invoke
 
 from siamese import ModelConfig, SiameseModel
 from siamese.errors import DataError, ModelError, OutputError
@@ -186,7 +188,7 @@ def test_index_add_under_a_failing_write_publishes_nothing(work, tmp_path):
         ran = run("index", "add", index, "--data", work / "add.txt", "--quiet", limit=kib * 1024)
         one_line(ran, f"IA{kib}/index.faiss: cannot write (File too large)")
         assert snapshot(index) == before and debris(tmp_path) == []
-        found = run("search", index, TEXTS[5], "-k", "10", "--json")  # (a bag of words: its permutations tie)
+        found = invoke("search", index, TEXTS[5], "-k", "10", "--json")  # (a bag of words: its permutations tie)
         assert found.returncode == 0 and TEXTS[5] in [h["text"] for h in json.loads(found.stdout)["hits"]]
 
 
@@ -262,13 +264,15 @@ def read_only(tmp_path) -> Path:
 
 
 def test_outputs_in_a_read_only_folder_are_refused_before_any_work(work, read_only):
-    ran = run("train", "--data", work / "pairs.csv", "--encoder", "bow", "--epochs", "50", "--out", read_only / "M")
+    ran = invoke("train", "--data", work / "pairs.csv", "--encoder", "bow", "--epochs", "50", "--out", read_only / "M")
     one_line(ran, f"{read_only / 'M'}: cannot write there")
     assert "epoch" not in ran.stdout.lower()  # refused first, not after fifty epochs
-    ran = run("score", work / "M", "--data", work / "pairs.csv", "--out", read_only / "s.csv")
+    ran = invoke("score", work / "M", "--data", work / "pairs.csv", "--out", read_only / "s.csv")
     line = one_line(ran, f"{read_only / 's.csv'}: cannot write there")
     assert "pairs.csv" not in line
-    one_line(run("index", "build", work / "M", "--data", work / "texts.txt", "--out", read_only / "I"), "cannot write")
+    one_line(
+        invoke("index", "build", work / "M", "--data", work / "texts.txt", "--out", read_only / "I"), "cannot write"
+    )
 
 
 # -- 2. the labels file -------------------------------------------------------------------------------------
@@ -349,7 +353,7 @@ def test_label_resumes_cr_only_and_unterminated_labels_files(tmp_path):
         with open(labels, "w", newline="") as f:
             f.write(content)
         args = ("label", model, "--data", corpus, "--column", "text", "--out", labels, "-k", "3")
-        ran = run(*args, "--oracle-column", "topic", "--budget", "8", "--json")
+        ran = invoke(*args, "--oracle-column", "topic", "--budget", "8", "--json")
         assert ran.returncode == 0, ran.stderr  # was: an uncaught csv.Error (CR only), a glued row
         store = LabelStore(labels)
         assert len(store) == 8 and store.answers[0].text1 == "a"  # the rows there before kept, 8 in all
@@ -363,13 +367,13 @@ def test_a_nul_byte_in_a_labels_file_is_refused_as_evaluate_refuses_it(work, tmp
     labels.write_bytes((HEADER + "\na,b,1,,,,t\nc\0,d,0,,,,t\n").encode())
     with pytest.raises(DataError, match=r"labels\.csv:3: holds a NUL byte"):
         LabelStore(labels)
-    ran = run("label", work / "M", "--data", work / "texts.txt", "--out", labels)
+    ran = invoke("label", work / "M", "--data", work / "texts.txt", "--out", labels)
     one_line(ran, "labels.csv:3: holds a NUL byte")
 
 
 def test_label_refuses_one_file_as_both_labels_and_model(work, tmp_path):
     same = tmp_path / "x"
-    ran = run("label", work / "M", "--data", work / "texts.txt", "--out", same, "--save-to", same)
+    ran = invoke("label", work / "M", "--data", work / "texts.txt", "--out", same, "--save-to", same)
     one_line(ran, "--save-to", "is the labels file")
     assert not same.exists()
 
@@ -580,8 +584,8 @@ def test_serve_takes_what_index_add_and_calibrate_wrote(work, tmp_path):
     with serving(model, index, tmp_path / "serve.log") as base:
         health = http(base, "/health")[1]
         assert health["index_size"] == 300 and not health["calibrated"]
-        assert run("index", "add", index, "--data", work / "add.txt", "--quiet").returncode == 0
-        ran = run("calibrate", model, "--data", work / "pairs.csv")
+        assert invoke("index", "add", index, "--data", work / "add.txt", "--quiet").returncode == 0
+        ran = invoke("calibrate", model, "--data", work / "pairs.csv")
         assert ran.returncode == 0, ran.stderr
         threshold = SiameseModel.load(model).threshold
         deadline = time.time() + 60
@@ -727,7 +731,7 @@ def test_an_out_that_is_a_link_to_a_folder_is_written_through(work, tmp_path):
     real = index_copy(work, tmp_path / "real")
     link = tmp_path / "link"
     link.symlink_to(real, target_is_directory=True)
-    ran = run("index", "build", work / "M", "--data", work / "all.txt", "--out", link, "--overwrite", "--quiet")
+    ran = invoke("index", "build", work / "M", "--data", work / "all.txt", "--out", link, "--overwrite", "--quiet")
     assert ran.returncode == 0, ran.stderr
     assert link.is_symlink() and link.resolve() == real.resolve()
     assert len((real / "texts.jsonl").read_text().splitlines()) == 1100
@@ -744,5 +748,5 @@ def test_a_semicolon_separated_csv_is_told_so(work, tmp_path):
         ("evaluate", work / "M", "--data", semi),
         ("evaluate", work / "M", "--data", semi, "--format", "generic"),
     ):
-        line = one_line(run(*args), "semicolon-separated", "comma-separated (.csv) and tab-separated (.tsv)")
+        line = one_line(invoke(*args), "semicolon-separated", "comma-separated (.csv) and tab-separated (.tsv)")
         assert "rename it" not in line

@@ -17,9 +17,9 @@ from ..decision.decide import both_labels, decide
 from ..errors import ConfigError, ModelError
 from ..io.manifest import read_json_object
 from ..io.report import RunReport
-from .pretrained import NAMED, model_folder
+from .pretrained import NAMED, model_folder, require_safetensors
 from .siamese import FORMAT, ModelConfig, SiameseModel
-from .st_layout import read_layout
+from .st_layout import Layout, read_layout
 
 DEFAULT_MAX_LENGTH = ModelConfig.max_length  # when the folder declares no max_seq_length
 
@@ -41,11 +41,11 @@ def load_bi_encoder(
     return sentence_encoder(folder, max_length=max_length)[0].to(device)
 
 
-def sentence_encoder(name_or_folder: str | os.PathLike, *, max_length: int | None = None) -> tuple[SiameseModel, dict]:
-    """The pretrained encoder with the cosine head (threshold not chosen), and what it was built
-    from. ``max_length``: tokens kept per text (default: the folder's ``max_seq_length``, else 128)."""
-    name = os.fspath(name_or_folder)
-    folder = model_folder(name)
+def source_folder(name_or_folder: str | os.PathLike) -> tuple[Path, Layout]:
+    """The model folder a name or path gives and its layout, checked without loading anything:
+    a missing folder, a Siamese model folder, one without a Hugging Face config, or one whose
+    weights are only pickles is refused here, before any data is read for it."""
+    folder = model_folder(name_or_folder)
     if not folder.is_dir():
         raise ModelError(
             f"{folder}: no such folder (give a sentence-transformers or Hugging Face model folder, "
@@ -64,6 +64,15 @@ def sentence_encoder(name_or_folder: str | os.PathLike, *, max_length: int | Non
         raise ModelError(
             f"{hf_config}: neither a Siamese model (format {FORMAT}) nor a Hugging Face config (model_type)"
         )
+    require_safetensors(layout.transformer)
+    return folder, layout
+
+
+def sentence_encoder(name_or_folder: str | os.PathLike, *, max_length: int | None = None) -> tuple[SiameseModel, dict]:
+    """The pretrained encoder with the cosine head (threshold not chosen), and what it was built
+    from. ``max_length``: tokens kept per text (default: the folder's ``max_seq_length``, else 128)."""
+    name = os.fspath(name_or_folder)
+    folder, layout = source_folder(name)
     length = max_length or layout.max_seq_length or DEFAULT_MAX_LENGTH
     config = ModelConfig(
         encoder="transformer",
@@ -161,6 +170,7 @@ def pretrained_run(
 
     check_not_input(out, [source])
     check_target(Path(out), overwrite=overwrite, kind="model")
+    source_folder(source)  # a bad source (pickled weights, say) is refused before any pairs are read
     how = {"text1": text1, "text2": text2, "label": label}
     parts = [read_pairs(p, format, **how) for p in val_data] if val_data else validation_sets()
     model = from_pretrained(source, parts, max_length=max_length, metric=metric, device=device, progress=True)

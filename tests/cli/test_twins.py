@@ -130,8 +130,9 @@ def test_distill_and_its_twin_write_the_same_student(quora, tmp_path):
     from siamese.config.static import DistillRun, StaticConfig
     from siamese.distill.pipeline import distill_run
 
-    texts = tmp_path / "texts.txt"
-    texts.write_text(quora.read_text(encoding="utf-8").replace(",", "\n"), encoding="utf-8")
+    texts = tmp_path / "texts.txt"  # the sample's first 400 fields, one a line: the teacher encodes them twice
+    lines = quora.read_text(encoding="utf-8").replace(",", "\n").splitlines()[:400]
+    texts.write_text("\n".join(lines) + "\n", encoding="utf-8")
     common = ["--data", texts, "--val-data", quora, "--dim", 32, "--epochs", 1, "--vocabulary", "words"]
     cli = _command("distill", "--out", tmp_path / "cli", *common)
     run = DistillRun(out=tmp_path / "api", data=[texts], val_data=[quora])

@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from conftest import EXPLAIN_PAIRS, assert_exact_shares
 from scipy.stats import spearmanr
 from typer.testing import CliRunner
 
@@ -37,12 +38,20 @@ def teacher():
 
 
 @pytest.fixture(scope="module")
-def student(teacher, corpus):
+def targets(teacher, corpus):
+    """The teacher's vectors of the corpus, computed once for the distillations of the whole corpus
+    below (``targets=``); the smaller ones compute their own."""
+    return teacher.encode(corpus)
+
+
+@pytest.fixture(scope="module")
+def student(teacher, corpus, targets):
     return distill_static(
         teacher,
         corpus,
         StaticConfig(dim=64, epochs=3, extra_words=1500, val_fraction=0.1),
         teacher_info={"source": "minilm"},
+        targets=targets,
         progress=False,
     )
 
@@ -74,7 +83,9 @@ def test_relational_loss_is_the_kl_between_the_batchs_softmaxed_cosines():
     )
 
 
-def test_the_relational_term_is_learned_and_the_epoch_kept_is_the_lowest_held_out_loss(student, teacher, corpus):
+def test_the_relational_term_is_learned_and_the_epoch_kept_is_the_lowest_held_out_loss(
+    student, teacher, corpus, targets
+):
     # The fixture's student: the default weight (4). Held-out loss = direction loss + 4 x KL.
     history = student.info["distillation"]["history"]
     kl = [(h["val_loss"] - (1 - h["val_cosine"])) / 4 for h in history]
@@ -88,6 +99,7 @@ def test_the_relational_term_is_learned_and_the_epoch_kept_is_the_lowest_held_ou
         corpus,
         StaticConfig(dim=64, epochs=kept["epoch"], extra_words=1500, val_fraction=0.1),
         teacher_info={"source": "minilm"},
+        targets=targets,
         progress=False,
     )
     np.testing.assert_allclose(
@@ -161,6 +173,21 @@ def test_the_student_encodes_without_padding_to_the_padded_paths_vectors(student
     np.testing.assert_allclose(flat, student.encode(texts), atol=1e-6)
     chars = SiameseModel.build(texts, ModelConfig(encoder="bow", dim=16, char_ngrams=(3, 4), char_buckets=64))
     assert not chars._encode_flat(texts[:3], np.empty((3, 16), np.float32))  # n-grams need padded rows
+
+
+def test_static_student_shares_sum_to_the_similarity(teacher, data_dir):
+    """The student's explanations are exact (siamese.evaluation.explain; here, beside the other
+    students of this teacher, its token vectors are computed once)."""
+    pairs = datasets.load("sts-train", data_dir)
+    corpus = list(dict.fromkeys(pairs.text1 + pairs.text2))[:800]
+    student = distill_static(
+        teacher, corpus, StaticConfig(dim=32, epochs=1, extra_words=300, val_fraction=0.1), progress=False
+    )
+    assert student.config.tokenizer == "subwords"
+    # "unbelievably" is cut into WordPiece pieces: they add up to one word
+    assert_exact_shares(
+        student, EXPLAIN_PAIRS + [("That was unbelievably good pasta.", "The pasta was incredibly tasty.")]
+    )
 
 
 def test_fine_tuning_starts_from_the_student_and_leaves_it_untouched(student, data_dir):
@@ -239,6 +266,7 @@ def test_read_corpus_takes_text_files_columns_and_pair_files(tmp_path, data_dir)
 
 
 def test_cli_distill_then_every_command_uses_the_student(corpus, tmp_path, data_dir):
+    corpus = corpus[:1000]
     (tmp_path / "corpus.txt").write_text("\n".join(corpus))
     out = tmp_path / "student"
     result = runner.invoke(

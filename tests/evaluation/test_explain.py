@@ -1,5 +1,6 @@
-"""Explanations (siamese.evaluation.explain): exact per-word shares for the bag of words and the static
-student, occlusion for the LSTM and MiniLM; the CLI's --explain and the HTTP explain field."""
+"""Explanations (siamese.evaluation.explain): exact per-word shares for the bag of words (and the static
+student: tests/distill/test_static_student.py), occlusion for the LSTM and MiniLM; the CLI's --explain
+and the HTTP explain field."""
 
 from __future__ import annotations
 
@@ -8,20 +9,14 @@ import os
 import urllib.request
 
 import pytest
+from conftest import EXPLAIN_PAIRS as PAIRS
+from conftest import assert_exact_shares as assert_exact
 from conftest import invoke
 
 from siamese import ModelConfig, SiameseModel, TrainConfig, datasets, train
-from siamese.distill import StaticConfig, distill_static
 from siamese.errors import DataError
 
 os.environ["HF_HUB_OFFLINE"] = "1"
-
-PAIRS = [
-    ("How do I learn Python quickly?", "What is the fastest way to learn python?"),
-    ("Why is the sky blue during the day?", "Why does the sky look blue?"),
-    ("Can I cancel my car insurance online?", "How do I cook rice in a microwave?"),
-    ("state-of-the-art results, 2024!", "???"),
-]  # punctuation only: its one token is [UNK]
 
 BOW_VARIANTS = {
     "words": ModelConfig(encoder="bow", dim=48),
@@ -38,18 +33,6 @@ BOW_VARIANTS = {
         encoder_options={"ngrams": 2, "buckets": 4096, "pair_mix": 0.8},
     ),
 }
-
-
-def assert_exact(model: SiameseModel, pairs=PAIRS) -> None:
-    expected = model.similarity_pairwise([a for a, _ in pairs], [b for _, b in pairs])
-    for (a, b), sim in zip(pairs, expected):
-        e = model.explain(a, b)
-        assert e.method == "exact"
-        assert e.similarity == pytest.approx(float(sim), abs=1e-5)
-        for text, words in ((a, e.text1), (b, e.text2)):
-            assert [w.word for w in words] == text.split()
-            assert all(text[w.start : w.end] == w.word for w in words)
-            assert sum(w.weight for w in words) == pytest.approx(float(sim), abs=1e-5), (a, b, words)
 
 
 @pytest.mark.parametrize("variant", list(BOW_VARIANTS))
@@ -77,17 +60,6 @@ def test_a_shared_rare_word_outweighs_function_words(data_dir):
 @pytest.fixture(scope="module")
 def minilm():
     return SiameseModel.build([], ModelConfig(encoder="transformer", max_length=64))
-
-
-def test_static_student_shares_sum_to_the_similarity(minilm, data_dir):
-    pairs = datasets.load("sts-train", data_dir)
-    corpus = list(dict.fromkeys(pairs.text1 + pairs.text2))[:800]
-    student = distill_static(
-        minilm, corpus, StaticConfig(dim=32, epochs=1, extra_words=300, val_fraction=0.1), progress=False
-    )
-    assert student.config.tokenizer == "subwords"
-    # "unbelievably" is cut into WordPiece pieces: they add up to one word
-    assert_exact(student, PAIRS + [("That was unbelievably good pasta.", "The pasta was incredibly tasty.")])
 
 
 @pytest.mark.slow  # loads MiniLM

@@ -13,6 +13,7 @@ from conftest import run, run_json
 from siamese import read_texts
 from siamese.search import DedupeRun, dedupe
 from siamese.search.pairs import clusters, duplicate_pairs
+from siamese.search.reuse import KnownVectors
 from siamese.search.run import DEDUPE_MIN_THRESHOLD
 
 PAIR_THRESHOLD = 0.8112  # what MiniLM's threshold comes to on the shared validation sets (accuracy)
@@ -29,13 +30,18 @@ def minilm(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def bank(data_dir, minilm):
+def bank(data_dir, minilm, tmp_path_factory):
+    """The first 3,000 questions, deduped with the defaults: (texts, each text's vector, the run).
+    MiniLM encodes them once, there; the vectors are the run's, which the commands below reuse."""
     texts = read_texts(data_dir / "insuranceqa/questions.csv", "question")[:3000]
-    return texts, minilm.encode(texts)
+    run_ = dedupe(minilm, texts, tmp_path_factory.mktemp("bank") / "run")
+    known = KnownVectors.open(run_.path, minilm)
+    vectors = known.take(texts, lambda missing: pytest.fail(f"{len(missing)} texts without a vector in the run"))
+    return texts, vectors, run_
 
 
 def test_greedy_clusters_do_not_chain_where_components_do(bank):
-    texts, vectors = bank
+    texts, vectors, _ = bank
     pairs = duplicate_pairs(vectors, PAIR_THRESHOLD, k=20, kind="flat")
     chained = clusters(len(texts), pairs, "components")
     greedy = clusters(len(texts), pairs, "greedy")
@@ -53,8 +59,7 @@ def test_greedy_clusters_do_not_chain_where_components_do(bank):
 
 
 def test_default_threshold_is_strict_enough_for_a_question_bank(bank, minilm, tmp_path):
-    texts, _ = bank
-    run_ = dedupe(minilm, texts, tmp_path / "run")
+    texts, _, run_ = bank  # dedupe(minilm, texts) with every default
     summary = run_.summary()
     assert summary["threshold"] == DEDUPE_MIN_THRESHOLD == 0.9 and summary["clustering"] == "greedy"
     removed = sum(c.size - 1 for c in run_.clusters())
@@ -63,21 +68,22 @@ def test_default_threshold_is_strict_enough_for_a_question_bank(bank, minilm, tm
     # a model whose own threshold is stricter keeps it
     minilm.set_threshold(0.95)
     try:
-        assert dedupe(minilm, texts[:300], tmp_path / "strict").summary()["threshold"] == pytest.approx(0.95)
+        strict = dedupe(minilm, texts[:300], tmp_path / "strict", reuse=KnownVectors.open(run_.path, minilm))
+        assert strict.summary()["threshold"] == pytest.approx(0.95)
     finally:
         minilm.set_threshold(PAIR_THRESHOLD)
 
 
 @pytest.mark.parametrize("clustering", ["components", "greedy"])
-def test_explain_after_rethreshold_lists_only_accepted_pairs(minilm, data_dir, tmp_path, clustering):
-    src = data_dir / "insuranceqa/questions.csv"
-    texts = read_texts(src, "question")[:2000]
+def test_explain_after_rethreshold_lists_only_accepted_pairs(minilm, bank, tmp_path, clustering):
+    texts, _, bank_run = bank
     data = tmp_path / "questions.txt"
-    data.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    data.write_text("\n".join(texts[:2000]) + "\n", encoding="utf-8")
     out = tmp_path / "run"
     folder = minilm.path
     common = ("--data", data, "--out", out, "--threshold", 0.85, "--clusters", clustering, "-q")
-    run_json("dedupe", folder, *common)
+    reused = run_json("dedupe", folder, *common, "--reuse", bank_run.path)["reused"]
+    assert reused == {"from": str(bank_run.path), "vectors": 2000}  # MiniLM's vectors, not encoded again
     again = run_json("dedupe", out, "--rethreshold", 0.95, "--explain", "--explain-count", 50)
     sims = [p["similarity"] for p in again["least_similar"]]
     assert len(sims) == 50 and min(sims) > 0.95
