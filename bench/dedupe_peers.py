@@ -318,7 +318,7 @@ def dedupe(args) -> None:
     truth = labelled(texts)
     WORK.mkdir(parents=True, exist_ok=True)
     result = {"corpus_texts": len(texts), "machine": machine(), "rows": [], "matched": {}}
-    out_file = RESULTS / "dedupe_peers.json"
+    out_file = args.out
     for fraction in args.fractions:
         rows = subset(texts, truth, fraction)
         part = [texts[i] for i in rows]
@@ -487,6 +487,7 @@ def main() -> None:
     d.add_argument("--fractions", type=float, nargs="+", default=[0.25, 0.5, 1.0])
     d.add_argument("--tools", nargs="+", default=list(TOOLS), choices=TOOLS)
     d.add_argument("--no-matched", dest="matched", action="store_false")
+    d.add_argument("--out", type=Path, default=RESULTS / "dedupe_peers.json", help="results file (JSON)")
     m = sub.add_parser("million")
     m.add_argument("--size", type=int, default=1_000_000)
     m.add_argument("--minilm-too", action="store_true", help="also MiniLM's own dedupe of the 1M (~40-60 min)")

@@ -114,6 +114,18 @@ def labelled(pool, budget: str, seed: int) -> np.ndarray:
     return order[: min(len(pool), ALL_CAP) if budget == "all" else int(budget)]
 
 
+def consistent(pool, rows: np.ndarray) -> np.ndarray:
+    """``rows`` less the pairs whose two texts are labelled both ways among them (SICK holds one such
+    pair, which the recipe rightly refuses; at small budgets both copies are hardly ever drawn)."""
+    answers: dict[tuple[str, str], set[int]] = {}
+    keys = []
+    for r in rows:
+        a, b = pool.text1[r], pool.text2[r]
+        keys.append((a, b) if a <= b else (b, a))
+        answers.setdefault(keys[-1], set()).add(int(pool.labels[r]))
+    return np.array([r for r, k in zip(rows, keys) if len(answers[k]) == 1], dtype=rows.dtype)
+
+
 # -- scoring -----------------------------------------------------------------------------------------------------
 
 
@@ -150,6 +162,13 @@ def _child(kind: str, labels, test, seed: int, queue) -> None:
     import torch
 
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+    try:
+        queue.put(_train_and_score(kind, labels, test, seed))
+    except Exception as e:  # noqa: BLE001 (recorded; a child that dies without a word would hang the parent)
+        queue.put({"error": f"{type(e).__name__}: {e}"})
+
+
+def _train_and_score(kind: str, labels, test, seed: int) -> dict:
     started, cpu = time.perf_counter(), time.process_time()
     if kind == "learn":
         from siamese.training.learn import LearnOptions, learn
@@ -164,7 +183,7 @@ def _child(kind: str, labels, test, seed: int, queue) -> None:
     seconds, cpu_s = time.perf_counter() - started, time.process_time() - cpu
     scores = cosines(model, test)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    queue.put({**metrics(scores, test.labels, threshold), "seconds": seconds, "cpu_s": cpu_s, "peak_mb": peak, **extra})
+    return {**metrics(scores, test.labels, threshold), "seconds": seconds, "cpu_s": cpu_s, "peak_mb": peak, **extra}
 
 
 def trained(kind: str, labels, test, seed: int) -> dict:
@@ -239,7 +258,7 @@ def run_set(name: str, pool, test, info: dict, budgets, seeds: range, contenders
     for budget in budgets:
         runs = []
         for seed in seeds:
-            rows = labelled(pool, budget, seed)
+            rows = consistent(pool, labelled(pool, budget, seed))
             labels = pool.subset(rows)
             if len(set(labels.labels.tolist())) < 2:
                 continue

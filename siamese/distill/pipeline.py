@@ -118,6 +118,7 @@ def distill_run(run: DistillRun, config: StaticConfig | None = None, *, progress
         "out": str(run.out),
         "teacher": info["teacher"].get("source"),
         "corpus_texts": info["corpus_texts"],
+        "corpus_distinct": info.get("corpus_distinct", info["corpus_texts"]),
         "tokens": info["tokens"],
         "dim": student.dim,
         "kept_epoch": kept["epoch"],
@@ -129,9 +130,15 @@ def distill_run(run: DistillRun, config: StaticConfig | None = None, *, progress
     }
     lines = [
         f"student of {result['teacher']}: {info['tokens']:,} tokens x {student.dim}, learned on "
-        f"{info['corpus_texts']:,} texts in {info['seconds']:.0f} s (epoch {kept['epoch']} kept; held-out cosine "
+        f"{_sampled(info)} in {info['seconds']:.0f} s (epoch {kept['epoch']} kept; held-out cosine "
         f"to the teacher {kept['val_cosine'] or 0:.3f})",
         threshold_line(choice["threshold"], {}, choice["val_pairs"]),
         f"saved to {run.out}",
     ]
     return RunReport(result, lines, student)
+
+
+def _sampled(info: dict) -> str:
+    """``32,000 texts`` or ``32,000 of 128,274 texts (a sample)``."""
+    used, distinct = info["corpus_texts"], info.get("corpus_distinct", info["corpus_texts"])
+    return f"{used:,} texts" if used == distinct else f"{used:,} of {distinct:,} texts (--corpus-sample)"

@@ -58,7 +58,9 @@ def distill_static(
 ) -> SiameseModel:
     """A bag-of-words :class:`SiameseModel` whose cosines imitate ``teacher``'s (a cosine model)
     on ``texts`` (the corpus). ``targets``: the teacher's vectors of the distinct non-empty
-    texts in first-seen order, if already computed. The threshold is the default: choose one on
+    texts in first-seen order, if already computed. Past ``config.corpus_sample`` distinct texts, a
+    seeded sample of them (and of ``targets``) is what the student learns from. The threshold is the
+    default: choose one on
     validation pairs afterwards. ``beat``: the heartbeat that reports each step (see
     :mod:`.heartbeat`)."""
     beat = beat or Heartbeat(None)
@@ -73,6 +75,11 @@ def distill_static(
         raise ConfigError(f"dim {config.dim} is wider than the teacher's vectors ({teacher.dim})")
     if targets is not None and np.shape(targets) != (len(texts), teacher.dim):
         raise ValueError(f"targets have shape {np.shape(targets)}, expected ({len(texts)}, {teacher.dim})")
+    distinct = len(texts)
+    if config.corpus_sample and distinct > config.corpus_sample:
+        rows = np.sort(np.random.default_rng(config.seed).choice(distinct, config.corpus_sample, replace=False))
+        texts = [texts[i] for i in rows]
+        targets = None if targets is None else np.asarray(targets)[rows]
     log = tqdm.write if progress else (lambda *_: None)
     started = time.perf_counter()
     if config.vocabulary == "subwords":
@@ -128,6 +135,7 @@ def distill_static(
             **asdict(config),
             "teacher": teacher_info or {},
             "corpus_texts": len(texts),
+            "corpus_distinct": distinct,
             "tokens": vectorizer.vocab_size,
             "teacher_seconds": round(teacher_seconds, 1),
             "history": history,

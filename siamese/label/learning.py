@@ -115,6 +115,8 @@ class Learner:
                 "before": cv["as_is"]["accuracy"],
                 "after": cv["fine_tuned"]["accuracy"] if info["chosen"] == "fine-tuned" else cv["as_is"]["accuracy"],
                 "fine_tuned": cv["fine_tuned"]["accuracy"],
+                "auc_before": cv["as_is"]["roc_auc"],
+                "auc_fine_tuned": cv["fine_tuned"]["roc_auc"],
                 "plan": info["plan"],
                 "threshold": float(model.threshold),
                 "path": str(out),

@@ -101,7 +101,9 @@ def _recipe(info: dict) -> str:
         teacher = d.get("teacher", {})
         lines.append(
             f"- Distilled from `{teacher.get('source', teacher) if isinstance(teacher, dict) else teacher}` "
-            f"on {d.get('corpus_texts', '?'):,} texts ({d.get('seconds', 0):.0f} s)."
+            f"on {d.get('corpus_texts', '?'):,}"
+            + (f" of {d['corpus_distinct']:,}" if d.get("corpus_distinct", 0) > d.get("corpus_texts", 0) else "")
+            + f" texts ({d.get('seconds', 0):.0f} s)."
         )
     if "training" in info:
         t = info["training"]

@@ -232,6 +232,21 @@ def test_a_words_vocabulary_works_for_any_teacher(teacher, corpus):
     assert words.config.tokenizer == "words" and words.encode(["a guitar"]).shape == (1, 32)
 
 
+def test_a_corpus_past_the_sample_size_is_sampled_with_its_targets(teacher, corpus, targets, tmp_path):
+    config = StaticConfig(dim=32, epochs=1, vocabulary="words", corpus_sample=300, seed=3)
+    sampled = distill_static(teacher, corpus[:800], config, progress=False)
+    info = sampled.info["distillation"]
+    assert (info["corpus_texts"], info["corpus_distinct"], info["corpus_sample"]) == (300, 800, 300)
+    sampled.save(tmp_path / "student")
+    assert "on 300 of 800 texts" in (tmp_path / "student" / "README.md").read_text()
+    # the teacher's vectors given for all 800 texts: the same 300 rows are taken with their texts
+    given = distill_static(teacher, corpus[:800], config, targets=targets[:800], progress=False)
+    probe = corpus[2000:2050]
+    np.testing.assert_allclose(given.encode(probe), sampled.encode(probe), atol=1e-5)
+    other = distill_static(teacher, corpus[:800], StaticConfig(**{**config.__dict__, "seed": 4}), progress=False)
+    assert not np.allclose(other.encode(probe), sampled.encode(probe), atol=1e-3)  # another sample, another student
+
+
 def test_refusals(teacher, corpus):
     with pytest.raises(ConfigError, match="wider than the teacher"):
         distill_static(teacher, corpus[:50], StaticConfig(dim=1000), progress=False)

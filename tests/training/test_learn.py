@@ -13,7 +13,15 @@ import pytest
 from siamese.data.groups import grouped_folds, grouped_split, pair_groups
 from siamese.data.pairs import Pairs, read_pairs
 from siamese.errors import DataError
-from siamese.training.learn import MIN_EACH, MIN_LABELS, _decide, _hedge_threshold, check_labels, threshold_accuracy
+from siamese.training.learn import (
+    AUC_MARGIN,
+    MIN_EACH,
+    MIN_LABELS,
+    _decide,
+    _hedge_threshold,
+    check_labels,
+    threshold_accuracy,
+)
 from tests.conftest import assert_user_error, run, run_json
 
 
@@ -84,6 +92,34 @@ def test_the_fine_tune_is_kept_only_when_cross_validation_says_it_beats_as_is():
     assert 0.0 < tuned["threshold"] < 1.0  # between the two labels' held-out cosines
 
 
+def test_a_fine_tune_that_ranks_better_is_kept_though_its_fitted_threshold_is_no_more_accurate():
+    from sklearn.metrics import roc_auc_score
+
+    y = np.array([0, 1] * 20)
+    folds = [np.arange(0, 20), np.arange(20, 40)]
+    pretrained = np.where(y == 1, 0.8, 0.4 + 0.001 * np.cumsum(y == 0))  # non-duplicates 0.401, 0.402, ...
+    pretrained[[0, 20]] = 0.6  # per fold a non-duplicate above the others
+    pretrained[[1, 21]] = 0.3  # and a duplicate under every non-duplicate
+    tuned = pretrained.copy()
+    tuned[[1, 21]] = 0.5  # that duplicate now above all non-duplicates but one: one mistake per fold still
+    cv = {"rows": np.arange(len(y)), "held": {1: tuned}, "folds": folds}
+    decision = _decide(cv, pretrained, y, _options())
+    measured = decision["cross_validation"]
+    assert measured["fine_tuned"]["accuracy"] == measured["as_is"]["accuracy"]
+    mean_auc = np.mean([roc_auc_score(y[f], pretrained[f]) for f in folds])
+    assert measured["as_is"]["roc_auc"] == pytest.approx(mean_auc)  # over the folds, like the fine-tune's
+    assert measured["fine_tuned"]["roc_auc"] > measured["as_is"]["roc_auc"] + AUC_MARGIN
+    assert decision["chosen"] == "fine-tuned"
+    cv["held"] = {1: pretrained.copy()}  # level on both: as-is
+    assert _decide(cv, pretrained, y, _options())["chosen"] == "as-is"
+    nearly = pretrained.copy()
+    nearly[1] = 0.4025  # above one non-duplicate of its fold: that fold's ROC-AUC up by 0.01, the mean by 0.005
+    cv["held"] = {1: nearly}
+    close = _decide(cv, pretrained, y, _options())
+    auc = {k: v["roc_auc"] for k, v in close["cross_validation"].items()}
+    assert 0 < auc["fine_tuned"] - auc["as_is"] < AUC_MARGIN and close["chosen"] == "as-is"
+
+
 def _options():
     from siamese.training.learn import LearnOptions
 
@@ -132,8 +168,10 @@ def test_train_from_minilm_writes_a_model_folder_with_its_test_split(labels_file
     assert result["chosen"] in ("fine-tuned", "as-is") and result["labels"] + result["test"]["learned"]["n"] == 64
     cv = result["cross_validation"]
     assert set(cv) == {"as_is", "fine_tuned"} and all(0.0 <= v["accuracy"] <= 1.0 for v in cv.values())
-    if result["chosen"] == "fine-tuned":  # never worse than as-is by cross-validation
-        assert cv["fine_tuned"]["accuracy"] > cv["as_is"]["accuracy"]
+    ahead = cv["fine_tuned"]["accuracy"] > cv["as_is"]["accuracy"] or (
+        cv["fine_tuned"]["roc_auc"] > cv["as_is"]["roc_auc"] + AUC_MARGIN
+    )
+    assert ahead == (result["chosen"] == "fine-tuned")  # never behind as-is by cross-validation
     test = read_pairs(out / "test.csv")
     train = read_pairs(labels_file)
     held = set(test.text1) | set(test.text2)
