@@ -34,7 +34,12 @@ def corpus(data_dir):
 
 @pytest.fixture(scope="module")
 def teacher():
-    return SiameseModel.build([], ModelConfig(encoder="transformer", max_length=64))
+    model = SiameseModel.build([], ModelConfig(encoder="transformer", max_length=64))
+    # the precision `siamese distill` runs its teacher in (bf16 on CPUs with native bf16, else fp32),
+    # not the suite's fp32: nothing here compares with Hugging Face's forward pass, and MiniLM's
+    # ~30,500 token vectors are most of this module's time
+    model.precision = "auto"
+    return model
 
 
 @pytest.fixture(scope="module")
@@ -239,12 +244,17 @@ def test_a_corpus_past_the_sample_size_is_sampled_with_its_targets(teacher, corp
     assert (info["corpus_texts"], info["corpus_distinct"], info["corpus_sample"]) == (300, 800, 300)
     sampled.save(tmp_path / "student")
     assert "on 300 of 800 texts" in (tmp_path / "student" / "README.md").read_text()
-    # the teacher's vectors given for all 800 texts: the same 300 rows are taken with their texts
+    # the teacher's vectors given for all 800 texts: the same 300 texts are taken (the same words
+    # vocabulary), with their own vectors (the same student, but for bf16's batch effects: the 300
+    # alone were encoded in other batches than the 800)
     given = distill_static(teacher, corpus[:800], config, targets=targets[:800], progress=False)
+    assert given.vectorizer.vocabulary() == sampled.vectorizer.vocabulary()
     probe = corpus[2000:2050]
-    np.testing.assert_allclose(given.encode(probe), sampled.encode(probe), atol=1e-5)
+    a, b = given.encode(probe), sampled.encode(probe)
+    known = np.linalg.norm(b, axis=1) > 0  # a text of words outside the vocabulary has no vector
+    assert known.sum() > 40 and np.einsum("ij,ij->i", a[known], b[known]).min() > 0.999
     other = distill_static(teacher, corpus[:800], StaticConfig(**{**config.__dict__, "seed": 4}), progress=False)
-    assert not np.allclose(other.encode(probe), sampled.encode(probe), atol=1e-3)  # another sample, another student
+    assert other.vectorizer.vocabulary() != sampled.vectorizer.vocabulary()  # another sample
 
 
 def test_refusals(teacher, corpus):
