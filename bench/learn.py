@@ -117,13 +117,11 @@ def labelled(pool, budget: str, seed: int) -> np.ndarray:
 def consistent(pool, rows: np.ndarray) -> np.ndarray:
     """``rows`` less the pairs whose two texts are labelled both ways among them (SICK holds one such
     pair, which the recipe rightly refuses; at small budgets both copies are hardly ever drawn)."""
-    answers: dict[tuple[str, str], set[int]] = {}
-    keys = []
-    for r in rows:
-        a, b = pool.text1[r], pool.text2[r]
-        keys.append((a, b) if a <= b else (b, a))
-        answers.setdefault(keys[-1], set()).add(int(pool.labels[r]))
-    return np.array([r for r, k in zip(rows, keys) if len(answers[k]) == 1], dtype=rows.dtype)
+    from siamese.training.learn import answered_both_ways
+
+    both = set(answered_both_ways(pool.subset(rows)))
+    keep = [r for r in rows if tuple(sorted((pool.text1[r], pool.text2[r]))) not in both]  # keys: (smaller, larger)
+    return np.array(keep, dtype=rows.dtype)
 
 
 # -- scoring -----------------------------------------------------------------------------------------------------

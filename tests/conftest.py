@@ -286,6 +286,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def call(base: str, path: str, body=None, *, raw: bytes | None = None, headers=()) -> tuple[int, dict]:
+    """A JSON request to a test server (POST with a body, else GET): (status, decoded answer), 4xx included."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    req = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json", **dict(headers)})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
 @dataclass
 class Served:
     base: str  # http://127.0.0.1:PORT

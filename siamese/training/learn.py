@@ -69,14 +69,19 @@ class LearnOptions:
     device: str = "auto"
 
 
+def answered_both_ways(pairs: Pairs) -> list[tuple[str, str]]:
+    """The text pairs (either order) labelled both duplicate and not duplicate among ``pairs``."""
+    answers: dict[tuple[str, str], set[int]] = {}
+    for t1, t2, y in zip(pairs.text1, pairs.text2, pairs.labels):
+        answers.setdefault((t1, t2) if t1 <= t2 else (t2, t1), set()).add(int(y))
+    return [key for key, ys in answers.items() if len(ys) > 1]
+
+
 def check_labels(pairs: Pairs) -> None:
     """Refuse labels the recipe cannot learn from, in one line saying what to add or fix:
     too few pairs, too few of one kind, or one pair answered both ways."""
     where = pairs.source or "the labels"
-    answers: dict[tuple[str, str], set[int]] = {}
-    for t1, t2, y in zip(pairs.text1, pairs.text2, pairs.labels):
-        answers.setdefault((t1, t2) if t1 <= t2 else (t2, t1), set()).add(int(y))
-    both = [key for key, ys in answers.items() if len(ys) > 1]
+    both = answered_both_ways(pairs)
     if both:
         a, b = both[0]
         raise DataError(
@@ -324,12 +329,15 @@ def threshold_accuracy(scores: np.ndarray, y: np.ndarray, folds: list[np.ndarray
     return right / len(y)
 
 
+def _fold_auc(scores: np.ndarray, y: np.ndarray, folds: list[np.ndarray]) -> float:
+    """Mean ROC-AUC over the folds that hold both labels (0 if none does)."""
+    per = [p for p in (_auc(scores[f], y[f]) for f in folds) if p is not None]
+    return float(np.mean(per)) if per else 0.0
+
+
 def _best_epoch(held: dict[int, np.ndarray], y: np.ndarray, folds: list[np.ndarray]) -> tuple[int, dict]:
     """The epoch whose held-out cosines rank best (mean ROC-AUC over the folds; fewer epochs on a tie)."""
-    aucs = {}
-    for epoch, scores in held.items():
-        per = [p for p in (_auc(scores[f], y[f]) for f in folds) if p is not None]
-        aucs[epoch] = float(np.mean(per)) if per else 0.0
+    aucs = {epoch: _fold_auc(scores, y, folds) for epoch, scores in held.items()}
     return max(aucs, key=lambda e: (round(aucs[e], 6), -e)), aucs
 
 
@@ -449,7 +457,7 @@ def _decide(cv: dict, pretrained: np.ndarray, y: np.ndarray, options: LearnOptio
     measured = {
         "as_is": {
             "accuracy": threshold_accuracy(pretrained[rows], yh, folds, options.metric),
-            "roc_auc": _best_epoch({0: pretrained[rows]}, yh, folds)[1][0],  # as the fine-tune's: mean over folds
+            "roc_auc": _fold_auc(pretrained[rows], yh, folds),  # as the fine-tune's: mean over the folds
         },
         "fine_tuned": {"accuracy": threshold_accuracy(tuned, yh, folds, options.metric), "roc_auc": aucs[epoch]},
     }

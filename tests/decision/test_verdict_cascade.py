@@ -8,13 +8,10 @@ line and a real server on 127.0.0.1."""
 from __future__ import annotations
 
 import csv
-import json
-import urllib.error
-import urllib.request
 
 import numpy as np
 import pytest
-from conftest import assert_user_error, invoke, run_json, serving
+from conftest import assert_user_error, call, invoke, run_json, serving
 
 from siamese import ModelConfig, SiameseModel, datasets, verify_pairs
 from siamese.evaluation.scoring import verdict_metrics
@@ -204,16 +201,6 @@ def test_a_cross_encoder_verifies_too(first, mqp, folder, tmp_path):
     summary = run_json("score", first[1], "--data", data, "--out", tmp_path / "out.csv", "--verify", path, "-q")
     assert summary["verify"]["band"]["hi"] == pytest.approx(first[0].threshold + 0.1)
     assert summary["verify"]["verifier"] == "cross-encoder"
-
-
-def call(base: str, path: str, body=None) -> tuple[int, dict]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def test_the_service_decides_with_the_verifier_in_the_band(first, verifier, own, mqp):

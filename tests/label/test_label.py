@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO, SCRIPT, free_port, invoke
+from conftest import call as json_call
 
 from siamese.errors import DataError
 from siamese.label import stats
@@ -354,16 +355,9 @@ def page_token(base: str) -> str:
 
 
 def call(base, path, body=None, *, token=True, headers=()):
-    data = None if body is None else json.dumps(body).encode()
-    sent = {"Content-Type": "application/json", **dict(headers)}
-    if token:
-        sent["X-Siamese-Token"] = page_token(base)
-    req = urllib.request.Request(base + path, data=data, headers=sent)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
+    """conftest's JSON request, with the page's token unless ``token`` is False."""
+    sent = {**({"X-Siamese-Token": page_token(base)} if token else {}), **dict(headers)}
+    return json_call(base, path, body, headers=sent)
 
 
 @pytest.mark.slow

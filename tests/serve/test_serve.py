@@ -8,16 +8,7 @@ import urllib.request
 
 import numpy as np
 import pytest
-
-
-def call(base: str, path: str, body=None, *, raw: bytes | None = None) -> tuple[int, dict]:
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    req = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+from conftest import call
 
 
 def test_health_and_openapi(server):
