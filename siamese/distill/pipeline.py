@@ -139,6 +139,6 @@ def distill_run(run: DistillRun, config: StaticConfig | None = None, *, progress
 
 
 def _sampled(info: dict) -> str:
-    """``32,000 texts`` or ``32,000 of 128,274 texts (a sample)``."""
+    """``64,000 texts``, or ``64,000 of 128,274 texts (--corpus-sample)`` for a sample."""
     used, distinct = info["corpus_texts"], info.get("corpus_distinct", info["corpus_texts"])
     return f"{used:,} texts" if used == distinct else f"{used:,} of {distinct:,} texts (--corpus-sample)"

@@ -60,8 +60,7 @@ def distill_static(
     on ``texts`` (the corpus). ``targets``: the teacher's vectors of the distinct non-empty
     texts in first-seen order, if already computed. Past ``config.corpus_sample`` distinct texts, a
     seeded sample of them (and of ``targets``) is what the student learns from. The threshold is the
-    default: choose one on
-    validation pairs afterwards. ``beat``: the heartbeat that reports each step (see
+    default: choose one on validation pairs afterwards. ``beat``: the heartbeat that reports each step (see
     :mod:`.heartbeat`)."""
     beat = beat or Heartbeat(None)
     config = config or StaticConfig()
