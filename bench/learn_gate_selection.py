@@ -60,10 +60,7 @@ def run(specs: list[str]) -> None:
         seed = int(seed_text)
         pool, test, _ = bench.load_set(name, 2000)
         rows = bench.labelled(pool, "200", seed)
-        labels = pool.subset(rows)
-        texts = set(labels.text1) | set(labels.text2)
-        outside = [i for i in range(len(pool)) if pool.text1[i] not in texts and pool.text2[i] not in texts]
-        rest = pool.subset(np.array(outside[:1500]))
+        labels, rest = pool.subset(rows), bench.outside_labels(pool, rows)
         model = recipe.learn(labels, "minilm", options=recipe.LearnOptions(seed=seed, device="cpu"))
         asis_threshold = bench.best_cut(bench.cosines(minilm, labels), labels.labels)
         row = {

@@ -12,7 +12,8 @@ The recipe, made for 50–5,000 labels on a laptop:
 - The number of epochs is chosen by grouped cross-validation on the labels themselves: folds
   hold whole connected groups of the pair graph (no text of a held-out pair is seen in training),
   and the epoch with the best held-out ROC-AUC wins. Above :data:`HOLDOUT_ABOVE` labels one grouped
-  quarter is held out instead of K folds (the model trained on the rest is the final one).
+  quarter is held out instead of K folds (the model trained on the rest is the final one; ``refit``
+  trains again on every label instead).
 - **Never worse than as-is.** The held-out cosines of the fine-tuned models and of the pretrained
   model are compared two ways on the same folds: the accuracy of a threshold fitted on the other
   folds, and the ranking (ROC-AUC, mean over folds). The fine-tune is kept if its accuracy is
@@ -67,6 +68,10 @@ class LearnOptions:
     seed: int = 0
     metric: str = "accuracy"  # what the threshold maximises
     device: str = "auto"
+    # Above HOLDOUT_ABOVE labels, train again on every label once the held-out quarter chose the epoch? Off:
+    # on pool pairs outside 1,000 labels (5 sets) it ranked better (ROC-AUC +0.1 to +1.0) but its hedged
+    # threshold was no more accurate (mean -0.1 point), for ~80% more time (docs/benchmarks.md).
+    refit: bool = False
 
 
 def answered_both_ways(pairs: Pairs) -> list[tuple[str, str]]:
@@ -354,7 +359,8 @@ def _cross_validate(tower, states, a, b, y, groups, options, bar) -> dict:
 
         def keep(top, epoch):
             held[epoch] = top.cosines(states, a[held_rows], b[held_rows])
-            snapshots[epoch] = copy.deepcopy(top.state_dict())
+            if not options.refit:
+                snapshots[epoch] = copy.deepcopy(top.state_dict())
 
         top = fine_tune(tower, states, a[rest], b[rest], y[rest], options, options.epochs, keep, bar)
         return {
@@ -417,13 +423,15 @@ def learn(
     decision = _decide(cv, pretrained, y, options)
     if decision["chosen"] == "fine-tuned":
         top = cv.get("top")
-        if top is not None:  # held-out plan: the model trained on the rest, at the chosen epoch
+        if top is not None and not options.refit:  # held-out plan: the model trained on the rest, at the chosen epoch
             top.load_state_dict(cv["snapshots"][decision["epoch"]])
+            decision["final_fit_labels"] = len(y) - len(cv["rows"])
         else:
             bar = tqdm(total=decision["epoch"] * len(y), desc="final fit", unit="pair", disable=not progress)
             top = fine_tune(tower, states, a, b, y, options, decision["epoch"], bar=bar)
             bar.close()
             _hedge_threshold(decision, top.cosines(states, a, b), y, options.metric)
+            decision["final_fit_labels"] = len(y)
         tower.write_back(top, model)
     model.set_threshold(decision.pop("threshold"))
     model.info["pretrained"] = source_info

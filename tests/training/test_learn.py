@@ -186,6 +186,30 @@ def test_train_from_minilm_writes_a_model_folder_with_its_test_split(labels_file
     assert "similarity" in json.loads(proc.stdout)
 
 
+def test_above_the_fold_limit_a_held_out_quarter_chooses_the_epoch_and_refit_trains_on_every_label(
+    labels_file, monkeypatch
+):
+    import siamese.training.learn as learn_module
+    from siamese.training.learn import LearnOptions, learn
+
+    monkeypatch.setattr(learn_module, "HOLDOUT_ABOVE", 40)  # 64 labels: the held-out quarter plan
+    monkeypatch.setattr(learn_module, "AUC_MARGIN", -1.0)  # keep the fine-tune whatever it measured
+    labels = read_pairs(labels_file)
+    quarter = learn(labels, "minilm", options=LearnOptions(epochs=1))
+    refit = learn(labels, "minilm", options=LearnOptions(epochs=1, refit=True))
+    kept, again = quarter.info["learned"], refit.info["learned"]
+    assert kept["plan"].startswith("one grouped quarter held out") and kept["plan"] == again["plan"]
+    held = kept["held_out_pairs"]
+    assert 0 < held < 64 and kept["final_fit_labels"] == 64 - held and again["final_fit_labels"] == 64
+    # the quarter's model keeps the threshold its own held-out cosines chose; the refit hedges it
+    assert "own_threshold" not in kept["threshold_choice"]
+    choice = again["threshold_choice"]
+    assert refit.threshold == pytest.approx((choice["held_out_threshold"] + choice["own_threshold"]) / 2)
+    assert choice["held_out_threshold"] == pytest.approx(quarter.threshold)  # the same quarter, the same cut
+    a, b = labels.text1[:8], labels.text2[:8]
+    assert not np.allclose(quarter.similarity_pairwise(a, b), refit.similarity_pairwise(a, b), atol=1e-4)
+
+
 def test_train_from_a_saved_model_folder_goes_on_from_it(labels_file, learned, tmp_path):
     from siamese import SiameseModel
 
