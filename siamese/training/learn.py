@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch.nn import functional as F
+from torch.utils.checkpoint import checkpoint
 
 from ..data.groups import grouped_folds, pair_groups
 from ..data.pairs import Pairs
@@ -51,6 +52,8 @@ MIN_EACH = 6  # of each label
 FOLDS = 3  # cross-validation folds up to HOLDOUT_ABOVE labels
 HOLDOUT_ABOVE = 600  # above it: one grouped quarter held out, trained once (the cost stays ~flat)
 HOLDOUT_SHARE = 0.25
+STATES_TOKENS = 2048  # padded tokens per batch when the frozen layers run once per text
+RECOMPUTE_ABOVE = 128  # tokens: wider training batches recompute their activations in the backward pass
 AUC_MARGIN = 0.01  # a held-out ROC-AUC this much higher keeps a fine-tune whose fitted threshold is not more accurate
 
 
@@ -111,6 +114,19 @@ def check_labels(pairs: Pairs) -> None:
 # -- the trainable top of the encoder ----------------------------------------------------------------------------
 
 
+def _capped_batches(order: np.ndarray, lengths: list[int], batch: int, tokens: int):
+    """``order`` (texts by ascending length) cut into batches of up to ``batch`` texts and ``tokens``
+    padded tokens: the attention of 32 texts of 256 tokens alone is ~0.1 GB a layer, and the
+    allocator keeps what it once held."""
+    start = 0
+    while start < len(order):
+        rows = order[start : start + batch]
+        while len(rows) > 1 and len(rows) * lengths[rows[-1]] > tokens:  # the last is the longest
+            rows = rows[:-1]
+        start += len(rows)
+        yield rows
+
+
 class _Tower:
     """The pretrained encoder split at ``frozen`` layers: the frozen bottom run once per text
     (:meth:`states`), the top trained on those states (:meth:`top`), and written back (:meth:`write_back`)."""
@@ -153,8 +169,7 @@ class _Tower:
         order = np.argsort([len(s) for s in ids], kind="stable")
         vectors = np.zeros((len(ids), self.net.config.hidden_size), np.float32)
         states: list[torch.Tensor] = [torch.empty(0)] * len(ids)
-        for start in range(0, len(order), batch):
-            rows = order[start : start + batch]
+        for rows in _capped_batches(order, [len(s) for s in ids], batch, STATES_TOKENS):
             padded, sizes = pad([ids[i] for i in rows], 0)
             x_ids, lengths = torch.from_numpy(padded).to(self.device), torch.from_numpy(sizes).to(self.device)
             mask = torch.arange(x_ids.shape[1], device=self.device)[None, :] < lengths[:, None]
@@ -210,9 +225,13 @@ class _Top(torch.nn.Module):
             x[i, : len(s)] = s.float()
             mask[i, : len(s)] = True
         x, mask = x.to(tower.device), mask.to(tower.device)
+        keep = mask[:, None, None, :]
+        # Long texts: each layer's activations are recomputed in the backward pass instead of kept (a
+        # batch of 256-token texts holds ~0.3 GB per layer; the recompute costs a forward pass).
+        recompute = self.training and torch.is_grad_enabled() and width > RECOMPUTE_ABOVE
         with tower.cast():
             for layer in self.layers:
-                x = layer(x, mask[:, None, None, :])
+                x = checkpoint(layer, x, keep, use_reentrant=False) if recompute else layer(x, keep)
         return tower._pool(x, mask)
 
     @torch.no_grad()
@@ -222,8 +241,7 @@ class _Top(torch.nn.Module):
         texts = np.unique(np.concatenate([a, b]))
         texts = texts[np.argsort([len(states[i]) for i in texts], kind="stable")]
         vectors: dict[int, np.ndarray] = {}
-        for start in range(0, len(texts), batch):
-            rows = texts[start : start + batch]
+        for rows in _capped_batches(texts, [len(s) for s in states], batch, 2 * STATES_TOKENS):
             for r, v in zip(rows, self([states[i] for i in rows]).float().cpu().numpy()):
                 vectors[int(r)] = v
         return np.array([float(vectors[i] @ vectors[j]) for i, j in zip(a, b)], dtype=np.float64)

@@ -120,6 +120,43 @@ def test_a_fine_tune_that_ranks_better_is_kept_though_its_fitted_threshold_is_no
     assert 0 < auc["fine_tuned"] - auc["as_is"] < AUC_MARGIN and close["chosen"] == "as-is"
 
 
+def test_batches_of_long_texts_are_cut_to_a_token_budget():
+    from siamese.training.learn import _capped_batches
+
+    lengths = [5] * 40 + [100] * 10 + [300]
+    batches = list(_capped_batches(np.arange(len(lengths)), lengths, 16, 1000))
+    assert np.concatenate(batches).tolist() == list(range(len(lengths)))  # every text once, in order
+    assert [len(b) for b in batches] == [16, 16, 8 + 2, 8, 1]  # then only 10 of 100 tokens fit, then 300 alone
+    for b in batches:
+        assert len(b) <= 16 and (len(b) == 1 or len(b) * lengths[b[-1]] <= 1000)
+
+
+def test_long_batches_recompute_their_activations_with_the_same_gradients(monkeypatch):
+    import torch
+
+    import siamese.training.learn as learn_module
+    from siamese.models.sentence_encoder import load_bi_encoder
+
+    model = load_bi_encoder("minilm", device="cpu")
+    tower = learn_module._Tower(model, None, torch.device("cpu"), "fp32")
+    texts = ["How do I cancel my car insurance policy? " * 12, "What can I do if my car insurance is cancelled?"]
+    states, _ = tower.states(model.vectorizer.encode(texts))
+    assert max(len(s) for s in states) > 64
+
+    def gradients(recompute_above: int) -> list:
+        monkeypatch.setattr(learn_module, "RECOMPUTE_ABOVE", recompute_above)
+        torch.manual_seed(0)
+        top = tower.top().train()
+        v = top(states)
+        (v[0] @ v[1]).backward()
+        return [p.grad.clone() for p in top.parameters()]
+
+    kept, recomputed = gradients(10_000), gradients(64)
+    assert len(kept) == len(recomputed) > 0
+    for a, b in zip(kept, recomputed):
+        torch.testing.assert_close(a, b)  # dropout replays the same mask
+
+
 def _options():
     from siamese.training.learn import LearnOptions
 
