@@ -6,7 +6,8 @@ The recipe, made for 50–5,000 labels on a laptop:
 - Only the top layers of the transformer are fine-tuned. The embeddings and the bottom layers stay
   as they are, and their output for each distinct text is computed once and kept (bf16), so an
   epoch runs only the top layers: several times cheaper than fine-tuning the whole network, and
-  the frozen bottom keeps the pretrained model's general knowledge.
+  the frozen bottom keeps the pretrained model's general knowledge. Long texts are held to a token
+  budget per batch where nothing is trained, and recompute their activations where it is (memory).
 - The loss is CoSENT on the cosines of the labelled pairs (every pair teaches, both labels), AdamW
   with a warm-up and a linear decay, the gradient norm clipped.
 - The number of epochs is chosen by grouped cross-validation on the labels themselves: folds
