@@ -37,7 +37,7 @@ def test_the_learning_curve_bench_runs_every_contender(data_dir, tmp_path):
     assert 0.5 < result["oracle"]["accuracy"] <= 1.0
     run = result["budgets"]["40"]["runs"][0]
     assert run["labels"] == 40
-    for contender in ("threshold", "learn", "st"):
+    for contender in ("threshold", "learn", "st", "cross"):
         assert 0.0 < run[contender]["accuracy"] <= 1.0 and run[contender]["roc_auc"] is not None
     assert run["threshold"]["accuracy"] <= result["oracle"]["accuracy"]  # the oracle is the ceiling of a threshold
     assert run["learn"]["chosen"] in ("fine-tuned", "as-is") and run["learn"]["peak_mb"] > 100
