@@ -10,7 +10,6 @@ docs/benchmarks.md)."""
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 
 BIG_BLOCK = 1 << 20  # bytes
@@ -21,11 +20,7 @@ _M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 def map_big_blocks(threshold: int = BIG_BLOCK) -> bool:
     """Blocks of ``threshold`` bytes and more, for the rest of this process, each mapped on its own
     and returned to the system when freed. True if the allocator took the setting (glibc)."""
-    name = ctypes.util.find_library("c")
-    try:
-        mallopt = ctypes.CDLL(name).mallopt if name else None
-    except (OSError, AttributeError):
-        return False
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # the process's own C library, as io.atomic's renameat2
     if mallopt is None:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int

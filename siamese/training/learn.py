@@ -8,7 +8,7 @@ The recipe, made for 50–5,000 labels on a laptop:
   epoch runs only the top layers: several times cheaper than fine-tuning the whole network, and
   the frozen bottom keeps the pretrained model's general knowledge. Long texts are held to a token
   budget per batch where nothing is trained, and recompute their activations where it is, and big
-  blocks go back to the system when freed (:mod:`siamese.runtime.memory`): memory.
+  blocks go back to the system when freed (:mod:`siamese.runtime.memory`), to save memory.
 - The loss is CoSENT on the cosines of the labelled pairs (every pair teaches, both labels), AdamW
   with a warm-up and a linear decay, the gradient norm clipped.
 - The number of epochs is chosen by grouped cross-validation on the labels themselves: folds
