@@ -30,8 +30,9 @@ demo: install
 
 # Two workers, each test file on one of them (module fixtures such as the Ray cluster stay whole);
 # every test process runs torch on one thread (tests/conftest.py), so two keep both cores busy.
+# The 15 slowest tests are listed at the end: where the suite's ~10 minutes go.
 test: install mpnet browser lint typecheck
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=15
 
 # ruff (pyproject.toml's [tool.ruff]): the lint rules and the one formatting, checked, not applied
 lint: install

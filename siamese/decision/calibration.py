@@ -18,11 +18,7 @@ import numpy as np
 from ..errors import ConfigError, DataError
 from ..models.pretrained import file_sha256
 from .calibrator import METHODS, Calibrator  # noqa: F401 (Calibrator: re-exported)
-from .threshold import check_targets
-
-# Platt scaling is unregularised logistic regression; a tiny L2 term only keeps the slope finite
-# when the scores separate the labels perfectly (it changes nothing measurable otherwise).
-PLATT_C = 1e4
+from .threshold import PLATT_C, check_targets
 
 if TYPE_CHECKING:
     from ..data.pairs import Pairs

@@ -21,51 +21,14 @@ import math
 
 import numpy as np
 
-from ..decision.calibration import PLATT_C, cross_fitted, expected_calibration_error, fit_calibrator
+from ..decision.calibration import cross_fitted, expected_calibration_error, fit_calibrator
+from ..decision.threshold import platt
 from ..errors import DataError
 from ..evaluation.metrics import choose_threshold
 
 UNCERTAIN = math.log(3.0)  # Platt's a·(s - t) between ±ln 3: a chance between 0.25 and 0.75
 # How narrow the precision's interval should be for the page to call the answers enough: ±5 points.
 PRECISION_MARGIN = 0.05
-
-
-def platt(similarity, labels) -> tuple[float, float] | None:
-    """Platt's ``(a, b)`` (chance = 1 / (1 + exp(-(a·s + b)))), or None without both labels.
-
-    The fit of :mod:`siamese.decision.calibration` (the same objective: log-loss plus ``a² / (2·PLATT_C)``),
-    solved by Newton's method on its two numbers: the loop refits it for every pair it chooses and
-    a hundred times per bootstrap, where scikit-learn's solver costs ~100x more per call."""
-    x = np.asarray(similarity, dtype=np.float64)
-    y = np.asarray(labels, dtype=np.float64)
-    if len(y) < 2 or y.min() == y.max():
-        return None
-    w = np.zeros(2)  # (a, b)
-    ridge = np.array([1.0 / PLATT_C, 0.0])
-    loss = _platt_loss(w, x, y, ridge)
-    for _ in range(100):
-        p = 1.0 / (1.0 + np.exp(-np.clip(w[0] * x + w[1], -500, 500)))
-        g = np.array([np.dot(p - y, x), np.sum(p - y)]) + ridge * w
-        h = p * (1 - p)
-        hess = np.array([[np.dot(h, x * x), np.dot(h, x)], [np.dot(h, x), h.sum()]]) + np.diag(ridge + 1e-12)
-        step = np.linalg.solve(hess, g)
-        scale = 1.0
-        while scale > 1e-6:  # halve the step until the loss falls
-            trial = w - scale * step
-            trial_loss = _platt_loss(trial, x, y, ridge)
-            if trial_loss <= loss:
-                break
-            scale /= 2
-        if scale <= 1e-6 or loss - trial_loss < 1e-12 * max(1.0, loss):
-            w, loss = (trial, trial_loss) if scale > 1e-6 else (w, loss)
-            break
-        w, loss = trial, trial_loss
-    return float(w[0]), float(w[1])
-
-
-def _platt_loss(w, x, y, ridge) -> float:
-    z = w[0] * x + w[1]
-    return float(np.sum(np.logaddexp(0, z) - y * z) + 0.5 * np.dot(ridge * w, w))
 
 
 def chance(fit: tuple[float, float], similarity) -> np.ndarray:

@@ -43,6 +43,7 @@ from ..errors import ConfigError
 from ..io.atomic import as_umask_allows, atomic_dir, atomic_file, clear_leftovers, recover, target_lock
 from ..io.manifest import Field, check_fields, read_json_object, read_manifest
 from ..version import __version__
+from .cascade import PROPOSE
 from .index import DuplicateIndex, SearchIndexError, require_cosine
 from .pairs import (
     DEFAULT_CLUSTERING,
@@ -510,7 +511,10 @@ def dedupe(
     ``floor`` (default: threshold - 0.25), and ``verify_band="auto"`` chooses the band on a sample
     of the candidates so that the cascade's verdicts agree with the verifier's own on
     ``verify_agreement`` of its duplicates (see :func:`~siamese.search.cascade.choose_band`); only
-    the texts of the pairs in the band are encoded by it. A number: the band is ``model``'s
+    the texts of the pairs in the band are encoded by it. ``model`` proposes each text's
+    :data:`~siamese.search.cascade.PROPOSE` nearest (at least ``k``), the band is chosen on each text's
+    ``k`` nearest, and each text keeps its ``k`` best duplicates by the verifier's score, as the
+    verifier's own dedupe examines its ``k`` nearest. A number: the band is ``model``'s
     similarity within that much of the threshold; None: every candidate. ``pairs.npz`` records each
     pair's first-stage similarity and verifier score. A cross-encoder decides with its own
     threshold the pairs within ``verify_band`` (default there 0.1) of the threshold: one it rejects
@@ -539,10 +543,12 @@ def dedupe(
     texts = [records[r].text for r in distinct.tolist()]
     encode = _encoder(model, progress, engine)
     vectors = encode(texts) if reuse is None else reuse.take(texts, encode)
+    # a bi-encoder's cascade proposes more neighbours per text and keeps each text's k best (search.cascade)
+    proposed = max(k, PROPOSE) if verify is not None and not cross else k
     if engine is None:
-        pairs = duplicate_pairs(vectors, floor, k=k, kind=kind, progress=progress)
+        pairs = duplicate_pairs(vectors, floor, k=proposed, kind=kind, progress=progress)
     else:
-        pairs = engine.duplicate_pairs(vectors, floor, k=k, kind=kind)
+        pairs = engine.duplicate_pairs(vectors, floor, k=proposed, kind=kind)
     meta = _meta(model, "self", floor, k, kind, sources)
     if reuse is not None:
         meta["reused"] = {"from": str(reuse.source), "vectors": reuse.reused}
@@ -551,8 +557,17 @@ def dedupe(
         pairs, meta["verified"], stages = _verified(verify, texts, pairs, t, verify_band)
     elif verify is not None:
         pairs, meta["verified"], stages = _cascaded(
-            verify, texts, pairs, t, floor=floor, band=verify_band, agreement=verify_agreement, progress=progress
+            verify,
+            texts,
+            pairs,
+            t,
+            floor=floor,
+            band=verify_band,
+            agreement=verify_agreement,
+            links=k,
+            progress=progress,
         )
+        meta["verified"]["proposed_per_text"] = proposed
         meta["floor"] = t  # the verdicts hold from the threshold up
     run = DedupeRun(Path(out), meta, records, text_of, pairs, vectors=vectors, stages=stages)
     run._set(t, clustering, min_size)
@@ -574,7 +589,7 @@ def _cascaded(verifier, texts: list[str], pairs: DuplicatePairs, threshold: floa
 
     done = cascade(verifier, texts, pairs.first, pairs.second, pairs.similarity, threshold=threshold, **options)
     asked = ~np.isnan(done.score)
-    rows = np.flatnonzero(asked | done.keep)
+    rows = np.flatnonzero((asked | done.keep) & ~done.beyond)  # beyond each text's best links: not a pair
     at_least = np.maximum(pairs.similarity, np.nextafter(np.float32(threshold), 2))
     decision = np.where(asked, done.score, at_least)[rows].astype(np.float32)
     stages = {"first_stage": pairs.similarity[rows], "verifier": done.score[rows]}

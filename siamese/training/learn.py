@@ -20,7 +20,8 @@ The recipe, made for 50–5,000 labels on a laptop:
   model are compared two ways on the same folds: the accuracy of a threshold fitted on the other
   folds, and the ranking (ROC-AUC, mean over folds). The fine-tune is kept if its accuracy is
   higher or its ROC-AUC higher by :data:`AUC_MARGIN`; otherwise the result is the pretrained model
-  with its threshold fitted on the labels, and the report says so. (A fitted threshold's accuracy
+  with its threshold fitted on the labels (``fit_threshold``: where a Platt fit crosses 1/2), and the
+  report says so. (A fitted threshold's accuracy
   on 200 labels moves by a few points with the draw; the ranking less. Accuracy alone threw away
   every MSRP fine-tune, 2-3 points better on pool pairs outside the labels: chosen on those pairs,
   bench/learn_gate_selection.py, docs/benchmarks.md.)
@@ -477,7 +478,7 @@ def _decide(cv: dict, pretrained: np.ndarray, y: np.ndarray, options: LearnOptio
     """As-is or fine-tuned: the fine-tune if its held-out cosines beat the pretrained ones on the
     accuracy of a cross-validated threshold, or on ROC-AUC by :data:`AUC_MARGIN` (both over the
     same folds); the threshold of the one kept, and what was measured."""
-    from ..decision.threshold import choose_threshold
+    from ..decision.threshold import choose_threshold, fit_threshold
 
     rows = cv["rows"]
     yh = y[rows]
@@ -494,7 +495,13 @@ def _decide(cv: dict, pretrained: np.ndarray, y: np.ndarray, options: LearnOptio
     tuned_m, as_is_m = measured["fine_tuned"], measured["as_is"]
     better = tuned_m["accuracy"] > as_is_m["accuracy"] or tuned_m["roc_auc"] > as_is_m["roc_auc"] + AUC_MARGIN
     scores = tuned if better else pretrained
-    threshold, found = choose_threshold(scores, yh if better else y, options.metric)
+    # kept as it is: the threshold to decide new pairs by from these labels (a Platt fit's cut: more
+    # accurate than the labels' best cut on pool pairs outside them). Fine-tuned: the best cut of the
+    # held-out cosines, hedged below (a Platt cut in every step was no better on pool pairs: SICK -0.2,
+    # MSRP 0.0, PAWS-QQP -0.4 at 200 labels, seed 0; docs/benchmarks.md)
+    threshold, found = (
+        choose_threshold(scores, yh, options.metric) if better else fit_threshold(scores, y, options.metric)
+    )
     return {
         "chosen": "fine-tuned" if better else "as-is",
         "epoch": epoch,
@@ -505,6 +512,7 @@ def _decide(cv: dict, pretrained: np.ndarray, y: np.ndarray, options: LearnOptio
         "threshold_choice": {
             "metric": found["metric"],
             "value": found["value"],
+            "rule": found.get("rule", "best cut"),
             "chosen_on": ["held-out cosines of the labels" if better else "the labels"],
             "val_pairs": len(rows) if better else len(y),
         },

@@ -236,13 +236,13 @@ def read_pairs_of(run: TrainRun, path: Path) -> Any:
 def _test_as_is_and_learned(model, source, labels, test, metric: str) -> tuple[dict, str]:
     """The held-out split scored by the learned model and by ``source`` as it is (its threshold
     fitted on the same labels)."""
-    from ..decision.threshold import choose_threshold
+    from ..decision.threshold import fit_threshold
     from ..evaluation.metrics import evaluate
     from ..models.sentence_encoder import load_bi_encoder
 
     as_is = load_bi_encoder(source)
     cosines = (as_is.encode(labels.text1) * as_is.encode(labels.text2)).sum(1)
-    as_is.set_threshold(choose_threshold(cosines, labels.labels, metric)[0])
+    as_is.set_threshold(fit_threshold(cosines, labels.labels, metric)[0])
     both = {"as_is": evaluate(as_is, test), "learned": evaluate(model, test)}
     a, b = both["as_is"], both["learned"]
     line = (

@@ -18,7 +18,7 @@ from conftest import assert_user_error, run, run_json
 from siamese import ModelConfig, SiameseModel, read_texts
 from siamese.models.sentence_encoder import from_pretrained
 from siamese.search import DedupeRun, dedupe
-from siamese.search.cascade import choose_band
+from siamese.search.cascade import PROPOSE, best_links, choose_band
 
 HEARTBEAT = 2.0  # seconds between progress lines in the run below (30 by default)
 
@@ -83,6 +83,8 @@ def test_the_cascade_decides_as_minilm_does_encoding_only_the_bands_texts(studen
     run = dedupe(student, texts, tmp_path / "cascade", verify=minilm)
     info = run.meta["verified"]
     assert info["verifier"] == "bi-encoder" and run.threshold == own.threshold == 0.9
+    # the student proposed 50 per text; each text kept its 20 best, as MiniLM's own run examines 20
+    assert (info["proposed_per_text"], info["links_per_text"], run.meta["k"]) == (PROPOSE, 20, 20)
     band = info["band"]
     assert band["agreement"] >= 0.99 and band["sampled"] > 100
     assert info["texts_encoded"] < len(set(texts))  # MiniLM reads only the texts of the pairs it decides
@@ -104,6 +106,17 @@ def test_the_cascade_decides_as_minilm_does_encoding_only_the_bands_texts(studen
     above = ~asked  # accepted without asking: the student was sure (above the band)
     assert np.all(first[above] > band["hi"]) and np.all(saved.pairs.similarity[above] > run.threshold)
     assert (run.threshold, band["lo"]) and saved.rethreshold(0.95)["pairs"] <= len(ours)
+
+
+def test_best_links_keeps_a_pair_among_the_k_best_of_either_text():
+    rng = np.random.default_rng(0)
+    first, second = rng.integers(0, 40, 600), rng.integers(0, 40, 600)
+    first, second = first[first != second], second[first != second]
+    score = rng.random(len(first))
+    kept = best_links(first, second, score, 3)
+    for i in range(len(first)):  # brute force: the pair's rank among each of its texts' pairs
+        ranks = [int((score[(first == x) | (second == x)] > score[i]).sum()) for x in (first[i], second[i])]
+        assert kept[i] == (min(ranks) < 3)
 
 
 def test_the_cli_takes_a_bi_encoder_for_verify_and_refuses_what_has_no_cosine(distilled, minilm, questions, tmp_path):

@@ -12,6 +12,7 @@ import pytest
 
 from siamese.data.groups import grouped_folds, grouped_split, pair_groups
 from siamese.data.pairs import Pairs, read_pairs
+from siamese.decision.threshold import fit_threshold
 from siamese.errors import DataError
 from siamese.training.learn import (
     AUC_MARGIN,
@@ -85,6 +86,8 @@ def test_the_fine_tune_is_kept_only_when_cross_validation_says_it_beats_as_is():
     assert kept["cross_validation"]["as_is"]["accuracy"] == threshold_accuracy(pretrained, y, folds, "accuracy")
     assert kept["cross_validation"]["as_is"]["accuracy"] > kept["cross_validation"]["fine_tuned"]["accuracy"]
     assert kept["threshold_choice"]["chosen_on"] == ["the labels"]
+    # as it is: the threshold to decide new pairs by, where a Platt fit of the labels crosses 1/2
+    assert (kept["threshold"], kept["threshold_choice"]["rule"]) == (fit_threshold(pretrained, y)[0], "platt")
     good = y * 1.0 + rng.normal(0, 0.05, len(y))  # a fine-tune that separates them better
     cv["held"] = {1: noise, 2: good}
     tuned = _decide(cv, pretrained, y, _options())
