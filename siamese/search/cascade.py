@@ -35,8 +35,8 @@ from ..decision.cascade import (  # noqa: F401 (Band, choose_band, BAND_*: re-ex
 # A bi-encoder's cascade proposes each text's PROPOSE most similar texts (by the fast model), the
 # verifier decides, and each text keeps its k best links by the verifier's scores, as the verifier's
 # own dedupe keeps its k nearest: partners the fast model ranks 21st-50th are not lost. On the 25 %
-# corpus of bench/dedupe_peers.py (k = 20), InsuranceQA's recall rose from 0.690 to 0.709 (MiniLM
-# alone: 0.711) for the same texts encoded (bench/cascade_frontier.py, docs/benchmarks.md).
+# corpus of bench/dedupe_peers.py (k = 20), InsuranceQA's recall rose from 0.696 to 0.711 (MiniLM
+# alone: 0.711) for no more texts encoded (bench/cascade_neighbours.py, docs/benchmarks.md).
 PROPOSE = 50
 
 
@@ -166,7 +166,7 @@ def cascade(
     scorer = PairScorer(verifier, texts, verifier.threshold if cross else threshold, batch_size=batch_size)
     known = np.full(len(similarity), np.nan, np.float32)
 
-    def verdicts(rows: np.ndarray, bar: bool = False) -> np.ndarray:
+    def scores_of(rows: np.ndarray, bar: bool = False) -> np.ndarray:
         todo = rows[np.isnan(known[rows])]
         if len(todo):
             known[todo] = scorer(first[todo], second[todo], progress=bar)
@@ -176,7 +176,7 @@ def cascade(
         near = np.flatnonzero(best_links(first, second, similarity, links))
         band = resolve_band(
             similarity[near],
-            lambda rows: verdicts(near[rows]) > scorer.threshold,
+            lambda rows: scores_of(near[rows]) > scorer.threshold,
             threshold=threshold,
             band=band,
             floor=floor,
@@ -185,7 +185,7 @@ def cascade(
         )
     done = decide_pairs(
         similarity,
-        verdicts,
+        scores_of,
         threshold=threshold,
         verifier_threshold=scorer.threshold,
         band=band,
