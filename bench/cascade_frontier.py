@@ -33,6 +33,7 @@ def main() -> None:
     import dedupe_peers as dp
 
     from siamese.decision.cascade import choose_band
+    from siamese.search.cascade import best_links
     from siamese.search.pairs import DuplicatePairs, duplicate_pairs, greedy
 
     texts = dp.corpus()
@@ -50,15 +51,6 @@ def main() -> None:
         scored = dp.scores(labels, sub)
         sets = {name: (x["recall"], x.get("false_merges")) for name, x in scored.items()}
         print(json.dumps({"variant": variant, **extra, "links": len(first), "sets": sets}), flush=True)
-
-    def capped(first, second, decision, k: int = 20) -> np.ndarray:
-        """A pair stays if either text has the other among its ``k`` best links (by ``decision``)."""
-        ends, pair = np.concatenate([first, second]), np.tile(np.arange(len(first)), 2)
-        order = np.lexsort((-np.concatenate([decision, decision]), ends))
-        rank = np.arange(len(ends)) - np.searchsorted(ends[order], ends[order])
-        keep = np.zeros(len(first), bool)
-        keep[pair[order][rank < k]] = True
-        return keep
 
     own = duplicate_pairs(minilm, MATCHED, k=20)
     emit("minilm alone, k 20", own.first, own.second, own.similarity, texts_encoded=n)
@@ -79,9 +71,9 @@ def main() -> None:
             extra = {"k": k, "band": [round(float(lo), 3), round(float(hi), 3)], "texts_encoded": encoded}
             emit(f"cascade, {label}", first[keep], second[keep], decision[keep], **extra)
             if lo == band.lo and k > 20:
-                top = keep & capped(first, second, np.where(keep, decision, -1.0))
+                top = keep & best_links(first, second, np.where(keep, decision, -1.0), 20)
                 emit("cascade, band as chosen, links capped at 20", first[top], second[top], decision[top], **extra)
-        every = says & capped(first, second, np.where(says, verifier, -1.0)) if k > 20 else says
+        every = says & best_links(first, second, np.where(says, verifier, -1.0), 20) if k > 20 else says
         candidates = len(np.unique(np.concatenate([first, second])))
         emit("every candidate verified", first[every], second[every], verifier[every], k=k, texts_encoded=candidates)
 
