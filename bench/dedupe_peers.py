@@ -379,7 +379,7 @@ def matched(args, part: list[str], texts_file: Path, truth: dict) -> dict:
         print(json.dumps({tool: out[tool]["sets"]}), flush=True)
     if "cascade" in args.tools and "minilm" in out:
         t = out["minilm"]["threshold"]
-        run = WORK / "cascade-matched"
+        run = WORK / texts_file.stem.replace("texts", "cascade-matched")  # per fraction: cascade-matched-0.5
         shutil.rmtree(run, ignore_errors=True)
         measured(siamese_cmd(args.student, texts_file, run, "--verify", str(args.minilm), "--threshold", str(t)))
         labels = siamese_labels(run, len(part))

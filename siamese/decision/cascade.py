@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .threshold import platt
+
 BAND_WIDTH = 0.01  # the sample's bins of first-stage similarity
 BAND_SAMPLE = 48  # pairs the verifier scores per bin to choose the band
 FIXED_BAND = (
@@ -127,9 +129,10 @@ def choose_band(
     on a sample of the candidate pairs (first-stage ``similarity``, all at ``floor`` or above).
 
     The candidates are cut into bins ``width`` wide; up to ``per_bin`` pairs of each are judged by
-    ``decide(rows) -> verdicts`` (the verifier's own duplicate verdicts of those candidates). Each
-    bin's share of duplicates times its size estimates how many of the verifier's duplicates (and
-    non-duplicates) it holds.
+    ``decide(rows) -> verdicts`` (the verifier's own duplicate verdicts of those candidates). A
+    logistic fit of the verdicts on the similarity, over all sampled pairs, gives each bin's share
+    of duplicates; times the bin's size, it estimates how many of the verifier's duplicates (and
+    non-duplicates) the bin holds.
     ``lo`` is the highest bin edge that leaves under it at most ``(1 - agreement) / 2`` of the
     estimated duplicates; ``hi`` the lowest edge above which at most as many non-duplicates lie
     (None: every candidate from ``lo`` up is verified). So the cascade's duplicates differ from the
@@ -148,11 +151,20 @@ def choose_band(
     rows = np.sort(np.concatenate(picked)) if picked else np.empty(0, np.int64)
     verdicts = np.asarray(decide(rows), bool) if len(rows) else np.empty(0, bool)
     sampled = np.bincount(bins[rows], minlength=len(count))
-    share = np.zeros(len(count))
-    np.divide(np.bincount(bins[rows], weights=verdicts, minlength=len(count)), sampled, out=share, where=sampled > 0)
+    seen = np.zeros(len(count))  # each bin's share of duplicates in its sample
+    np.divide(np.bincount(bins[rows], weights=verdicts, minlength=len(count)), sampled, out=seen, where=sampled > 0)
+    # Each bin's share from one logistic fit over every sampled pair: the tails' shares (0.2-2 % of
+    # ~10^4 pairs a bin) read 0 or >= 2 % from 48 pairs, which moved the lower edge from 0.51 to 0.70
+    # between samples of one corpus (exact 0.63); the fit kept it within 0.61-0.64 (docs/benchmarks.md).
+    fit = platt(similarity[rows], verdicts) if len(rows) else None
+    if fit is None:  # one verdict only
+        share = seen
+    else:
+        middle = floor + (np.arange(len(count)) + 0.5) * width
+        share = 1.0 / (1.0 + np.exp(-np.clip(fit[0] * middle + fit[1], -500, 500)))
     positives, negatives = share * count, (1 - share) * count
     total = positives.sum()
-    if total == 0:  # the verifier finds no duplicate among the sampled candidates: none to accept
+    if not verdicts.any():  # the verifier finds no duplicate among the sampled candidates: none to accept
         return Band(1.0, None, None, len(rows)), rows, verdicts
     allowed = (1 - agreement) / 2 * total
     below = np.concatenate([[0.0], np.cumsum(positives)])  # duplicates under each bin's lower edge
@@ -163,7 +175,7 @@ def choose_band(
     hi = None if hi_bin >= len(count) else max(floor + hi_bin * width, lo)
     missed = below[lo_bin] + (above[hi_bin] if hi is not None else 0.0)
     agreed = round(float(1 - missed / total), 4)
-    band = Band(float(lo), None if hi is None else float(hi), agreed, len(rows), round(float(share[0]), 4))
+    band = Band(float(lo), None if hi is None else float(hi), agreed, len(rows), round(float(seen[0]), 4))
     return band, rows, verdicts
 
 
