@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .threshold import platt
+from .threshold import chance, platt
 
 BAND_WIDTH = 0.01  # the sample's bins of first-stage similarity
 BAND_SAMPLE = 48  # pairs the verifier scores per bin to choose the band
@@ -160,8 +160,7 @@ def choose_band(
     if fit is None:  # one verdict only
         share = seen
     else:
-        middle = floor + (np.arange(len(count)) + 0.5) * width
-        share = 1.0 / (1.0 + np.exp(-np.clip(fit[0] * middle + fit[1], -500, 500)))
+        share = chance(fit, floor + (np.arange(len(count)) + 0.5) * width)  # at each bin's middle
     positives, negatives = share * count, (1 - share) * count
     total = positives.sum()
     if not verdicts.any():  # the verifier finds no duplicate among the sampled candidates: none to accept

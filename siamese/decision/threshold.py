@@ -58,6 +58,12 @@ def choose_threshold(scores: np.ndarray, labels: np.ndarray, metric: str = "accu
     return threshold, {"metric": metric, "value": float(value[best])}
 
 
+def chance(fit: tuple[float, float], similarity: np.ndarray | float) -> np.ndarray:
+    """The chance of a duplicate at ``similarity`` by a :func:`platt` fit ``(a, b)``."""
+    z = np.clip(fit[0] * np.asarray(similarity, dtype=np.float64) + fit[1], -500, 500)
+    return 1.0 / (1.0 + np.exp(-z))
+
+
 def platt(similarity: np.ndarray, labels: np.ndarray) -> tuple[float, float] | None:
     """Platt's ``(a, b)`` (chance = 1 / (1 + exp(-(a·s + b)))), or None without both labels.
 

@@ -22,18 +22,13 @@ import math
 import numpy as np
 
 from ..decision.calibration import cross_fitted, expected_calibration_error, fit_calibrator
-from ..decision.threshold import platt
+from ..decision.threshold import chance, platt
 from ..errors import DataError
 from ..evaluation.metrics import choose_threshold
 
 UNCERTAIN = math.log(3.0)  # Platt's a·(s - t) between ±ln 3: a chance between 0.25 and 0.75
 # How narrow the precision's interval should be for the page to call the answers enough: ±5 points.
 PRECISION_MARGIN = 0.05
-
-
-def chance(fit: tuple[float, float], similarity) -> np.ndarray:
-    z = np.clip(fit[0] * np.asarray(similarity, dtype=np.float64) + fit[1], -500, 500)
-    return 1.0 / (1.0 + np.exp(-z))
 
 
 def threshold(similarity, labels) -> tuple[float | None, float | None]:
