@@ -13,6 +13,12 @@ ROC-AUC), never on the test split. One JSON line per set and seed.
 
 (The attention-dropout and halfway-weights rows of that file came from variants since removed from
 ``LearnOptions``: docs/benchmarks.md.)
+
+    # sentence-transformers' recipe (bench/learn.py's st contender) on the same pool pairs
+    python bench/learn_recipe_selection.py --no-default --st sick:0 sick:1 msrp:0
+    # the default recipe's cosines blended with MiniLM's: a*tuned + (1-a)*MiniLM (a=1: the fine-tune alone),
+    # each blend's threshold the best cut of the labels' blended cosines
+    python bench/learn_recipe_selection.py --blend 0 0.25 0.5 0.75 1 sick:0 msrp:0 ...
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ def main() -> None:
     ap.add_argument("--budget", default="200")
     ap.add_argument("--variant", type=variant, action="append", default=[], help="NAME=JSON of LearnOptions keywords")
     ap.add_argument("--no-default", action="store_true", help="leave out the default recipe")
+    ap.add_argument("--st", action="store_true", help="also sentence-transformers' recipe (bench/learn.py's st)")
+    ap.add_argument("--blend", type=float, nargs="+", default=[], help="the default's cosines blended with MiniLM's")
     ap.add_argument("specs", nargs="+", metavar="SET:SEED")
     args = ap.parse_args()
     variants = ([] if args.no_default else [("default", {})]) + args.variant
@@ -65,7 +73,36 @@ def main() -> None:
                 "epoch": learned["epoch"],
                 "seconds": round(time.perf_counter() - started),
             }
+            if label == "default" and args.blend:
+                row["blend"] = blends(model, labels, rest, args.blend)
+        if args.st:
+            started = time.perf_counter()
+            encoder, threshold = bench.st_recipe(labels, seed)
+            scored = bench.metrics(bench.cosines(encoder, rest), rest.labels, threshold)
+            row["st"] = {
+                "accuracy": round(scored["accuracy"], 4),
+                "roc_auc": round(scored["roc_auc"], 4),
+                "seconds": round(time.perf_counter() - started),
+            }
         print(json.dumps(row), flush=True)
+
+
+def blends(model, labels, rest, weights: list[float]) -> dict:
+    """Accuracy (threshold: the best cut of the labels' blended cosines) and ROC-AUC on ``rest`` of
+    ``a * model's cosine + (1 - a) * MiniLM's`` for each weight ``a``."""
+    import learn as bench
+
+    from siamese.models.sentence_encoder import load_bi_encoder
+
+    minilm = load_bi_encoder("minilm", device="cpu")
+    tuned, plain = bench.cosines(model, rest), bench.cosines(minilm, rest)
+    tuned_labels, plain_labels = bench.cosines(model, labels), bench.cosines(minilm, labels)
+    out = {}
+    for a in weights:
+        cut = bench.best_cut(a * tuned_labels + (1 - a) * plain_labels, labels.labels)
+        scored = bench.metrics(a * tuned + (1 - a) * plain, rest.labels, cut)
+        out[str(a)] = {"accuracy": round(scored["accuracy"], 4), "roc_auc": round(scored["roc_auc"], 4)}
+    return out
 
 
 if __name__ == "__main__":
