@@ -705,7 +705,7 @@ def test_sigterm_cleans_up_like_sigint(work, tmp_path, command):
         assert proc.returncode in (0, 128 + signal.SIGTERM, -signal.SIGTERM), (proc.returncode, err)
         assert "Traceback" not in err, err
         stopped += "stopped by SIGTERM" in err
-        if "stopped by SIGTERM" not in err:  # it ended first: runs got faster (a busy machine, a warm cache)
+        if proc.returncode == 0:  # it ended first: runs got faster (a busy machine, a warm cache)
             timings.append(time.monotonic() - started)
         assert debris(tmp_path) == [] and [p.name for p in scratch.glob("siamese-*")] == []  # (torch caches there too)
     assert stopped >= 3
