@@ -36,7 +36,7 @@ def lower_edge(positives: np.ndarray) -> int:
 def main() -> None:
     import dedupe_peers as dp
 
-    from siamese.decision.threshold import platt
+    from siamese.decision.threshold import chance, platt
     from siamese.search.pairs import duplicate_pairs
 
     for fraction in sys.argv[1:] or ["0.25"]:
@@ -61,8 +61,7 @@ def main() -> None:
             sampled = np.bincount(bins[rows], minlength=len(count))
             hits = np.bincount(bins[rows], weights=says[rows], minlength=len(count))
             per_bin = np.divide(hits, sampled, out=np.zeros(len(count)), where=sampled > 0)
-            a, b = platt(sim[rows], says[rows])
-            logistic = 1 / (1 + np.exp(-(a * middle + b)))
+            logistic = chance(platt(sim[rows], says[rows]), middle)
             for name, share in (
                 ("per bin", per_bin),
                 ("logistic", logistic),

@@ -156,11 +156,8 @@ def choose_band(
     # Each bin's share from one logistic fit over every sampled pair: the tails' shares (0.2-2 % of
     # ~10^4 pairs a bin) read 0 or >= 2 % from 48 pairs, which moved the lower edge from 0.51 to 0.70
     # between samples of one corpus (exact 0.63); the fit kept it within 0.61-0.64 (docs/benchmarks.md).
-    fit = platt(similarity[rows], verdicts) if len(rows) else None
-    if fit is None:  # one verdict only
-        share = seen
-    else:
-        share = chance(fit, floor + (np.arange(len(count)) + 0.5) * width)  # at each bin's middle
+    fit = platt(similarity[rows], verdicts)  # None: one verdict only (or no sample)
+    share = seen if fit is None else chance(fit, floor + (np.arange(len(count)) + 0.5) * width)  # at bin middles
     positives, negatives = share * count, (1 - share) * count
     total = positives.sum()
     if not verdicts.any():  # the verifier finds no duplicate among the sampled candidates: none to accept
