@@ -133,6 +133,7 @@ class PairTokenizer:
 
     def __init__(self, tokenizer: Tokenizer, max_length: int):
         self.tokenizer = tokenizer
+        self.tokenizer.encode_special_tokens = True  # a "[SEP]" typed into a text is text, as in Vectorizer
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(max_length, strategy="longest_first")
         self.pad_id = (

@@ -60,6 +60,8 @@ class Vectorizer:
         char_ngrams: Sequence[int] | None = None,
         char_buckets: int = 0,
     ):
+        # A special token typed into a text ("[SEP]", "[PAD]") is text, on every path (see _ids).
+        tokenizer.encode_special_tokens = True
         self.tokenizer = tokenizer
         self.oov_buckets = check_oov_buckets(oov_buckets)
         self.char_ngrams = check_char_ngrams(char_ngrams, char_buckets)
@@ -81,8 +83,8 @@ class Vectorizer:
         where the tokenizer splits words apart and at punctuation (BertPreTokenizer) and adds
         nothing around them, each word's ids come from a cache (a text is then a few dictionary
         look-ups: ~3x the tokenizer's speed); otherwise a twin tokenizer without the normalizer
-        takes them (~1.5x). The same ids as the tokenizer's, but for a special token typed
-        into a text ("[SEP]"), which stays text. tests/data/test_text.py checks both paths."""
+        takes them (~1.5x). The same ids as the tokenizer's; a special token typed into a text
+        ("[SEP]") is text on both (``encode_special_tokens``). tests/data/test_text.py checks both."""
         special = self.add_special_tokens
         twin = self._ascii_twin()
         if twin is None:
@@ -146,8 +148,10 @@ class Vectorizer:
         if norm.get("type") == "BertNormalizer" and norm.get("clean_text", True):
             spec["normalizer"] = None
             lowercase = bool(norm.get("lowercase", True))
+            fast = Tokenizer.from_str(json.dumps(spec))
+            fast.encode_special_tokens = tok.encode_special_tokens  # not in the JSON
             twin = (
-                Tokenizer.from_str(json.dumps(spec)),
+                fast,
                 lowercase,
                 _word_split(spec, lowercase, self.add_special_tokens),
             )

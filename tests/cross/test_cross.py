@@ -56,6 +56,17 @@ def test_scores_are_symmetric_probabilities_and_survive_save_and_load(cross_mode
     assert info["calibration"]["fitted"] and 0 < model.threshold < 1
 
 
+def test_a_special_token_typed_into_a_text_keeps_the_pair_apart(cross_model):
+    """A "[SEP]" in a user's text is its characters: each pair still has exactly one text a and one
+    text b, "[CLS] a [SEP] b [SEP]", with b's token types 1."""
+    model, _ = cross_model
+    tok = model.tokenizer.tokenizer
+    sep = tok.token_to_id("[SEP]")
+    (enc,) = model.tokenizer.encode(["why [SEP] me"], ["[PAD] who"])
+    assert enc.ids.count(sep) == 2 and tok.token_to_id("[PAD]") not in enc.ids
+    assert enc.type_ids[enc.ids.index(sep) + 1] == 1  # "[" of "[PAD]" starts text b
+
+
 def test_a_saved_cross_encoder_loads_without_transformers(cross_model):
     """Its MiniLM is rebuilt by siamese.models.encoders.bert: a command that scores pairs starts fast."""
     import subprocess

@@ -337,6 +337,15 @@ def test_ascii_fast_path_gives_the_tokenizers_own_ids_on_real_texts(data_dir, st
     assert flat.tolist() == [i for ids in want for i in ids] and lengths.tolist() == [len(ids) for ids in want]
 
 
+# Any ASCII, with the special tokens typed in now and then (they are text on both paths).
+_ASCII_TEXT = st.lists(
+    st.one_of(
+        st.text(alphabet=st.characters(max_codepoint=127), max_size=12),
+        st.sampled_from(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]),
+    ),
+    max_size=5,
+).map("".join)
+
 _VECTORIZERS = {
     static: lru_cache(maxsize=1)(lambda static=static: _minilm_vectorizer(static)) for static in (False, True)
 }  # one per session: hypothesis calls the test 300 times
@@ -344,7 +353,7 @@ _VECTORIZERS = {
 
 @pytest.mark.parametrize("static", [False, True], ids=["twin", "word-cache"])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.text(alphabet=st.characters(max_codepoint=127), max_size=40), min_size=1, max_size=20))
+@given(st.lists(_ASCII_TEXT, min_size=1, max_size=20))
 def test_ascii_fast_path_matches_the_normalizer_on_any_ascii(static, texts):
     vectorizer = _VECTORIZERS[static]()
     got = [list(ids) for ids in vectorizer.encode(texts)]
@@ -362,3 +371,16 @@ def test_the_fast_path_follows_the_tokenizers_truncation(static):
     assert [list(ids) for ids in vectorizer.encode([text, "short one"])] == _reference_ids(
         vectorizer, [text, "short one"]
     )
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["twin", "word-cache"])
+def test_a_special_token_typed_into_a_text_is_text_on_every_path(static):
+    """ "[PAD]" or "[SEP]" in a user's text is its characters, whether the text is ASCII (the fast
+    path) or not (the tokenizer's own): it neither ends the text nor turns into padding."""
+    vectorizer = _minilm_vectorizer(static)
+    ascii_ids, other_ids = (list(ids) for ids in vectorizer.encode(["[PAD] a [SEP] b", "[PAD] é [SEP] b"]))
+    bracket, sep = vectorizer.tokenizer.token_to_id("["), vectorizer.tokenizer.token_to_id("[SEP]")
+    for ids in (ascii_ids, other_ids):
+        assert ids.count(bracket) == 2 and PAD_ID not in ids
+        assert ids.count(sep) == (0 if static else 1)  # only the one the tokenizer adds at the end
+    assert ascii_ids[:3] == other_ids[:3]  # both read "[PAD]" alike
