@@ -405,8 +405,10 @@ def million(args) -> None:
     n = len(base) + len(extra)
     del extra
     result = {"texts": n, "corpus_texts": len(base), "k": 10, "machine": machine(), "rows": []}
-    out_file = RESULTS / "dedupe_peers-million.json"
-    runs = [("cascade", args.student, ["--verify", str(args.minilm)]), ("student", args.student, [])]
+    out_file = args.out
+    runs = [("cascade", args.student, ["--verify", str(args.minilm)])]
+    if not args.cascade_only:
+        runs.append(("student", args.student, []))
     if args.minilm_too:
         runs.append(("minilm", args.minilm, []))
     for tool, model, extra_args in runs:
@@ -414,7 +416,9 @@ def million(args) -> None:
         shutil.rmtree(out, ignore_errors=True)
         got = measured(siamese_cmd(model, texts_file, out, "-k", "10", *extra_args), log=out.with_suffix(".log"))
         labels = siamese_labels(out, n)
-        row = {"tool": tool, **got, **clustering(labels), "sets": scores(labels, truth)}
+        row = {"tool": tool, "model": str(model), **got, **clustering(labels), "sets": scores(labels, truth)}
+        if tool == "cascade":
+            row["verifier"] = str(args.minilm)
         result["rows"].append(row)
         print(json.dumps(row), flush=True)
         write(out_file, result)
@@ -426,7 +430,7 @@ def distill(args) -> None:
     from siamese.models.pretrained import model_folder
 
     result = {"machine": machine(), "rows": []}
-    out_file = RESULTS / "dedupe_peers-distill.json"
+    out_file = args.out
     WORK.mkdir(parents=True, exist_ok=True)
     variants = [("siamese distill", [PY, "-m", "siamese", "distill", "--out"], {}, WORK / "student-distilled")]
     if args.before:  # threads that spin while they wait (OMP_WAIT_POLICY unset, as before the fix)
@@ -491,9 +495,12 @@ def main() -> None:
     m = sub.add_parser("million")
     m.add_argument("--size", type=int, default=1_000_000)
     m.add_argument("--minilm-too", action="store_true", help="also MiniLM's own dedupe of the 1M (~40-60 min)")
+    m.add_argument("--cascade-only", action="store_true", help="not the student alone")
+    m.add_argument("--out", type=Path, default=RESULTS / "dedupe_peers-million.json", help="results file (JSON)")
     t = sub.add_parser("distill")
     t.add_argument("--load", type=int, nargs="+", default=[0, 2], help="busy processes beside each round")
     t.add_argument("--before", action="store_true", help="also siamese distill with spinning OpenMP threads")
+    t.add_argument("--out", type=Path, default=RESULTS / "dedupe_peers-distill.json", help="results file (JSON)")
     for p in (d, m, t):
         p.add_argument("--student", type=Path, default=Path("runs/student"))
         p.add_argument("--minilm", type=Path, default=Path("runs/minilm"))
