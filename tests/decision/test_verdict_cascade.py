@@ -230,3 +230,29 @@ def test_the_service_decides_with_the_verifier_in_the_band(first, verifier, own,
         # bad input is still a 4xx with a verifier
         assert call(base, "/similarity", {"pairs": []})[0] == 422
         assert call(base, "/similarity", {"pairs": [["a question", " "]]})[0] == 422
+
+
+def test_pair_scorer_encodes_each_text_once_and_scores_in_chunks(verifier, mqp, monkeypatch):
+    """PairScorer (the cascade's bi-encoder verifier) over calls that add texts out of order and pairs
+    more than a chunk at a time: each pair's score is MiniLM's own cosine of its two texts, and a text
+    already encoded is not encoded again."""
+    import siamese.decision.cascade as cascade
+
+    model, _ = verifier
+    monkeypatch.setattr(cascade, "_PAIR_CHUNK", 7)  # many chunks, the last one short
+    texts = mqp.text1 + mqp.text2
+    n = len(mqp)
+    scorer = cascade.PairScorer(model, texts, model.threshold)
+    rng = np.random.default_rng(0)
+    want = np.einsum("ij,ij->i", model.encode(mqp.text1), model.encode(mqp.text2))
+    seen = set()
+    for rows in np.array_split(rng.permutation(n), 3):  # texts arrive in three calls, in no order
+        got = scorer(rows, rows + n)
+        np.testing.assert_allclose(got, want[rows], atol=2e-3)  # bf16 batches of other lengths: rounding
+        seen |= set(rows.tolist()) | set((rows + n).tolist())
+        assert scorer.encoded == len(seen) and scorer.scored == sum(1 for _ in seen) // 2
+    assert np.array_equal(scorer.rows, np.sort(np.array(sorted(seen))))
+    before = scorer.encoded
+    again = scorer(np.arange(n), np.arange(n) + n)  # every text known: nothing encoded
+    assert scorer.encoded == before
+    np.testing.assert_allclose(again, want, atol=2e-3)
