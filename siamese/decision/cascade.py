@@ -113,12 +113,13 @@ class PairScorer:
             return
         vectors = self.verifier.encode([self.texts[i] for i in new], batch_size=self.batch_size, progress=progress)
         rows = np.concatenate([self.rows, new])
+        order = np.argsort(rows, kind="stable")
         at = np.empty(len(rows), np.int64)  # each row's place in sorted order: the merge is one new array
-        at[np.argsort(rows, kind="stable")] = np.arange(len(rows))
+        at[order] = np.arange(len(rows))
         merged = np.empty((len(rows), vectors.shape[1]), np.float32)
         merged[at[: len(self.rows)]] = self.vectors
         merged[at[len(self.rows) :]] = vectors
-        self.rows, self.vectors = np.sort(rows), merged
+        self.rows, self.vectors = rows[order], merged
         self.encoded += len(new)
 
 

@@ -250,8 +250,8 @@ def test_pair_scorer_encodes_each_text_once_and_scores_in_chunks(verifier, mqp, 
         got = scorer(rows, rows + n)
         np.testing.assert_allclose(got, want[rows], atol=2e-3)  # bf16 batches of other lengths: rounding
         seen |= set(rows.tolist()) | set((rows + n).tolist())
-        assert scorer.encoded == len(seen) and scorer.scored == sum(1 for _ in seen) // 2
-    assert np.array_equal(scorer.rows, np.sort(np.array(sorted(seen))))
+        assert scorer.encoded == len(seen) and scorer.scored == len(seen) // 2
+    assert np.array_equal(scorer.rows, sorted(seen))
     before = scorer.encoded
     again = scorer(np.arange(n), np.arange(n) + n)  # every text known: nothing encoded
     assert scorer.encoded == before
