@@ -19,6 +19,7 @@ from siamese.training.learn import (
     MIN_EACH,
     MIN_LABELS,
     _decide,
+    _online_contrastive,
     _hedge_threshold,
     check_labels,
     threshold_accuracy,
@@ -53,6 +54,33 @@ def test_a_pair_answered_both_ways_is_refused_whatever_its_order():
     ):
         check_labels(_pairs(rows))
     check_labels(_pairs(rows[:-1] + [("p3", "q3", 1)]))  # the same answer twice is fine
+
+
+@pytest.mark.parametrize("kinds", ["mixed", "duplicates only", "non-duplicates only"])
+def test_the_recipe_s_online_contrastive_term_is_sentence_transformers_loss(kinds):
+    """LearnOptions(contrastive=...) adds sentence-transformers' OnlineContrastiveLoss: the same value
+    and gradient as its own implementation on the same vectors."""
+    import torch
+    from sentence_transformers.sentence_transformer.losses import OnlineContrastiveLoss
+
+    class Given(torch.nn.Module):  # hands the loss the vectors it is given, as a model would
+        def forward(self, features):
+            return {"sentence_embedding": features["v"]}
+
+    gen = torch.Generator().manual_seed(3)
+    a = torch.randn(24, 8, generator=gen)
+    b = a + 0.6 * torch.randn(24, 8, generator=gen)  # cosine distances on both sides of the margin
+    y = torch.randint(0, 2, (24,), generator=gen).float()
+    y = {"mixed": y, "duplicates only": torch.ones(24), "non-duplicates only": torch.zeros(24)}[kinds]
+    theirs_a = a.clone().requires_grad_()
+    theirs = OnlineContrastiveLoss(Given())([{"v": theirs_a}, {"v": b}], y)
+    theirs.backward()
+    ours_a = a.clone().requires_grad_()
+    ours = _online_contrastive(torch.nn.functional.cosine_similarity(ours_a, b), y)
+    ours.backward()
+    assert float(theirs) > 0
+    assert float(ours) == pytest.approx(float(theirs), rel=1e-5)
+    assert torch.allclose(ours_a.grad, theirs_a.grad, atol=1e-6)
 
 
 def test_groups_folds_and_split_keep_every_text_on_one_side():
