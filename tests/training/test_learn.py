@@ -19,8 +19,8 @@ from siamese.training.learn import (
     MIN_EACH,
     MIN_LABELS,
     _decide,
-    _online_contrastive,
     _hedge_threshold,
+    _online_contrastive,
     check_labels,
     threshold_accuracy,
 )
