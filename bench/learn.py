@@ -31,9 +31,14 @@ each training in a fresh process; peak memory with and without scoring the test 
 * ``cross``: ``siamese train --cross --prior minilm`` on the labels: a cross-encoder (both texts read
   together) on MiniLM's weights correcting MiniLM's cosine, 4 epochs, a grouped quarter of the labels
   held out for its best epoch and threshold.
+* ``cascade``: ``learn``'s model proposes and ``cross``'s decides the test pairs in the band where the
+  two disagree, as ``siamese score LEARNED --verify CROSS`` does (``--verify-band auto``: the narrowest
+  band that agrees with the cross-encoder on 99 % of its duplicates, from a sample of the pairs); both
+  trained on the labels in one process (its seconds are both trainings'). No ROC-AUC: its verdicts
+  come from two scores.
 
     python bench/learn.py [--sets mqp msrp] [--budgets 50 200 all] [--seeds 5] [--first-seed 0]
-                          [--contenders threshold learn st cross] [--out bench/results/learn.json]
+                          [--contenders threshold learn st cross cascade] [--out bench/results/learn.json]
     python bench/learn.py --labels my_labels.csv [--budgets 50 100 200 all] [--seeds 3]
     python bench/learn.py --merge seeds-0.json seeds-1-2.json --out learn.json   # runs of several files, one table
 
@@ -66,7 +71,7 @@ SETS = {
     "sick": (["sick-train", "sick-trial", "sick-test"], None),
 }
 BUDGETS = ["50", "100", "200", "500", "1000", "all"]
-CONTENDERS = ["threshold", "learn", "st", "cross"]
+CONTENDERS = ["threshold", "learn", "st", "cross", "cascade"]
 POOL_CAP = 4000
 
 
@@ -187,13 +192,15 @@ def _child(kind: str, labels, test, seed: int, queue) -> None:
 
 def _train_and_score(kind: str, labels, test, seed: int) -> dict:
     started, cpu = time.perf_counter(), time.process_time()
-    if kind == "learn":
+    if kind in ("learn", "cascade"):
         from siamese.training.learn import LearnOptions, learn
 
         model = learn(labels, "minilm", options=LearnOptions(seed=seed, device="cpu"))
         info = model.info["learned"]
         threshold = model.threshold
         extra = {k: info[k] for k in ("chosen", "epoch", "cross_validation") if k in info}
+        if kind == "cascade":
+            return _cascade(model, cross_recipe(labels, seed)[0], test, started, cpu)
     elif kind == "cross":
         model, threshold = cross_recipe(labels, seed)
         extra = {"epoch": model.info["training"].get("best_epoch")}
@@ -206,6 +213,29 @@ def _train_and_score(kind: str, labels, test, seed: int) -> dict:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # scoring the test split too
     measured = {"seconds": seconds, "cpu_s": cpu_s, "train_peak_mb": train_peak, "peak_mb": peak}
     return {**metrics(scores, test.labels, threshold), **measured, **extra}
+
+
+def _cascade(model, verifier, test, started: float, cpu: float) -> dict:
+    """The test pairs decided as ``siamese score MODEL --verify VERIFIER`` decides them (band auto)."""
+    from sklearn.metrics import f1_score
+
+    from siamese.decision.cascade import verify_pairs
+
+    train_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    done = verify_pairs(model, verifier, list(test.text1), list(test.text2), band="auto")
+    y, p = np.asarray(test.labels).astype(int), done.duplicate.astype(int)
+    return {
+        "accuracy": float((p == y).mean()),
+        "f1": float(f1_score(y, p, zero_division=0)),
+        "roc_auc": None,
+        "learn_accuracy": float((done.first_stage.astype(int) == y).mean()),
+        "verified": float(done.verified.mean()),
+        "band": done.band.as_json(),
+        "seconds": time.perf_counter() - started,
+        "cpu_s": time.process_time() - cpu,
+        "train_peak_mb": train_peak,
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def trained(kind: str, labels, test, seed: int) -> dict:
@@ -302,7 +332,7 @@ def run_set(name: str, pool, test, info: dict, budgets, seeds: range, contenders
             row = {"seed": seed, "labels": len(rows)}
             if "threshold" in contenders:
                 row["threshold"] = metrics(test_cos, test.labels, fitted_cut(pool_cos[rows], labels.labels))
-            for kind in ("learn", "cross", "st"):
+            for kind in ("learn", "cross", "cascade", "st"):
                 if kind in contenders:
                     try:
                         row[kind] = trained(kind, labels, test, seed)
@@ -329,7 +359,7 @@ def _means(runs: list[dict]) -> dict:
         done = [r[k] for r in runs if "accuracy" in r.get(k, {})]
         means[k] = {
             m: float(np.mean([d[m] for d in done]))
-            for m in ("accuracy", "f1", "roc_auc", "seconds", "train_peak_mb", "peak_mb")
+            for m in ("accuracy", "f1", "roc_auc", "verified", "seconds", "train_peak_mb", "peak_mb")
             if all(d.get(m) is not None for d in done)
         }
         means[k]["runs"] = len(done)
@@ -338,14 +368,15 @@ def _means(runs: list[dict]) -> dict:
 
 def table(results: dict) -> str:
     """Markdown: per set and budget, mean test accuracy (ROC-AUC) of each contender."""
-    names = ["oracle", "threshold", "learn", "st", "cross"]
+    names = ["oracle", "threshold", "learn", "st", "cross", "cascade"]
     lines = ["| set | labels | " + " | ".join(names) + " | learn s / MB |", "|---|---|" + "---|" * (len(names) + 1)]
     for name, r in results.items():
         for budget, b in r["budgets"].items():
             cells = []
             for c in names:
                 m = r["oracle"] if c == "oracle" else b["mean"].get(c)
-                cells.append(f"{m['accuracy']:.3f} ({m['roc_auc']:.3f})" if m and "accuracy" in m else "")
+                auc = f" ({m['roc_auc']:.3f})" if m and m.get("roc_auc") is not None else ""
+                cells.append(f"{m['accuracy']:.3f}{auc}" if m and "accuracy" in m else "")
             learn = b["mean"].get("learn", {})
             cost = f"{learn['seconds']:.0f} / {learn['peak_mb']:.0f}" if "seconds" in learn else ""
             lines.append(f"| {name} | {budget} | " + " | ".join(cells) + f" | {cost} |")

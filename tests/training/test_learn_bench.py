@@ -41,4 +41,9 @@ def test_the_learning_curve_bench_runs_every_contender(data_dir, tmp_path):
         assert 0.0 < run[contender]["accuracy"] <= 1.0 and run[contender]["roc_auc"] is not None
     assert run["threshold"]["accuracy"] <= result["oracle"]["accuracy"]  # the oracle is the ceiling of a threshold
     assert run["learn"]["chosen"] in ("fine-tuned", "as-is") and run["learn"]["peak_mb"] > 100
+    # the cascade: the same learned model proposes (its own verdicts as the learn contender's), the cross-encoder
+    # decides the band's pairs
+    cascade = run["cascade"]
+    assert 0.0 < cascade["accuracy"] <= 1.0 and cascade["roc_auc"] is None and 0.0 < cascade["verified"] <= 1.0
+    assert cascade["learn_accuracy"] == pytest.approx(run["learn"]["accuracy"], abs=0.02)
     assert "| msrp | 40 |" in out.with_suffix(".md").read_text()
