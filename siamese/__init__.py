@@ -27,6 +27,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "SiameseError": ".errors",
         "choose_threshold": ".decision.threshold",
         "verify_pairs": ".decision.cascade",
+        "labelled_band": ".decision.cascade",
         "evaluate": ".evaluation.metrics",
         "hinge_loss": ".models.losses",
         "triplet_loss": ".models.losses",

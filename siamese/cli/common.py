@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -100,13 +101,15 @@ VerifyBandOpt = Annotated[
     Optional[str],
     typer.Option(
         "--verify-band",
-        metavar="WIDTH|auto",
+        metavar="WIDTH|auto|LABELS",
         help=(
             "With --verify: the pairs whose first-stage similarity is within WIDTH of the threshold are verified; "
             "above the band a pair is a duplicate, under it not. auto: the narrowest band whose verdicts agree with "
-            "the verifier's own on 99% of its duplicates, chosen on a sample of the pairs. Default: where there "
-            "are many pairs (dedupe, score) auto for a bi-encoder and 0.1 for a cross-encoder; 0.1 for predict "
-            "and serve."
+            "the verifier's own on 99% of its duplicates, chosen on a sample of the pairs. A labelled pair file "
+            "(predict, score, serve): the band whose verdicts are the most accurate on its pairs (0 wide where "
+            "the verifier does not help); pairs neither model was trained on. "
+            "Default: where there are many pairs (dedupe, score) auto for a bi-encoder and 0.1 for a "
+            "cross-encoder; 0.1 for predict and serve."
         ),
     ),
 ]
@@ -122,10 +125,14 @@ def finite(value: float | None) -> float | None:
     return value
 
 
-def verify_band(verify, band: str | None, every: bool, *, sample: bool) -> float | str | None:
+def verify_band(
+    verify, band: str | None, every: bool, *, sample: bool, labels: bool = True
+) -> float | str | Path | None:
     """The band that --verify-band or --verify-all ask for: a width, "auto" (only where there are
-    pairs to sample: ``sample``) or None (every pair); not given: "auto" where there is a sample,
-    else the fixed width (a command may then prefer the fixed width for a cross-encoder)."""
+    pairs to sample: ``sample``), a labelled pair file to choose it on (where the command takes one:
+    ``labels``; :func:`labelled_band_of` reads it once the models are loaded) or None (every pair);
+    not given: "auto" where there is a sample, else the fixed width (a command may then prefer the
+    fixed width for a cross-encoder)."""
     from ..decision.cascade import FIXED_BAND
 
     if verify is None:
@@ -149,9 +156,37 @@ def verify_band(verify, band: str | None, every: bool, *, sample: bool) -> float
     try:
         width = float(band)
     except ValueError:
-        raise ConfigError(f"--verify-band {band!r}: a width (such as 0.1) or auto") from None
+        if Path(band).is_file():
+            if not labels:
+                raise ConfigError(
+                    f"--verify-band {band}: a band chosen on labelled pairs is for predict, score and serve; "
+                    "give a width or auto"
+                ) from None
+            return Path(band)
+        raise ConfigError(
+            f"--verify-band {band!r}: a width (such as 0.1), auto, or a labelled pair file (no such file)"
+        ) from None
     if not math.isfinite(width) or width < 0:
         raise ConfigError(f"--verify-band {band!r}: a width must be a finite number of 0 or more")
+    return width
+
+
+def labelled_band_of(band, model, verifier, threshold: float | None = None):
+    """``band`` as given, or, where it is a labelled pair file, the width of the band chosen on its
+    pairs around ``threshold`` (:func:`siamese.decision.cascade.labelled_band`), said in one line on stderr."""
+    if not isinstance(band, Path):
+        return band
+    from ..data.pairs import read_pairs
+    from ..decision.cascade import labelled_band
+
+    chosen = labelled_band(model, verifier, read_pairs(band), threshold=threshold)
+    hi = chosen.lo if chosen.hi is None else chosen.hi  # band_from_labels always gives both edges
+    width = round((hi - chosen.lo) / 2, 6)
+    print(
+        f"--verify-band {band}: ±{width:.2f} around the threshold is the most accurate band on its {chosen.sampled} "
+        f"pairs (accuracy {chosen.agreement:.3f})" + ("; the verifier does not help there" if width == 0 else ""),
+        file=sys.stderr,
+    )
     return width
 
 

@@ -4,7 +4,7 @@ corpus of texts, on this process or a Ray cluster (``--engine ray``)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, cast
 
 import typer
 
@@ -328,7 +328,7 @@ def dedupe(
     from ..search.files import dedupe_files, rethreshold_files
 
     shown = explain_count if explain else 0
-    band = verify_band_choice(verify, verify_band, verify_all, sample=True)
+    band = cast(float | str | None, verify_band_choice(verify, verify_band, verify_all, sample=True, labels=False))
     if rethreshold is not None:
         given = [
             name

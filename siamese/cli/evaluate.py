@@ -25,6 +25,7 @@ from .common import (
     check_out_file,
     emit,
     finite,
+    labelled_band_of,
     read_pair_file,
     text_argument,
     user_errors,
@@ -139,6 +140,7 @@ def predict(
     verifier = load_verifier(verify, device=device) if verify is not None else None
     model = load_model(model_dir, device=device)
     t = model.threshold if threshold is None else threshold
+    band = labelled_band_of(band, model, verifier, t)
     similarity = float(model.similarity_pairwise([text1], [text2])[0])
     # probability: null when the model is not calibrated (the key is always there)
     probability = float(model.calibrator([similarity])[0]) if model.calibrator is not None else None
@@ -290,12 +292,14 @@ def score(
     from ..io.progress import tqdm
     from ..models.loading import load_model, load_verifier
 
-    check_out_file(out, overwrite, inputs=[data, model_dir] + ([verify] if verify is not None else []))
     band = verify_band_choice(verify, verify_band, verify_all, sample=True)
+    labelled = [band] if isinstance(band, Path) else []
+    check_out_file(out, overwrite, inputs=[data, model_dir] + ([verify] if verify is not None else []) + labelled)
     verifier = load_verifier(verify, device=device) if verify is not None else None
     if verifier is not None and verify_band is None and not verify_all and is_cross(verifier):
         band = FIXED_BAND  # as dedupe: a cross-encoder reads pairs one by one, so no sample by default
     model = load_model(model_dir, device=device)
+    band = labelled_band_of(band, model, verifier, threshold)
     # about one pair a line after the header (a quoted field may hold line breaks: then fewer)
     bar = None if quiet else tqdm(desc="score", unit="pair", total=max(count_lines(data) - 1, 1))
 

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import ConfigError
-from .common import DeviceOpt, VerifyAllOpt, VerifyBandOpt, VerifyOpt, user_errors
+from .common import DeviceOpt, VerifyAllOpt, VerifyBandOpt, VerifyOpt, labelled_band_of, user_errors
 from .common import verify_band as verify_band_choice
 
 
@@ -72,6 +72,7 @@ def serve(
     band = verify_band_choice(verify, verify_band, verify_all, sample=False)
     verifier = load_verifier(verify, device=device) if verify is not None else None
     model = load_model(model_dir, device=device)  # a bi-encoder, or a cross-encoder (/similarity only)
+    band = labelled_band_of(band, model, verifier)
     if index_dir and getattr(model, "kind", None) == "cross":
         raise ConfigError("a cross-encoder has no vectors to search an index with; serve it without --index")
     index = DuplicateIndex.load(index_dir, model) if index_dir else None

@@ -8,6 +8,9 @@ verifier: ``dedupe --verify`` (its candidate pairs, siamese.search.cascade), ``p
 - :func:`choose_band`: the narrowest band whose verdicts agree with the verifier's own, estimated
   on a sample of the pairs.
 - :func:`resolve_band`: a width, ``"auto"`` or None (every pair) made a :class:`Band`.
+- :func:`band_from_labels`: the band whose verdicts are the most accurate on labelled pairs (held
+  out from both models' training): ``"auto"`` agrees with the verifier, which helps only where
+  the verifier is the better judge.
 - :func:`decide_pairs`: the verdicts of pairs given their first-stage similarity and a way to
   score any of them with the verifier (which reads only the pairs it decides, and the sample).
 - :class:`PairScorer`: a verifier's scores of pairs of texts by row; a bi-encoder encodes each
@@ -224,6 +227,62 @@ def resolve_band(
     if band is None:
         return Band(-math.inf if floor is None else float(floor), None)
     return Band(float(threshold - band), float(threshold + band))  # type: ignore[operator]
+
+
+def band_from_labels(
+    similarity: np.ndarray,
+    verifier_score: np.ndarray,
+    labels: np.ndarray,
+    *,
+    threshold: float,
+    verifier_threshold: float,
+    step: float = BAND_WIDTH,
+) -> Band:
+    """The band ``threshold ± w`` whose cascade verdicts are the most accurate on labelled pairs
+    (first-stage ``similarity`` and ``verifier_score`` of each, ``labels`` 0/1), over widths ``w``
+    from 0 (the first stage alone) in steps of ``step`` up to the widest that holds every pair
+    (the verifier alone); the narrowest of the most accurate. ``agreement`` is the chosen band's
+    accuracy on the labels, ``sampled`` their number."""
+    similarity = np.asarray(similarity, np.float64)
+    verifier_says = np.asarray(verifier_score, np.float64) > verifier_threshold
+    truth = np.asarray(labels).astype(bool)
+    if not (len(similarity) == len(verifier_says) == len(truth)) or not len(truth):
+        raise ValueError("band_from_labels needs one similarity, verifier score and label per pair, and some pairs")
+    first_says = similarity > threshold
+    distance = np.abs(similarity - threshold)
+    widths = np.arange(0, math.ceil(float(distance.max()) / step) + 1) * step
+    # a pair's verdict is the verifier's from the first width that holds it on: count right answers per width
+    order = np.argsort(distance, kind="stable")
+    change = (verifier_says[order] == truth[order]).astype(np.int64) - (first_says[order] == truth[order])
+    held = np.searchsorted(distance[order], widths, side="right")  # pairs within each width
+    right = int((first_says == truth).sum()) + np.concatenate([[0], np.cumsum(change)])[held]
+    best = int(np.argmax(right))  # the first (narrowest) of the most accurate
+    w = float(widths[best])
+    return Band(float(threshold - w), float(threshold + w), round(float(right[best] / len(truth)), 4), len(truth))
+
+
+def labelled_band(
+    model, verifier, pairs, *, threshold: float | None = None, verifier_threshold: float | None = None
+) -> Band:
+    """:func:`band_from_labels` on labelled ``pairs`` (:class:`siamese.data.pairs.Pairs`), both models
+    scoring every one of them: pairs neither model was trained on, or the band flatters whichever
+    saw them."""
+    from ..errors import DataError
+
+    kinds = set(np.asarray(pairs.labels).tolist())
+    if len(kinds) < 2:
+        raise DataError(
+            f"{pairs.source or 'the labelled pairs'}: {len(pairs)} pairs, all labelled "
+            f"{kinds.pop() if kinds else '-'}; the band is chosen on pairs of both kinds"
+        )
+    done = verify_pairs(model, verifier, pairs.text1, pairs.text2, threshold=threshold, band=None)
+    return band_from_labels(
+        done.similarity,
+        done.verifier_score,
+        pairs.labels,
+        threshold=done.threshold,
+        verifier_threshold=done.verifier_threshold if verifier_threshold is None else verifier_threshold,
+    )
 
 
 @dataclass

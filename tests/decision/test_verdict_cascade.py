@@ -8,12 +8,14 @@ line and a real server on 127.0.0.1."""
 from __future__ import annotations
 
 import csv
+import json
 
 import numpy as np
 import pytest
 from conftest import assert_user_error, call, invoke, run_json, serving
 
 from siamese import ModelConfig, SiameseModel, datasets, verify_pairs
+from siamese.decision.cascade import band_from_labels
 from siamese.evaluation.scoring import verdict_metrics
 from siamese.models.loading import load_verifier
 from siamese.models.sentence_encoder import from_pretrained
@@ -230,6 +232,71 @@ def test_the_service_decides_with_the_verifier_in_the_band(first, verifier, own,
         # bad input is still a 4xx with a verifier
         assert call(base, "/similarity", {"pairs": []})[0] == 422
         assert call(base, "/similarity", {"pairs": [["a question", " "]]})[0] == 422
+
+
+def _brute_force_band(sims, scores, labels, t, vt, step=0.01):
+    """Every width from 0 up, the cascade's accuracy on the labels by hand; the narrowest of the best."""
+    widths = np.arange(0, np.ceil(np.abs(sims - t).max() / step) + 1) * step
+    accuracy = [float((np.where(np.abs(sims - t) <= w, scores > vt, sims > t) == (labels == 1)).mean()) for w in widths]
+    return float(widths[int(np.argmax(accuracy))]), max(accuracy)
+
+
+def test_a_band_chosen_on_labels_is_the_most_accurate_and_empty_where_the_verifier_does_not_help():
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, 400)
+    sims = np.clip(0.6 + 0.15 * (labels - 0.5) + rng.normal(0, 0.12, 400), -1, 1)  # a noisy first stage
+    good = np.where(labels == 1, 0.9, 0.2) + rng.normal(0, 0.05, 400)  # a verifier that knows
+    for scores in (good, -good):  # the second verifier is always wrong
+        band = band_from_labels(sims, scores, labels, threshold=0.6, verifier_threshold=0.55)
+        width, accuracy = _brute_force_band(sims, scores, labels, 0.6, 0.55)
+        assert (band.hi - 0.6, 0.6 - band.lo) == pytest.approx((width, width), abs=1e-9)
+        assert band.agreement == pytest.approx(accuracy, abs=1e-4) and band.sampled == 400
+    assert band.hi == band.lo == 0.6  # a verifier that is always wrong is never asked
+    right = band_from_labels(sims, good, labels, threshold=0.6, verifier_threshold=0.55)
+    assert right.hi - right.lo > 0.2 and right.agreement > float(((sims > 0.6) == labels).mean()) + 0.1
+
+
+def test_score_predict_and_serve_take_a_band_chosen_on_a_labelled_file(first, verifier, data_dir, tmp_path):
+    """--verify-band LABELS: the width most accurate on held-out labelled pairs (other MQP pairs than the
+    scored ones), said on stderr; dedupe refuses it, and labels of one kind are a one-line error."""
+    model, path = first
+    every = datasets.load("mqp", data_dir)
+    held = every.subset(np.random.default_rng(0).permutation(len(every))[PAIRS : PAIRS + 200])
+    labels = tmp_path / "held-out.csv"
+    with open(labels, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([["text1", "text2", "label"], *zip(held.text1, held.text2, held.labels.tolist())])
+    sims = model.similarity_pairwise(held.text1, held.text2)
+    width, accuracy = _brute_force_band(
+        sims, verifier[0].similarity_pairwise(held.text1, held.text2), held.labels, model.threshold,
+        verifier[0].threshold,
+    )  # fmt: skip
+    assert width > 0  # MiniLM judges MQP better than untrained GloVe vectors near their threshold
+    data = tmp_path / "pairs.csv"
+    data.write_text("text1,text2\nhow do I sleep well,how can I sleep better\n", encoding="utf-8")
+    out = tmp_path / "scored.csv"
+    verify = ("--verify", verifier[1], "--verify-band", labels)
+    proc = invoke("score", path, "--data", data, "--out", out, *verify, "--json")
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if line.startswith("--verify-band")]
+    assert said and f"±{width:.2f}" in said[0] and f"on its 200 pairs (accuracy {accuracy:.3f})" in said[0]
+    band = json.loads(proc.stdout)["verify"]["band"]
+    assert (band["lo"], band["hi"]) == pytest.approx((model.threshold - width, model.threshold + width), abs=1e-5)
+    asked = run_json("predict", path, "how do I sleep well", "how can I sleep better", *verify)
+    assert asked["verify"]["band"]["hi"] == pytest.approx(model.threshold + width, abs=1e-5)
+    assert_user_error(
+        invoke("dedupe", path, "--data", data, "--out", tmp_path / "dd", *verify),
+        "a band chosen on labelled pairs is for predict, score and serve",
+    )
+    one_kind = tmp_path / "duplicates-only.csv"
+    one_kind.write_text("text1,text2,label\nhow do I sleep,how can I sleep,1\na,b,1\n", encoding="utf-8")
+    assert_user_error(
+        invoke("score", path, "--data", data, "--out", tmp_path / "not.csv", *verify[:3], one_kind, "-q"),
+        "duplicates-only.csv: 2 pairs, all labelled 1; the band is chosen on pairs of both kinds",
+    )
+    assert not (tmp_path / "not.csv").exists() and not (tmp_path / "dd").exists()
+    with serving(path, None, "--verify", str(verifier[1]), "--verify-band", str(labels)) as base:
+        status, health = call(base, "/health")
+        assert status == 200 and health["verifier"]["band"] == pytest.approx(width, abs=1e-6)
 
 
 def test_pair_scorer_encodes_each_text_once_and_scores_in_chunks(verifier, mqp, monkeypatch):
