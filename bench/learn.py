@@ -36,9 +36,12 @@ each training in a fresh process; peak memory with and without scoring the test 
   band that agrees with the cross-encoder on 99 % of its duplicates, from a sample of the pairs); both
   trained on the labels in one process (its seconds are both trainings'). No ROC-AUC: its verdicts
   come from two scores.
+* ``cascade-labels``: the same, but both models trained on three quarters of the labels (a grouped
+  split) and the band chosen on the quarter neither saw (``--verify-band QUARTER.csv``:
+  :func:`siamese.decision.cascade.labelled_band`, 0 wide where the cross-encoder does not help).
 
     python bench/learn.py [--sets mqp msrp] [--budgets 50 200 all] [--seeds 5] [--first-seed 0]
-                          [--contenders threshold learn st cross cascade] [--out bench/results/learn.json]
+                          [--contenders threshold learn st cross cascade cascade-labels] [--out ...]
     python bench/learn.py --labels my_labels.csv [--budgets 50 100 200 all] [--seeds 3]
     python bench/learn.py --merge seeds-0.json seeds-1-2.json --out learn.json   # runs of several files, one table
 
@@ -71,7 +74,7 @@ SETS = {
     "sick": (["sick-train", "sick-trial", "sick-test"], None),
 }
 BUDGETS = ["50", "100", "200", "500", "1000", "all"]
-CONTENDERS = ["threshold", "learn", "st", "cross", "cascade"]
+CONTENDERS = ["threshold", "learn", "st", "cross", "cascade", "cascade-labels"]
 POOL_CAP = 4000
 
 
@@ -192,6 +195,16 @@ def _child(kind: str, labels, test, seed: int, queue) -> None:
 
 def _train_and_score(kind: str, labels, test, seed: int) -> dict:
     started, cpu = time.perf_counter(), time.process_time()
+    if kind == "cascade-labels":
+        from siamese.data.groups import grouped_split
+        from siamese.decision.cascade import labelled_band
+        from siamese.training.learn import LearnOptions, learn
+
+        held, rest = grouped_split(labels, 0.25, seed=seed)
+        model = learn(rest, "minilm", options=LearnOptions(seed=seed, device="cpu"))
+        verifier = cross_recipe(rest, seed)[0]
+        band = labelled_band(model, verifier, held)
+        return _cascade(model, verifier, test, started, cpu, band=(band.hi - band.lo) / 2)
     if kind in ("learn", "cascade"):
         from siamese.training.learn import LearnOptions, learn
 
@@ -215,14 +228,14 @@ def _train_and_score(kind: str, labels, test, seed: int) -> dict:
     return {**metrics(scores, test.labels, threshold), **measured, **extra}
 
 
-def _cascade(model, verifier, test, started: float, cpu: float) -> dict:
-    """The test pairs decided as ``siamese score MODEL --verify VERIFIER`` decides them (band auto)."""
+def _cascade(model, verifier, test, started: float, cpu: float, band="auto") -> dict:
+    """The test pairs decided as ``siamese score MODEL --verify VERIFIER --verify-band BAND`` decides them."""
     from sklearn.metrics import f1_score
 
     from siamese.decision.cascade import verify_pairs
 
     train_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    done = verify_pairs(model, verifier, list(test.text1), list(test.text2), band="auto")
+    done = verify_pairs(model, verifier, list(test.text1), list(test.text2), band=band)
     y, p = np.asarray(test.labels).astype(int), done.duplicate.astype(int)
     return {
         "accuracy": float((p == y).mean()),
@@ -332,7 +345,7 @@ def run_set(name: str, pool, test, info: dict, budgets, seeds: range, contenders
             row = {"seed": seed, "labels": len(rows)}
             if "threshold" in contenders:
                 row["threshold"] = metrics(test_cos, test.labels, fitted_cut(pool_cos[rows], labels.labels))
-            for kind in ("learn", "cross", "cascade", "st"):
+            for kind in ("learn", "cross", "cascade", "cascade-labels", "st"):
                 if kind in contenders:
                     try:
                         row[kind] = trained(kind, labels, test, seed)
@@ -368,7 +381,7 @@ def _means(runs: list[dict]) -> dict:
 
 def table(results: dict) -> str:
     """Markdown: per set and budget, mean test accuracy (ROC-AUC) of each contender."""
-    names = ["oracle", "threshold", "learn", "st", "cross", "cascade"]
+    names = ["oracle", "threshold", "learn", "st", "cross", "cascade", "cascade-labels"]
     lines = ["| set | labels | " + " | ".join(names) + " | learn s / MB |", "|---|---|" + "---|" * (len(names) + 1)]
     for name, r in results.items():
         for budget, b in r["budgets"].items():

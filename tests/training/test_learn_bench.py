@@ -26,13 +26,13 @@ def test_the_learning_curve_bench_runs_every_contender(data_dir, tmp_path):
     code += "learn.main()"
     env = {k: v for k, v in os.environ.items() if k != "SIAMESE_PRECISION"}  # the precision `make bench-learn` runs in
     ran = subprocess.run(
-        [sys.executable, "-c", code, "--sets", "msrp", "--budgets", "40", "--seeds", "1", "--test-cap", "120",
+        [sys.executable, "-c", code, "--sets", "mqp", "--budgets", "40", "--seeds", "1", "--test-cap", "120",
          "--out", str(out)],
         env={**env, "PYTHONPATH": os.pathsep.join([str(REPO / "bench"), str(REPO)]), "SIAMESE_DATA": str(data_dir)},
         capture_output=True, text=True, timeout=1200,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-3000:]
-    result = json.loads(out.read_text())["sets"]["msrp"]
+    result = json.loads(out.read_text())["sets"]["mqp"]
     assert result["info"]["test"] == 120 and result["info"]["pool"] == 300
     assert 0.5 < result["oracle"]["accuracy"] <= 1.0
     run = result["budgets"]["40"]["runs"][0]
@@ -46,4 +46,8 @@ def test_the_learning_curve_bench_runs_every_contender(data_dir, tmp_path):
     cascade = run["cascade"]
     assert 0.0 < cascade["accuracy"] <= 1.0 and cascade["roc_auc"] is None and 0.0 < cascade["verified"] <= 1.0
     assert cascade["learn_accuracy"] == pytest.approx(run["learn"]["accuracy"], abs=0.02)
-    assert "| msrp | 40 |" in out.with_suffix(".md").read_text()
+    # the band chosen on a grouped quarter of the labels that neither model saw: symmetric about the threshold
+    chosen = run["cascade-labels"]
+    assert 0.0 < chosen["accuracy"] <= 1.0 and 0.0 <= chosen["verified"] <= 1.0
+    assert chosen["band"]["sampled"] < 40 and chosen["band"]["hi"] >= chosen["band"]["lo"]
+    assert "| mqp | 40 |" in out.with_suffix(".md").read_text()
