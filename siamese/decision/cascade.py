@@ -275,13 +275,15 @@ def labelled_band(
             f"{pairs.source or 'the labelled pairs'}: {len(pairs)} pairs, all labelled "
             f"{kinds.pop() if kinds else '-'}; the band is chosen on pairs of both kinds"
         )
-    done = verify_pairs(model, verifier, pairs.text1, pairs.text2, threshold=threshold, band=None)
+    done = verify_pairs(
+        model, verifier, pairs.text1, pairs.text2, threshold=threshold, verifier_threshold=verifier_threshold, band=None
+    )
     return band_from_labels(
         done.similarity,
         done.verifier_score,
         pairs.labels,
         threshold=done.threshold,
-        verifier_threshold=done.verifier_threshold if verifier_threshold is None else verifier_threshold,
+        verifier_threshold=done.verifier_threshold,
     )
 
 
