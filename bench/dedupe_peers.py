@@ -406,11 +406,13 @@ def million(args) -> None:
     del extra
     result = {"texts": n, "corpus_texts": len(base), "k": 10, "machine": machine(), "rows": []}
     out_file = args.out
-    runs = [("cascade", args.student, ["--verify", str(args.minilm)])]
-    if not args.cascade_only:
-        runs.append(("student", args.student, []))
-    if args.minilm_too:
-        runs.append(("minilm", args.minilm, []))
+    every = {
+        "cascade": (args.student, ["--verify", str(args.minilm)]),
+        "student": (args.student, []),
+        "minilm": (args.minilm, []),
+    }
+    tools = args.tools or ["cascade"] + ["student"] * (not args.cascade_only) + ["minilm"] * args.minilm_too
+    runs = [(tool, *every[tool]) for tool in tools]
     for tool, model, extra_args in runs:
         out = WORK / f"{tool}-{args.size}"
         shutil.rmtree(out, ignore_errors=True)
@@ -496,6 +498,7 @@ def main() -> None:
     m.add_argument("--size", type=int, default=1_000_000)
     m.add_argument("--minilm-too", action="store_true", help="also MiniLM's own dedupe of the 1M (~40-60 min)")
     m.add_argument("--cascade-only", action="store_true", help="not the student alone")
+    m.add_argument("--tools", nargs="+", choices=["cascade", "student", "minilm"], help="these runs, in this order")
     m.add_argument("--out", type=Path, default=RESULTS / "dedupe_peers-million.json", help="results file (JSON)")
     t = sub.add_parser("distill")
     t.add_argument("--load", type=int, nargs="+", default=[0, 2], help="busy processes beside each round")
