@@ -133,7 +133,7 @@ def run(spec: str, budget: str) -> dict:
 def summary(path: str, where: str) -> None:
     lines = [json.loads(x) for x in open(path) if x.strip()]
     kept = [r for r in lines if where in r]
-    print(f"{len(kept)} fine-tunes kept of {len(lines)} runs; accuracy on {where}, mean, and points against the recipe's rule (mean, worst):")
+    print(f"{len(kept)} fine-tunes kept of {len(lines)} runs; accuracy on {where}, mean (against the recipe's rule):")
     for rule in (*RULES, "ceiling"):
         values = np.array([r[where][rule] for r in kept])
         diffs = values - np.array([r[where]["mid" if r["labels"] <= 600 else "oof"] for r in kept])
