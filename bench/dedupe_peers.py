@@ -496,7 +496,7 @@ def main() -> None:
     d.add_argument("--out", type=Path, default=RESULTS / "dedupe_peers.json", help="results file (JSON)")
     m = sub.add_parser("million")
     m.add_argument("--size", type=int, default=1_000_000)
-    m.add_argument("--minilm-too", action="store_true", help="also MiniLM's own dedupe of the 1M (~40-60 min)")
+    m.add_argument("--minilm-too", action="store_true", help="also MiniLM's own dedupe of the 1M (int8: ~25 min)")
     m.add_argument("--cascade-only", action="store_true", help="not the student alone")
     m.add_argument("--tools", nargs="+", choices=["cascade", "student", "minilm"], help="these runs, in this order")
     m.add_argument("--out", type=Path, default=RESULTS / "dedupe_peers-million.json", help="results file (JSON)")
