@@ -22,6 +22,7 @@ from siamese.training.learn import (
     _hedge_threshold,
     _online_contrastive,
     check_labels,
+    learned_line,
     threshold_accuracy,
 )
 from tests.conftest import assert_user_error, run, run_json
@@ -310,3 +311,15 @@ def test_a_test_split_that_cannot_be_grouped_is_refused_in_one_line():
         held_out_split(star, 0.2)
     test, rest = held_out_split(_pairs([(f"a{i}", f"b{i}", i % 2) for i in range(40)]), 0.2)
     assert len(test) == 8 and len(rest) == 32
+
+
+def test_the_one_line_says_what_was_kept_and_for_how_many_epochs():
+    measured = {"as_is": {"accuracy": 0.8, "roc_auc": 0.88}, "fine_tuned": {"accuracy": 0.87, "roc_auc": 0.93}}
+    info = {"source": "minilm", "labels": 2132, "plan": "3 grouped folds", "cross_validation": measured}
+    one = learned_line({**info, "chosen": "fine-tuned", "epoch": 1})
+    assert one.startswith("fine-tuned minilm on 2132 labels for 1 epoch: cross-validated accuracy as-is 0.800")
+    assert "ROC-AUC 0.880, 0.930 (3 grouped folds)" in one
+    assert "for 3 epochs:" in learned_line({**info, "chosen": "fine-tuned", "epoch": 3})
+    kept = learned_line({**info, "chosen": "as-is", "epoch": 2})
+    assert kept.startswith("kept minilm as it is, with its threshold set on the 2132 labels")
+    assert f"nor in ranking by {AUC_MARGIN}" in kept
