@@ -54,12 +54,38 @@ def _summary(model) -> str:
     rows = [
         ("encoder", config.encoder),
         ("head", config.head),
-        ("loss", config.loss),
+        ("loss", _loss(model)),
         ("vector width", model.dim),
         ("max tokens per text", config.max_length),
-        ("tokenizer", config.tokenizer),
+        ("tokenizer", _tokenizer(model)),
     ]
     return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+
+
+def _loss(model) -> str:
+    """The loss the weights were trained with here: the config's names only the from-scratch recipe's."""
+    info = model.info
+    if "training" in info:
+        return str(info["training"].get("loss", model.config.loss))
+    learned = info.get("learned")
+    if learned is not None:
+        return str(learned.get("loss")) if learned.get("chosen") == "fine-tuned" else "none (kept as it is)"
+    if "distillation" in info:
+        return "distilled from the teacher's vectors"
+    if "pretrained" in info:
+        return "none (pretrained, used as it is)"
+    return str(model.config.loss)
+
+
+def _tokenizer(model) -> str:
+    """The pretrained model's own tokenizer where it came with one, else the vocabulary learned here (the config's)."""
+    from ..data.vocabulary import PretrainedVectorizer
+
+    if isinstance(model.vectorizer, PretrainedVectorizer):
+        kind = type(model.vectorizer.tokenizer.model).__name__
+        added = ", with words of the distillation corpus added" if "distillation" in model.info else ""
+        return f"the pretrained model's {kind}{added} (tokenizer.json)"
+    return f"{model.config.tokenizer}, learned from the training texts"
 
 
 def _intended_use(model) -> str:
@@ -132,7 +158,8 @@ def _learned(learned: dict) -> list[str]:
         kept = (
             f"- Learned from {labels} labelled pairs starting from `{source}`: its top layers fine-tuned "
             f"(the bottom {learned.get('frozen_layers')} kept) with the `{learned.get('loss')}` loss for "
-            f"{learned.get('epoch')} epochs, chosen by cross-validation on the labels ({learned.get('plan')})."
+            f"{learned.get('epoch')} epoch{'s' * (learned.get('epoch') != 1)}, chosen by cross-validation on the "
+            f"labels: {learned.get('plan')}."
         )
     else:
         kept = (

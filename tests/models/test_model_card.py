@@ -35,6 +35,8 @@ def test_a_trained_model_folder_carries_its_card_and_history(trained_two_epochs)
     assert f"**{model.threshold:.4f}**" in text and "to maximise accuracy" in text and "500 pairs" in text
     assert "Trained on 600 pairs (msrp-train);" in text and "learns from the duplicate pairs" in text
     assert "Validated on 500 pairs (msrp-val)" in text
+    # the summary names the loss these weights were trained with and the vocabulary learned from the texts
+    assert f"| loss | {model.info['training']['loss']} |" in text and "| tokenizer | words, learned from" in text
     history = model.info["training"]["history"]
     assert len(history) == 2 and "| 2 |" in text and f"{history[1]['loss']:.4f}" in text
     assert f"{model.calibrator.method} on 500 pairs" in text
@@ -65,4 +67,6 @@ def test_a_pretrained_model_card_says_where_it_came_from(tmp_path):
     folder = from_pretrained("minilm").save(tmp_path / "minilm")
     text = (folder / "README.md").read_text(encoding="utf-8")
     assert "Pretrained encoder used as it is" in text and "the default, not chosen on validation pairs" in text
+    assert "| loss | none (pretrained, used as it is) |" in text  # not the from-scratch config's default
+    assert "| tokenizer | the pretrained model's WordPiece (tokenizer.json) |" in text
     assert not (folder / "history.png").exists() and "No training history" in text

@@ -249,7 +249,10 @@ def test_train_from_minilm_writes_a_model_folder_with_its_test_split(labels_file
     model = SiameseModel.load(out)
     assert model.threshold == pytest.approx(result["threshold"])
     assert json.loads((out / "config.json").read_text())["info"]["learned"]["chosen"] == result["chosen"]
-    assert "cross-validated on the labels" in (out / "README.md").read_text()
+    card = (out / "README.md").read_text()
+    assert "cross-validated on the labels" in card
+    assert ("| loss | cosent |" if result["chosen"] == "fine-tuned" else "| loss | none (kept as it is) |") in card
+    assert "| tokenizer | the pretrained model's WordPiece (tokenizer.json) |" in card
     assert set(result["test"]) == {"as_is", "learned"}
     proc = run("predict", out, test.text1[0], test.text2[0], "--json")
     assert "similarity" in json.loads(proc.stdout)
