@@ -711,6 +711,19 @@ def test_sigterm_cleans_up_like_sigint(work, tmp_path, command):
     assert stopped >= 3
 
 
+def test_a_signal_after_the_command_ends_the_process_by_its_default_action_with_the_output_flushed():
+    """Once a command is done, SIGTERM ends the process by the system's default action. A Python handler
+    there once let a signal during the interpreter's shutdown wake a thread into a finalizing interpreter:
+    "Fatal Python error", SIGABRT (-6), under test_sigterm_cleans_up_like_sigint."""
+    after = "import atexit, os, signal; atexit.register(lambda: os.kill(os.getpid(), signal.SIGTERM))"
+    proc = subprocess.run(
+        [sys.executable, "-c", f"{after}; from siamese.cli import main; main(['formats'])"],
+        capture_output=True, text=True, timeout=120, env=ENV,
+    )  # fmt: skip
+    assert proc.returncode == -signal.SIGTERM, (proc.returncode, proc.stderr)
+    assert proc.stdout.startswith("quora") and "Fatal Python error" not in proc.stderr  # printed before, through a pipe
+
+
 def test_an_ondisk_build_killed_outright_leaves_scratch_that_the_next_build_removes(work, tmp_path):
     from siamese.search import ondisk
 

@@ -67,15 +67,6 @@ def _stop(signum, frame) -> None:
     raise Stopped(signum)
 
 
-def _exit_now(signum, frame) -> None:
-    """After the command: its outputs are written, and a signal during the interpreter's shutdown
-    (torch's threads) ends the process at once, without a traceback."""
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()
-        sys.stderr.flush()
-    os._exit(128 + signum)
-
-
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -103,5 +94,12 @@ def main(args: list[str] | None = None) -> None:
 
 
 def _after_command() -> None:
+    """The command is done and its outputs are written: what it printed is flushed, and a signal from
+    now on ends the process at once, by the system's default action. (A Python handler cannot be relied
+    on here: during the interpreter's shutdown a signal woke a thread that then re-entered a finalizing
+    interpreter, and the process aborted with a fatal error instead of exiting.)"""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
     for s in STOP_SIGNALS:
-        signal.signal(s, _exit_now)
+        signal.signal(s, signal.SIG_DFL)
