@@ -204,7 +204,7 @@ def _train_and_score(kind: str, labels, test, seed: int) -> dict:
         model = learn(rest, "minilm", options=LearnOptions(seed=seed, device="cpu"))
         verifier = cross_recipe(rest, seed)[0]
         band = labelled_band(model, verifier, held)
-        return _cascade(model, verifier, test, started, cpu, band=(band.hi - band.lo) / 2)
+        return _cascade(model, verifier, test, started, cpu, band=band.half_width)
     if kind in ("learn", "cascade"):
         from siamese.training.learn import LearnOptions, learn
 

@@ -180,8 +180,7 @@ def labelled_band_of(band, model, verifier, threshold: float | None = None):
     from ..decision.cascade import labelled_band
 
     chosen = labelled_band(model, verifier, read_pairs(band), threshold=threshold)
-    hi = chosen.lo if chosen.hi is None else chosen.hi  # band_from_labels always gives both edges
-    width = round((hi - chosen.lo) / 2, 6)
+    width = round(chosen.half_width or 0.0, 6)  # band_from_labels always gives both edges
     print(
         f"--verify-band {band}: ±{width:.2f} around the threshold is the most accurate band on its {chosen.sampled} "
         f"pairs (accuracy {chosen.agreement:.3f})" + ("; the verifier does not help there" if width == 0 else ""),

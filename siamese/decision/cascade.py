@@ -60,6 +60,11 @@ class Band:
         inside = similarity >= self.lo
         return inside if self.hi is None else inside & (similarity <= self.hi)
 
+    @property
+    def half_width(self) -> float | None:
+        """How far the band reaches either side of a threshold at its middle; None when it has no top."""
+        return None if self.hi is None else (self.hi - self.lo) / 2
+
     def as_json(self) -> dict:
         return {
             "lo": round(float(self.lo), 6) if math.isfinite(self.lo) else None,  # None: from the lowest pair
