@@ -12,7 +12,7 @@ import pytest
 
 from siamese.data.groups import grouped_folds, grouped_split, pair_groups
 from siamese.data.pairs import Pairs, read_pairs
-from siamese.decision.threshold import fit_threshold
+from siamese.decision.threshold import choose_threshold, fit_threshold
 from siamese.errors import DataError
 from siamese.training.learn import (
     AUC_MARGIN,
@@ -209,6 +209,23 @@ def test_the_final_threshold_is_the_midpoint_of_the_held_out_and_the_own_choice(
     assert choice["held_out_threshold"] == 0.5 and choice["own_threshold"] == pytest.approx(0.675)
 
 
+def test_a_fine_tune_kept_from_one_held_out_quarter_takes_the_platt_cut_of_its_cosines():
+    rng = np.random.default_rng(8)  # a draw where the quarter's best cut sits 0.025 under its Platt cut
+    y = (rng.random(1000) < 0.4).astype(int)
+    pretrained = 0.6 + 0.05 * y + rng.normal(0, 0.1, len(y))
+    tuned = 0.5 + 0.2 * y + rng.normal(0, 0.1, len(y))  # ranks far better
+    rows = np.arange(250)  # the held-out quarter; its model is the one kept
+    cv = {"rows": rows, "groups": rows, "held": {1: tuned[rows]}}
+    decision = _decide(cv, pretrained, y, _options())
+    platt_cut, found = fit_threshold(tuned[rows], y[rows])
+    best_cut = choose_threshold(tuned[rows], y[rows])[0]
+    assert decision["chosen"] == "fine-tuned" and found["rule"] == "platt" and abs(platt_cut - best_cut) > 0.02
+    assert decision["threshold"] == platt_cut and decision["threshold_choice"]["rule"] == "platt"
+    # K folds: the best cut of the held-out cosines (hedged after the final fit, above)
+    cv = {"rows": np.arange(len(y)), "held": {1: tuned}, "folds": np.array_split(np.arange(len(y)), 3)}
+    assert _decide(cv, pretrained, y, _options())["threshold"] == choose_threshold(tuned, y)[0]
+
+
 @pytest.fixture(scope="module")
 def labels_file(data_dir, tmp_path_factory):
     """64 medical question pairs (MQP), both labels."""
@@ -273,8 +290,13 @@ def test_above_the_fold_limit_a_held_out_quarter_chooses_the_epoch_and_refit_tra
     assert kept["plan"].startswith("one grouped quarter held out") and kept["plan"] == again["plan"]
     held = kept["held_out_pairs"]
     assert 0 < held < 64 and kept["final_fit_labels"] == 64 - held and again["final_fit_labels"] == 64
-    # the quarter's model keeps the threshold its own held-out cosines chose; the refit hedges it
+    # the quarter's model keeps the Platt cut of its own held-out cosines (worked out again here); the refit hedges it
     assert "own_threshold" not in kept["threshold_choice"]
+    rows = learn_module._folds(pair_groups(labels.text1, labels.text2), labels.labels, 4, 0)[0][0]
+    assert len(rows) == held
+    held_cosines = quarter.similarity_pairwise([labels.text1[i] for i in rows], [labels.text2[i] for i in rows])
+    assert quarter.threshold == pytest.approx(fit_threshold(held_cosines, labels.labels[rows])[0], abs=2e-3)
+    assert kept["threshold_choice"]["rule"] == fit_threshold(held_cosines, labels.labels[rows])[1]["rule"]
     choice = again["threshold_choice"]
     assert refit.threshold == pytest.approx((choice["held_out_threshold"] + choice["own_threshold"]) / 2)
     assert choice["held_out_threshold"] == pytest.approx(quarter.threshold)  # the same quarter, the same cut
