@@ -18,6 +18,7 @@ The rules, from what the recipe computes anyway (captured around siamese.trainin
 
     python bench/learn_threshold_rules.py --budget 200 mqp:0 sick:0 ... > bench/results/learn-threshold-rules-200.jsonl
     python bench/learn_threshold_rules.py --summary bench/results/learn-threshold-rules-200.jsonl
+    python bench/learn_threshold_rules.py --summary FILE --against oof --min-pool 100   # points against a rule
 """
 
 from __future__ import annotations
@@ -150,9 +151,9 @@ def run(spec: str, budget: str) -> dict:
     return row
 
 
-def summary(path: str, where: str, against: str | None = None) -> None:
+def summary(path: str, where: str, against: str | None = None, min_pool: int = 0) -> None:
     lines = [json.loads(x) for x in open(path) if x.strip()]
-    kept = [r for r in lines if where in r]
+    kept = [r for r in lines if where in r and (where != "pool" or r["rest"] >= min_pool)]
     base = against or "the recipe"
     print(f"{len(kept)} fine-tunes kept of {len(lines)} runs; accuracy on {where}, mean (points against {base}):")
 
@@ -174,10 +175,11 @@ def main() -> None:
     ap.add_argument("--summary", help="a JSON-lines file of this script's: print the means")
     ap.add_argument("--where", default="pool", choices=["pool", "test"])
     ap.add_argument("--against", choices=RULES, help="--summary: points against this rule (default: the one kept)")
+    ap.add_argument("--min-pool", type=int, default=0, help="--summary: only runs with this many pool pairs or more")
     ap.add_argument("specs", nargs="*", metavar="SET:SEED")
     args = ap.parse_args()
     if args.summary:
-        summary(args.summary, args.where, args.against)
+        summary(args.summary, args.where, args.against, args.min_pool)
         return
     for spec in args.specs:
         print(json.dumps(run(spec, args.budget)), flush=True)
