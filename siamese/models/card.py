@@ -195,11 +195,13 @@ def _threshold(model) -> str:
         where = f"on {', '.join(map(str, on))}" if isinstance(on, list) else "on the validation pairs"
         pairs = choice.get("val_pairs") or (info.get("training") or {}).get("val_pairs")
         best = f", where its {choice['metric']} is {choice['value']:.3f}" if "value" in choice else ""
-        return (
-            f"**{model.threshold:.4f}**: chosen {where}"
-            + (f" ({pairs:,} pairs)" if pairs else "")
-            + f" to maximise {choice.get('metric', 'the metric')}{best}."
+        how = (  # decision.threshold.fit_threshold's rule: not the labels' most accurate cut
+            " where a logistic (Platt) fit of the chance of a duplicate on the similarity crosses 1/2"
+            if choice.get("rule") == "platt"
+            else f" to maximise {choice.get('metric', 'the metric')}"
         )
+        counted = f" ({pairs:,} pairs)" if pairs else ""
+        return f"**{model.threshold:.4f}**: chosen {where}{counted}{how}{best}."
     return (
         f"**{model.threshold:.4f}**: the default, not chosen on validation pairs; choose one with `siamese calibrate`."
     )

@@ -70,3 +70,17 @@ def test_a_pretrained_model_card_says_where_it_came_from(tmp_path):
     assert "| loss | none (pretrained, used as it is) |" in text  # not the from-scratch config's default
     assert "| tokenizer | the pretrained model's WordPiece (tokenizer.json) |" in text
     assert not (folder / "history.png").exists() and "No training history" in text
+
+
+def test_the_card_says_how_a_platt_cut_was_chosen():
+    from types import SimpleNamespace
+
+    from siamese.models.card import _threshold
+
+    choice = {"metric": "accuracy", "value": 0.876, "chosen_on": ["held-out cosines of the labels"], "val_pairs": 534}
+    platt = SimpleNamespace(threshold=0.6607, info={"learned": {"threshold_choice": {**choice, "rule": "platt"}}})
+    text = _threshold(platt)
+    assert text.startswith("**0.6607**: chosen on held-out cosines of the labels (534 pairs) where a logistic (Platt)")
+    assert "crosses 1/2, where its accuracy is 0.876." in text and "maximise" not in text
+    best = SimpleNamespace(threshold=0.6607, info={"learned": {"threshold_choice": {**choice, "rule": "best cut"}}})
+    assert _threshold(best).endswith("(534 pairs) to maximise accuracy, where its accuracy is 0.876.")
