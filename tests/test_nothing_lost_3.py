@@ -711,6 +711,39 @@ def test_sigterm_cleans_up_like_sigint(work, tmp_path, command):
     assert stopped >= 3
 
 
+@pytest.mark.parametrize("command", ["score", "index build"])
+def test_sigterm_as_the_temporary_file_or_folder_is_created_leaves_nothing(work, tmp_path, command):
+    """The hostile probe once found `.s.csv.XXXXXXXX.tmp` beside a `score` stopped by SIGTERM: mkstemp
+    (and mkdtemp) create the file before the writer holds its name, and a signal handled in between
+    raised past the clean-up. Here the signal comes exactly then, every time: right after the
+    exclusive create of a temporary name returns."""
+    out = tmp_path / ("s.csv" if command == "score" else "IDX")
+    args = {
+        "score": ["score", work / "M", "--data", work / "pairs.csv", "--out", out, "--quiet"],
+        "index build": ["index", "build", work / "M", "--data", work / "texts.txt", "--out", out, "--quiet"],
+    }[command]
+    hook = (
+        "import os, signal\n"
+        "real_open, real_mkdir = os.open, os.mkdir\n"
+        "def signalled(path):\n"
+        "    if str(path).endswith('.tmp'):\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "def open_(path, flags, *a, **k):\n"
+        "    fd = real_open(path, flags, *a, **k)\n"
+        "    if flags & os.O_EXCL:\n"
+        "        signalled(path)\n"
+        "    return fd\n"
+        "def mkdir_(path, *a, **k):\n"
+        "    real_mkdir(path, *a, **k)\n"
+        "    signalled(path)\n"
+        "os.open, os.mkdir = open_, mkdir_\n"
+        f"from siamese.cli import main; main({[str(a) for a in args]!r})\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", hook], capture_output=True, text=True, timeout=300, env=ENV)
+    assert proc.returncode == 128 + signal.SIGTERM, (proc.returncode, proc.stderr)
+    assert proc.stderr == "stopped by SIGTERM\n" and debris(tmp_path) == [] and not out.exists()
+
+
 def test_a_signal_after_the_command_ends_the_process_by_its_default_action_with_the_output_flushed():
     """Once a command is done, SIGTERM ends the process by the system's default action. A Python handler
     there once let a signal during the interpreter's shutdown wake a thread into a finalizing interpreter:

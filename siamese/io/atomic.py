@@ -32,8 +32,8 @@ import fcntl
 import json
 import os
 import re
+import secrets
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -104,12 +104,24 @@ def check_writable(target: Path) -> None:
     parent = target.absolute().parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
+    probe = unused_name(parent, target.name, ".check")
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".check", dir=parent)
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except OSError as e:
         raise OutputError(f"{target}: cannot write there ({e.strerror or e}: {parent})") from None
-    os.close(fd)
-    os.unlink(name)
+    finally:
+        with contextlib.suppress(OSError):  # a read-only file system refuses even a missing name's unlink
+            probe.unlink(missing_ok=True)
+
+
+def unused_name(folder: Path, name: str, suffix: str, infix: str = "") -> Path:
+    """``folder/.NAME.{infix}XXXXXXXX{suffix}``, a name nothing has yet, for a temporary file or folder
+    the caller then creates. The caller holds the name before the file exists: mkstemp and mkdtemp
+    give it only after creating it, and a SIGTERM in between left the file with no one to remove it."""
+    while True:
+        path = folder / f".{name}.{infix}{secrets.token_hex(4)}{suffix}"
+        if not os.path.lexists(path):
+            return path
 
 
 KINDS = {"config.json": "model", "index.json": "index", "run.json": "dedupe run"}
@@ -307,7 +319,7 @@ def _flock(lock: Path, target: Path, timeout: float) -> Iterator[None]:
 
 def _leftover_patterns(target: Path) -> tuple[re.Pattern, re.Pattern]:
     """The names a killed write of ``target`` leaves: a temporary folder (atomic_dir) or file
-    (atomic_file, ``.NAME.XXXXXXXX.tmp`` as mkstemp names it), and a hidden old folder."""
+    (atomic_file, ``.NAME.XXXXXXXX.tmp`` as :func:`unused_name` names it), and a hidden old folder."""
     name = re.escape(target.name)
     return (
         re.compile(rf"\.{name}\.(siamese-[a-z0-9_]+\.tmp|[a-z0-9_]{{8}}\.(tmp|check))"),
@@ -439,7 +451,8 @@ def atomic_dir(target: str | os.PathLike, *, overwrite: bool = False, kind: str 
             check_target(
                 target, overwrite=overwrite, kind=kind
             )  # another writer may have put something there meanwhile
-            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.siamese-", suffix=".tmp", dir=target.parent))
+            tmp = unused_name(target.parent, target.name, ".tmp", infix="siamese-")
+            os.mkdir(tmp, 0o700)
             yield tmp
             umask = _umask()
             os.chmod(tmp, 0o777 & ~umask)
@@ -479,9 +492,8 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
 def _write_file(target: Path) -> Iterator[Path]:
     tmp = None
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        os.close(fd)
-        tmp = Path(name)
+        tmp = unused_name(target.parent, target.name, ".tmp")
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         yield tmp
         fd = os.open(tmp, os.O_RDONLY)
         try:
@@ -500,7 +512,8 @@ def _write_file(target: Path) -> Iterator[Path]:
         raise output_error(target, error) from None
     finally:
         if tmp is not None:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # named before it was created: a read-only file system refuses
+                tmp.unlink(missing_ok=True)
 
 
 def as_umask_allows(path: str | os.PathLike) -> None:

@@ -25,7 +25,6 @@ import logging
 import math
 import os
 import re
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import astuple, dataclass
@@ -34,7 +33,7 @@ from pathlib import Path
 
 from ..data.records import normalise
 from ..errors import DataError, OutputError
-from ..io.atomic import fsync_dir
+from ..io.atomic import fsync_dir, unused_name
 
 COLUMNS = ("text1", "text2", "label", "id1", "id2", "similarity", "time")
 log = logging.getLogger("siamese.label")
@@ -285,8 +284,10 @@ class LabelStore:
     def _rewrite(self) -> None:
         """The file again with the answers kept, swapped in atomically (we hold its lock); a write
         that fails leaves the file as it was and raises an :class:`OutputError`."""
-        fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        name = unused_name(self.path.parent, self.path.name, ".tmp")
+        fd = -1
         try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             data = (",".join(COLUMNS) + "\n").encode() + b"".join(a.row() for a in self.answers)
             view = memoryview(data)
             while view:
