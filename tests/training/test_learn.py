@@ -290,7 +290,7 @@ def test_above_the_fold_limit_a_held_out_quarter_chooses_the_epoch_and_refit_tra
     assert kept["plan"].startswith("one grouped quarter held out") and kept["plan"] == again["plan"]
     held = kept["held_out_pairs"]
     assert 0 < held < 64 and kept["final_fit_labels"] == 64 - held and again["final_fit_labels"] == 64
-    # the quarter's model keeps the Platt cut of its own held-out cosines (worked out again here); the refit hedges it
+    # the quarter's model keeps fit_threshold's cut of its held-out cosines (worked out again here); the refit hedges it
     assert "own_threshold" not in kept["threshold_choice"]
     rows = learn_module._folds(pair_groups(labels.text1, labels.text2), labels.labels, 4, 0)[0][0]
     assert len(rows) == held
