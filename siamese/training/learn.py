@@ -578,3 +578,14 @@ def learned_line(info: dict) -> str:
         f"kept {info['source']} as it is, with its threshold set on the {info['labels']} labels: fine-tuning did "
         f"not beat it in accuracy, nor in ranking by {AUC_MARGIN} ({measured})"
     )
+
+
+def threshold_note(info: dict) -> str:
+    """How the threshold kept was chosen, in a few words: ``threshold 0.661 (NOTE)``."""
+    choice = info["threshold_choice"]
+    pairs = choice.get("val_pairs") or info["labels"]
+    if "own_threshold" in choice:
+        return f"midway between the best cuts of the held-out and the final model's cosines of the {pairs} labels"
+    how = "where a logistic fit crosses 1/2" if choice.get("rule") == "platt" else "the most accurate cut"
+    held = "held-out " if info["chosen"] == "fine-tuned" else ""
+    return f"{how}, on the cosines of {pairs} {held}labels"

@@ -181,7 +181,8 @@ def learn_run(run: TrainRun, model_config: ModelConfig, config: TrainConfig, *, 
     """``siamese train --from SOURCE``: the labels of ``run.data`` learned from ``SOURCE``
     (:func:`siamese.training.learn.learn`), saved with the test split if asked, reported."""
     from ..data.pairs import Pairs
-    from .learn import LearnOptions, learn, learned_line
+    from ..decision.decide import threshold_line
+    from .learn import LearnOptions, learn, learned_line, threshold_note
 
     if run.answers or model_config.cross:
         raise ConfigError("--from learns from labelled pairs into a bi-encoder: it takes neither --answers nor --cross")
@@ -219,7 +220,8 @@ def learn_run(run: TrainRun, model_config: ModelConfig, config: TrainConfig, *, 
         "threshold_choice": info["threshold_choice"],
         "seconds": info["seconds"],
     }
-    lines = [learned_line(info), f"threshold {model.threshold:.3f}", f"saved to {run.out}"]
+    chosen = threshold_line(model.threshold, {"note": threshold_note(info)}, 0)
+    lines = [learned_line(info), chosen, f"saved to {run.out}"]
     if test is not None:
         result["test"], line = _test_as_is_and_learned(model, run.from_, pairs, test, config.threshold_metric)
         lines.append(line)

@@ -24,6 +24,7 @@ from siamese.training.learn import (
     check_labels,
     learned_line,
     threshold_accuracy,
+    threshold_note,
 )
 from tests.conftest import assert_user_error, run, run_json
 
@@ -348,3 +349,13 @@ def test_the_one_line_says_what_was_kept_and_for_how_many_epochs():
     kept = learned_line({**info, "chosen": "as-is", "epoch": 2})
     assert kept.startswith("kept minilm as it is, with its threshold set on the 2132 labels")
     assert f"nor in ranking by {AUC_MARGIN}" in kept
+
+
+def test_the_threshold_line_says_how_the_threshold_was_chosen():
+    base = {"labels": 1000, "chosen": "fine-tuned"}
+    quarter = {**base, "threshold_choice": {"rule": "platt", "val_pairs": 250}}
+    assert threshold_note(quarter) == "where a logistic fit crosses 1/2, on the cosines of 250 held-out labels"
+    folds = {**base, "threshold_choice": {"rule": "best cut", "val_pairs": 200, "own_threshold": 0.7}}
+    assert threshold_note(folds).startswith("midway between the best cuts of the held-out and the final model's")
+    kept = {**base, "chosen": "as-is", "threshold_choice": {"rule": "best cut", "val_pairs": 1000}}
+    assert threshold_note(kept) == "the most accurate cut, on the cosines of 1000 labels"
