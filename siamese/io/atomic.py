@@ -106,7 +106,7 @@ def check_writable(target: Path) -> None:
         parent = parent.parent
     probe = unused_name(parent, target.name, ".check")
     try:
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.close(create_new(probe))
     except OSError as e:
         raise OutputError(f"{target}: cannot write there ({e.strerror or e}: {parent})") from None
     finally:
@@ -122,6 +122,11 @@ def unused_name(folder: Path, name: str, suffix: str, infix: str = "") -> Path:
         path = folder / f".{name}.{infix}{secrets.token_hex(4)}{suffix}"
         if not os.path.lexists(path):
             return path
+
+
+def create_new(path: Path) -> int:
+    """Create the file an :func:`unused_name` names, private (0600), only if nothing is there; its fd."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
 
 
 KINDS = {"config.json": "model", "index.json": "index", "run.json": "dedupe run"}
@@ -493,7 +498,7 @@ def _write_file(target: Path) -> Iterator[Path]:
     tmp = None
     try:
         tmp = unused_name(target.parent, target.name, ".tmp")
-        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.close(create_new(tmp))
         yield tmp
         fd = os.open(tmp, os.O_RDONLY)
         try:

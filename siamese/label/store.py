@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..data.records import normalise
 from ..errors import DataError, OutputError
-from ..io.atomic import fsync_dir, unused_name
+from ..io.atomic import create_new, fsync_dir, unused_name
 
 COLUMNS = ("text1", "text2", "label", "id1", "id2", "similarity", "time")
 log = logging.getLogger("siamese.label")
@@ -287,7 +287,7 @@ class LabelStore:
         name = unused_name(self.path.parent, self.path.name, ".tmp")
         fd = -1
         try:
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = create_new(name)
             data = (",".join(COLUMNS) + "\n").encode() + b"".join(a.row() for a in self.answers)
             view = memoryview(data)
             while view:
