@@ -35,6 +35,7 @@ from torch import nn
 
 from ..config.configs import ModelConfig
 from ..decision.calibrator import Calibrator
+from ..decision.threshold import sigmoid
 from ..errors import ConfigError, ModelError
 from ..io.atomic import atomic_dir, atomic_file, naming
 from ..io.extras import require
@@ -275,7 +276,7 @@ class CrossEncoder:
             prior=None if prior is None else np.concatenate([prior, prior]),
         )
         n = len(texts_a)
-        return (1.0 / (1.0 + np.exp(-(both[:n] + both[n:]) / 2))).astype(np.float32)
+        return sigmoid((both[:n] + both[n:]) / 2).astype(np.float32)
 
     def predict(self, texts_a: Sequence[str], texts_b: Sequence[str], *, threshold: float | None = None) -> np.ndarray:
         t = self.threshold if threshold is None else threshold

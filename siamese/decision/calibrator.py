@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .threshold import sigmoid
+
 METHODS = ("platt", "isotonic", "blend")
 
 
@@ -62,9 +64,7 @@ class Calibrator:
 
 def _apply(method: str, params: dict, s: np.ndarray) -> np.ndarray:
     if method == "platt":
-        # expit written out with a clipped exponent: no overflow warning for extreme scores
-        z = np.clip(params["a"] * s + params["b"], -500, 500)
-        return 1.0 / (1.0 + np.exp(-z))
+        return sigmoid(params["a"] * s + params["b"])
     if method == "blend":
         return 0.5 * (_apply("platt", params["platt"], s) + _apply("isotonic", params["isotonic"], s))
     lo, hi = params["clip"]

@@ -59,3 +59,18 @@ def test_falling_odds_and_f1_take_the_best_cut():
         choose_threshold(s, y, "f1")[0],
         choose_threshold(s, y, "f1")[1]["value"],
     )
+
+
+def test_sigmoid_is_the_logistic_function_without_overflow_warnings():
+    """The cross-encoder's scores, Platt's chances and the calibrator all go through it: logits of +-1000 (an
+    over-confident cross-encoder) give 0 and 1 and no RuntimeWarning (1 / (1 + exp(-z)) overflowed)."""
+    import warnings
+
+    from siamese.decision.threshold import sigmoid
+
+    z = np.linspace(-30, 30, 61)
+    assert np.allclose(sigmoid(z), 1.0 / (1.0 + np.exp(-z)), rtol=1e-12, atol=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        extreme = sigmoid(np.array([-1000.0, -800.0, 800.0, 1000.0]))
+    assert extreme.tolist() == [0.0, 0.0, 1.0, 1.0]
