@@ -14,6 +14,10 @@ ROC-AUC), never on the test split. One JSON line per set and seed.
 (The attention-dropout and halfway-weights rows of that file came from variants since removed from
 ``LearnOptions``: docs/benchmarks.md.)
 
+    # an in-batch ranking term (MultipleNegativesRankingLoss both ways) added to CoSENT: left off
+    python bench/learn_recipe_selection.py --budget 200 --variant 'inbatch1={"in_batch": 1.0}' \\
+        mqp:0 twitter-url:0 msrp:0 sick:0 paws-qqp:0 semeval-cqa:0 ... (seeds 0-2) \\
+        > bench/results/learn-recipe-selection-inbatch-200.jsonl
     # sentence-transformers' recipe (bench/learn.py's st contender) on the same pool pairs
     python bench/learn_recipe_selection.py --no-default --st sick:0 sick:1 msrp:0
     # the default recipe's cosines blended with MiniLM's: a*tuned + (1-a)*MiniLM (a=1: the fine-tune alone),

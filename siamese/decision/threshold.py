@@ -60,7 +60,8 @@ def choose_threshold(scores: np.ndarray, labels: np.ndarray, metric: str = "accu
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
     """1 / (1 + exp(-z)) without overflow warnings at extreme z (scipy's expit costs 0.2 s of import)."""
-    return np.exp(-np.logaddexp(0.0, -np.asarray(z)))
+    out: np.ndarray = np.exp(-np.logaddexp(0.0, -np.asarray(z)))
+    return out
 
 
 def chance(fit: tuple[float, float], similarity: np.ndarray | float) -> np.ndarray:

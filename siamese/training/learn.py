@@ -76,6 +76,11 @@ class LearnOptions:
     # where CoSENT only orders them. 0: CoSENT alone. Left off: weights 1-16 moved accuracy on pool pairs outside
     # 200 labels by +0.0 to +0.1 point on the mean of up to 17 set-seeds (docs/benchmarks.md).
     contrastive: float = 0.0
+    # Added to CoSENT with this weight: an in-batch ranking term (sentence-transformers'
+    # MultipleNegativesRankingLoss, both ways): each labelled duplicate's partner must be its nearest among every
+    # text of the batch, the other pairs' texts serving as negatives. 0: off. Left off: weight 1 moved accuracy on
+    # pool pairs outside 200 labels by +0.0 on the mean of 18 set-seeds (5 better, 8 worse; docs/benchmarks.md).
+    in_batch: float = 0.0
     warmup: float = 0.1
     weight_decay: float = 0.01
     seed: int = 0
@@ -282,6 +287,23 @@ def _online_contrastive(cos: torch.Tensor, y: torch.Tensor, margin: float = 0.5)
     return hard_pos.pow(2).sum() + F.relu(margin - hard_neg).pow(2).sum()
 
 
+def _in_batch(v: torch.Tensor, ids: np.ndarray, y: torch.Tensor, scale: float) -> torch.Tensor:
+    """The in-batch term: for each duplicate pair (a_i, b_i) of the batch, cross-entropy of a_i's scaled cosines
+    to the batch's 2n texts with b_i the answer, and the same from b_i; the anchor itself and other copies of
+    either text are left out. ``v``: the n a-vectors then the n b-vectors; ``ids``: their text indices."""
+    n = len(ids) // 2
+    dup = torch.nonzero(y > 0.5).flatten()
+    if len(dup) == 0:
+        return v.new_zeros(())
+    anchors = torch.cat([dup, dup + n])
+    answers = torch.cat([dup + n, dup])
+    logits = scale * (v[anchors].float() @ v.float().T)
+    t = torch.as_tensor(ids, device=v.device)
+    same = (t[None, :] == t[anchors][:, None]) | (t[None, :] == t[answers][:, None])
+    same[torch.arange(len(anchors)), answers] = False
+    return F.cross_entropy(logits.masked_fill(same, float("-inf")), answers)
+
+
 def fine_tune(tower: _Tower, states, a, b, y, options: LearnOptions, epochs: int, on_epoch=None, bar=None) -> _Top:
     """A fresh top trained on pairs of text indices ``(a[i], b[i])`` labelled ``y`` for ``epochs``
     epochs of a schedule of ``options.epochs`` (warm-up, linear decay); ``on_epoch(top, epoch)``
@@ -314,6 +336,9 @@ def fine_tune(tower: _Tower, states, a, b, y, options: LearnOptions, epochs: int
                 loss = _cosent(cos, labels[rows], options.scale)
                 if options.contrastive:
                     loss = loss + options.contrastive * _online_contrastive(cos, labels[rows])
+                if options.in_batch:
+                    ids = np.concatenate([a[rows], b[rows]])
+                    loss = loss + options.in_batch * _in_batch(v, ids, labels[rows], options.scale)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, 1.0)

@@ -20,6 +20,7 @@ from siamese.training.learn import (
     MIN_LABELS,
     _decide,
     _hedge_threshold,
+    _in_batch,
     _online_contrastive,
     check_labels,
     learned_line,
@@ -83,6 +84,45 @@ def test_the_recipe_s_online_contrastive_term_is_sentence_transformers_loss(kind
     assert float(theirs) > 0
     assert float(ours) == pytest.approx(float(theirs), rel=1e-5)
     assert torch.allclose(ours_a.grad, theirs_a.grad, atol=1e-6)
+
+
+def test_the_in_batch_term_is_sentence_transformers_ranking_loss_both_ways():
+    """LearnOptions(in_batch=...) adds sentence-transformers' MultipleNegativesRankingLoss with every text of the
+    batch a candidate (its query_to_doc and query_to_query directions), from either side of each duplicate: on a
+    batch of duplicates, the mean of its loss on (a, b) and on (b, a), value and gradient. Non-duplicate pairs
+    only lend their texts as negatives, and a text twice in the batch is never its own negative."""
+    import torch
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    class Given(torch.nn.Module):
+        def forward(self, features):
+            return {"sentence_embedding": features["v"]}
+
+    gen = torch.Generator().manual_seed(5)
+    a = torch.randn(12, 8, generator=gen)
+    b = a + 0.8 * torch.randn(12, 8, generator=gen)
+    theirs_a = a.clone().requires_grad_()
+    loss = MultipleNegativesRankingLoss(Given(), directions=("query_to_doc", "query_to_query"))
+    theirs = (loss([{"v": theirs_a}, {"v": b}], None) + loss([{"v": b}, {"v": theirs_a}], None)) / 2
+    theirs.backward()
+    ours_a = a.clone().requires_grad_()
+    v = torch.nn.functional.normalize(torch.cat([ours_a, b]), dim=-1)
+    ours = _in_batch(v, np.arange(24), torch.ones(12), 20.0)
+    ours.backward()
+    assert float(ours) == pytest.approx(float(theirs), rel=1e-5)
+    assert torch.allclose(ours_a.grad, theirs_a.grad, atol=1e-6)
+
+    # mixed labels, one text in two pairs: a loop over the duplicates' anchors
+    ids = np.array([0, 1, 2, 3, 4, 5, 6, 0])  # the last pair is (3, 0)
+    y = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    v = torch.nn.functional.normalize(torch.randn(8, 5, generator=gen), dim=-1)
+    terms = []
+    for anchor, answer in [(0, 4), (4, 0), (2, 6), (6, 2)]:
+        candidates = [j for j in range(8) if j == answer or ids[j] not in (ids[anchor], ids[answer])]
+        logits = torch.stack([20.0 * (v[anchor] @ v[j]) for j in candidates])
+        terms.append(-torch.log_softmax(logits, 0)[candidates.index(answer)])
+    assert float(_in_batch(v, ids, y, 20.0)) == pytest.approx(float(torch.stack(terms).mean()), rel=1e-6)
+    assert float(_in_batch(v, ids, torch.zeros(4), 20.0)) == 0.0  # no duplicate in the batch: no term
 
 
 def test_groups_folds_and_split_keep_every_text_on_one_side():
