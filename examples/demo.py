@@ -113,7 +113,7 @@ NEXT = f"""
   siamese predict {MODEL_OUT} "How do I learn Python?" "What is the best way to learn Python?"
   siamese dedupe {MODEL_OUT} --data questions.txt --out runs/my-dedupe    # your own texts; --explain
   siamese dedupe {DEDUPE_OUT} --rethreshold 0.95 --explain                 # stricter, without re-encoding
-  siamese train --data my_pairs.csv --out runs/mine                        # train on your own pairs
+  siamese train --data my_pairs.csv --from minilm --out runs/mine          # learn your pairs' "duplicate"
   siamese distill --out runs/student           # the fast static student (~100x faster than MiniLM; minutes)
   siamese serve {MODEL_OUT}                     # HTTP: /similarity, /search, /embed, /docs
 Guides: docs/guides/ (duplicates, dedupe, search, serving, training, student); examples/*.py."""

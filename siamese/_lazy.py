@@ -13,14 +13,15 @@ def lazy_exports(
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
     """``__getattr__``, ``__dir__`` and ``__all__`` for the package whose ``globals()`` is
     ``namespace``: each public name lives in the given relative module, imported on first access
-    (a name that is the module's own last part is the module itself, e.g. ``"datasets": ".data.datasets"``)."""
+    (a name the module does not define is the module itself, e.g. ``"datasets": ".data.datasets"``; a function
+    named as its module, ``"learn": ".training.learn"``, is the function)."""
     package = namespace["__name__"]
 
     def __getattr__(name: str) -> Any:
         if name not in names:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         module = importlib.import_module(names[name], package)
-        value = module if module.__name__.rpartition(".")[2] == name else getattr(module, name)
+        value = getattr(module, name) if hasattr(module, name) else module
         namespace[name] = value  # later look-ups skip __getattr__
         return value
 

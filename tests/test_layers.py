@@ -172,3 +172,20 @@ def test_the_dedupe_function_does_not_hide_a_module():
 
     assert callable(siamese.search.dedupe) and not (PACKAGE / "search" / "dedupe.py").exists()
     assert siamese.search.duplicate_pairs is siamese.search.pairs.duplicate_pairs
+
+
+def test_every_public_name_is_what_its_module_defines():
+    """``siamese.learn`` is the function, not the module of the same name (it was the module: the training guide's
+    ``siamese.learn(pairs, "minilm")`` failed); a name its module does not define is the module (``datasets``)."""
+    code = """
+import importlib, inspect, siamese
+from siamese import learn
+assert learn is siamese.learn and inspect.isfunction(learn), learn
+assert list(inspect.signature(learn).parameters)[:2] == ["pairs", "source"]
+assert inspect.ismodule(siamese.datasets) and callable(siamese.datasets.load)
+for name in siamese.__all__:
+    value = getattr(siamese, name)
+    assert not inspect.ismodule(value) or name == "datasets", name
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
