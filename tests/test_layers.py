@@ -189,3 +189,32 @@ for name in siamese.__all__:
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_every_dotted_name_the_docs_give_resolves():
+    """Each `siamese.x.y` the README and the docs name in code spans is importable as written (the
+    sentence-transformers page named `siamese.loading.load_model`, which never existed)."""
+    import importlib
+    import re
+
+    import siamese
+
+    pages = [PACKAGE.parent / "README.md", *sorted((PACKAGE.parent / "docs").rglob("*.md"))]
+    names = {
+        m.rstrip(".")
+        for page in pages
+        for m in re.findall(r"`(siamese\.[A-Za-z_][A-Za-z0-9_.]*)", page.read_text(encoding="utf-8"))
+    }
+    assert "siamese.models.loading.load_model" in names and len(names) > 20
+    for name in sorted(names):
+        parts = name.split(".")
+        value, done = siamese, ["siamese"]
+        for part in parts[1:]:
+            if not hasattr(value, part):
+                try:
+                    importlib.import_module(".".join([*done, part]))
+                except ModuleNotFoundError:
+                    pass
+            assert hasattr(value, part), f"{name}: siamese has no {'.'.join([*done, part])}"
+            value = getattr(value, part)
+            done.append(part)

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeAlias
 
 import numpy as np
 
@@ -363,6 +364,35 @@ TEXT_NAMES = (
 # Names of id columns (a word of the name), never guessed as the texts even when named like them.
 ID_WORDS = ("id", "ids", "qid", "uid", "uuid", "key", "index", "idx", "no", "num", "number", "code")
 _GUESS_ROWS = 200  # rows a guessed column is looked at before its texts are used: whole numbers are ids
+
+
+# what the Python API's functions take as labelled pairs (as_pairs)
+PairsLike: TypeAlias = Pairs | str | os.PathLike | Sequence[tuple[str, str, int]]
+
+
+def as_pairs(value: PairsLike, what: str = "pairs") -> Pairs:
+    """What the Python API takes as labelled pairs, as :class:`Pairs`: ``Pairs`` (or answer triplets) as they are,
+    a pair file's path (:func:`read_pairs`, its format detected), or ``(text1, text2, label)`` rows with a 0/1
+    label, as sentence-transformers users hold them. Anything else is a TypeError naming what is accepted; a bad
+    row, a DataError naming its index."""
+    if isinstance(value, Pairs) or getattr(value, "triplets", False):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        return read_pairs(value)
+    if isinstance(value, (bytes, dict)) or not isinstance(value, (Sequence, Iterator)):
+        raise TypeError(
+            f"{what}: expected siamese.Pairs (siamese.read_pairs), a pair file's path or (text1, text2, label) "
+            f"rows; got {type(value).__name__}"
+        )
+    t1, t2, labels = [], [], []
+    for i, row in enumerate(value):
+        ok = isinstance(row, (tuple, list)) and len(row) == 3 and isinstance(row[0], str) and isinstance(row[1], str)
+        if not ok or row[2] not in (0, 1):
+            raise DataError(f"{what}: row {i}: expected (text1, text2, label) with label 0 or 1, got {row!r:.80}")
+        t1.append(row[0])
+        t2.append(row[1])
+        labels.append(int(row[2]))
+    return Pairs(t1, t2, np.array(labels, dtype=np.int8), source=what)
 
 
 def _words(name: str) -> list[str]:

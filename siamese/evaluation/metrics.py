@@ -10,6 +10,7 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 from sklearn import metrics
 
+from ..data.pairs import PairsLike, as_pairs
 from ..decision.calibration import calibration_metrics, probabilities_or_clipped
 from ..decision.threshold import choose_threshold, threshold_for_target  # noqa: F401 (threshold_for_target: re-exported)
 
@@ -60,11 +61,12 @@ class Evaluation:
         return self.scores > self.threshold
 
 
-def evaluate_pairs(model: SiameseModel, pairs: Pairs, *, threshold: float | None = None) -> Evaluation:
+def evaluate_pairs(model: SiameseModel, pairs: PairsLike, *, threshold: float | None = None) -> Evaluation:
     """Score every pair; classification metrics at the threshold (default: the model's), calibration
     metrics (``brier``, ``ece``, ``log_loss``: of the calibrated probability, or of the raw score
     clipped to [0, 1] when the model is not calibrated; ``calibrated`` says which), and correlations
     when the pairs carry graded scores."""
+    pairs = as_pairs(pairs)
     scores = np.asarray(model.similarity_pairwise(pairs.text1, pairs.text2))
     threshold = model.threshold if threshold is None else threshold
     report = classification_report(scores, pairs.labels, threshold)
@@ -76,7 +78,7 @@ def evaluate_pairs(model: SiameseModel, pairs: Pairs, *, threshold: float | None
     return Evaluation(pairs, scores, probabilities, float(threshold), report)
 
 
-def evaluate(model: SiameseModel, pairs: Pairs, *, threshold: float | None = None) -> dict:
+def evaluate(model: SiameseModel, pairs: PairsLike, *, threshold: float | None = None) -> dict:
     """The metrics of :func:`evaluate_pairs`."""
     return evaluate_pairs(model, pairs, threshold=threshold).metrics
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..data.pairs import Pairs
+from ..data.pairs import Pairs, PairsLike, as_pairs
 from ..decision.decide import both_labels, decide
 from ..errors import ConfigError, ModelError
 from ..io.manifest import read_json_object
@@ -98,7 +98,7 @@ def sentence_encoder(name_or_folder: str | os.PathLike, *, max_length: int | Non
 
 def from_pretrained(
     name_or_folder: str | os.PathLike,
-    val_pairs: Pairs | Sequence[Pairs] | None = None,
+    val_pairs: PairsLike | Sequence[Pairs] | None = None,
     *,
     max_length: int | None = None,
     metric: str = "accuracy",
@@ -117,10 +117,15 @@ def from_pretrained(
     return model
 
 
-def validation_parts(val_pairs: Pairs | Sequence[Pairs] | None) -> list[Pairs]:
-    """Validation pairs as a list of sets, refused (before any model is built) unless together they
-    hold both labels."""
-    parts = [val_pairs] if isinstance(val_pairs, Pairs) else list(val_pairs or [])
+def validation_parts(val_pairs: PairsLike | Sequence[Pairs] | None) -> list[Pairs]:
+    """Validation pairs as a list of sets (a set is anything :func:`~siamese.data.pairs.as_pairs` takes),
+    refused (before any model is built) unless together they hold both labels."""
+    if val_pairs is None:
+        parts: list[Pairs] = []
+    elif isinstance(val_pairs, (list, tuple)) and all(isinstance(p, Pairs) for p in val_pairs):
+        parts = [p for p in val_pairs if isinstance(p, Pairs)]  # several sets (none: no validation)
+    else:
+        parts = [as_pairs(val_pairs, "val_pairs")]  # type: ignore[arg-type]  # one set, in any form as_pairs takes
     val = Pairs.concat(parts) if parts else None
     if val is not None and not both_labels(val):
         raise ConfigError(

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..config.configs import KIND_DEFAULTS, LossConfig, ModelConfig, TrainConfig, jsonable_config
-from ..data.pairs import Pairs
+from ..data.pairs import Pairs, PairsLike, as_pairs
 from ..data.vocabulary import pad
 from ..decision.decide import both_labels, check_target_pairs, decide
 from ..decision.threshold import check_targets
@@ -187,8 +187,8 @@ def prepare(
 
 
 def train(
-    train_pairs: Pairs,
-    val_pairs: Pairs | None = None,
+    train_pairs: PairsLike,
+    val_pairs: PairsLike | None = None,
     *,
     model_config: ModelConfig | None = None,
     config: TrainConfig | None = None,
@@ -224,6 +224,8 @@ def train(
     rank 0 alone logs, writes the checkpoint and chooses the threshold and calibration, so save
     rank 0's model (the others return the same weights without them)."""
     recipe = recipe or prepare(model_config, config, initial=initial)
+    train_pairs = as_pairs(train_pairs, "train_pairs")
+    val_pairs = None if val_pairs is None else as_pairs(val_pairs, "val_pairs")
     if recipe.model_config.cross:
         from ..cross.model import CrossConfig
         from ..cross.train import train_cross

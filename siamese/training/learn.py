@@ -48,7 +48,7 @@ from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 from ..data.groups import grouped_folds, pair_groups
-from ..data.pairs import Pairs
+from ..data.pairs import Pairs, PairsLike, as_pairs
 from ..errors import ConfigError, DataError, ModelError
 from ..models.siamese import SiameseModel
 
@@ -454,7 +454,11 @@ def _cross_validate(tower, states, a, b, y, groups, options, bar) -> dict:
 
 
 def learn(
-    pairs: Pairs, source: str | os.PathLike = "minilm", *, options: LearnOptions | None = None, progress: bool = False
+    pairs: PairsLike,
+    source: str | os.PathLike = "minilm",
+    *,
+    options: LearnOptions | None = None,
+    progress: bool = False,
 ):
     """A Siamese model learned from labelled ``pairs`` starting from ``source`` (``minilm``,
     ``mpnet``, a sentence-transformers folder or a Siamese transformer model folder), never worse
@@ -468,6 +472,7 @@ def learn(
     from ..runtime.precision import resolve_precision
 
     options = options or LearnOptions()
+    pairs = as_pairs(pairs, "labels")
     check_labels(pairs)
     map_big_blocks()  # activations of a new size every batch: a heap would keep ~0.3 GB more (runtime.memory)
     started = time.perf_counter()

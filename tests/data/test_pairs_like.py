@@ -1,0 +1,74 @@
+"""What the Python API takes as labelled pairs (``siamese.data.pairs.as_pairs``): ``Pairs``, a pair file's path,
+or ``(text1, text2, label)`` rows, in ``learn``, ``train``, ``evaluate`` and ``from_pretrained`` alike. A path
+or a list of tuples used to fail deep inside with ``AttributeError: 'str' object has no attribute 'source'``."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+import siamese
+from siamese import DataError, TrainConfig, datasets, read_pairs
+from siamese.data.pairs import as_pairs
+
+
+def _rows(pairs, n):
+    return [(pairs.text1[i], pairs.text2[i], int(pairs.labels[i])) for i in range(n)]
+
+
+def test_a_path_and_rows_give_the_pairs_the_file_holds(data_dir):
+    path = data_dir / "msrp" / "msr-para-val.tsv"
+    read = read_pairs(path)
+    from_path = as_pairs(path)
+    assert from_path.text1 == read.text1 and np.array_equal(from_path.labels, read.labels)
+    assert as_pairs(str(path)).text2 == read.text2
+    rows = as_pairs(_rows(read, 50) + [(read.text1[50], read.text2[50], bool(read.labels[50]))], "mine")
+    assert rows.text1 == read.text1[:51] and rows.labels.tolist() == read.labels[:51].tolist()
+    assert rows.labels.dtype == np.int8 and rows.source == "mine"
+    assert as_pairs(read) is read
+
+
+@pytest.mark.parametrize(
+    "value, error, message",
+    [
+        ([("a", "b", 2)], DataError, "labels: row 0: expected (text1, text2, label) with label 0 or 1, got ('a', 'b'"),
+        ([("a", "b", 1), ("a", "b")], DataError, "labels: row 1: expected (text1, text2, label)"),
+        ([("a", None, 1)], DataError, "labels: row 0"),
+        ([("a", "b", "1")], DataError, "labels: row 0"),
+        (42, TypeError, "labels: expected siamese.Pairs (siamese.read_pairs), a pair file's path or (text1, text2"),
+        ({"text1": ["a"]}, TypeError, "got dict"),
+    ],
+)
+def test_anything_else_is_one_line_naming_what_is_accepted(value, error, message):
+    with pytest.raises(error) as e:
+        siamese.learn(value)  # refused before any model is loaded
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_learn_reads_a_label_file_by_its_path(tmp_path):
+    """The path is read as a file (its name in the message) and checked as labels before any model loads."""
+    path = tmp_path / "labels.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([("text1", "text2", "label")] + [(f"q{i}", f"p{i}", int(i < 3)) for i in range(10)])
+    with pytest.raises(DataError, match="labels.csv: 10 labelled pairs \\(3 duplicates, 7 not\\)"):
+        siamese.learn(path)
+
+
+def test_train_evaluate_and_from_pretrained_take_paths_and_rows(data_dir):
+    val_path = data_dir / "msrp" / "msr-para-val.tsv"
+    train_rows = _rows(datasets.load("msrp-train", data_dir), 400)
+    bow = siamese.ModelConfig(encoder="bow")
+    model = siamese.train(train_rows, val_path, model_config=bow, config=TrainConfig(epochs=1), progress=False)
+    by_path = siamese.evaluate(model, val_path)
+    by_rows = siamese.evaluate(model, _rows(read_pairs(val_path), len(read_pairs(val_path))))
+    assert by_path["n"] == by_rows["n"] == 500 and 0.5 < by_path["accuracy"] <= 1.0
+    assert (by_path["accuracy"], by_path["roc_auc"]) == pytest.approx((by_rows["accuracy"], by_rows["roc_auc"]))
+    assert by_path["calibrated"]  # the validation file, given by its path, chose the threshold and calibration
+
+    minilm = siamese.from_pretrained("minilm", val_path)
+    same = siamese.from_pretrained("minilm", read_pairs(val_path))
+    assert minilm.threshold == pytest.approx(same.threshold) and minilm.threshold != 0.5
+    several = siamese.from_pretrained("minilm", [read_pairs(val_path), datasets.load("sick-trial", data_dir)])
+    assert several.info["pretrained"]["threshold_choice"]
