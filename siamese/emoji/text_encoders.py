@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigError, ModelError
-from ..models.pretrained import NAMED
+from ..models.pretrained import NAMED, SHORT_NAMES
 from ..models.siamese import FORMAT as SIAMESE_FORMAT
 from ..models.siamese import SiameseModel
 
@@ -26,7 +26,7 @@ STUDENT = "student:"
 
 def describe(spec: str) -> str:
     """What ``--text-encoder`` accepts (for error messages and help)."""
-    return f"{BILSTM}, {', '.join(NAMED)}, {STUDENT}FOLDER or a model FOLDER (got {spec!r})"
+    return f"{BILSTM}, {', '.join(SHORT_NAMES)}, {STUDENT}FOLDER or a model FOLDER (got {spec!r})"
 
 
 def load_text_encoder(spec: str) -> SiameseModel:

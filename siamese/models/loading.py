@@ -40,7 +40,7 @@ def load_verifier(source: str | os.PathLike, *, device: str | None = None):
     not chosen: ``siamese pretrained NAME --val-data ... --out FOLDER`` chooses one); or one line
     saying why not (a wrong path answers before torch is imported)."""
     from ..errors import ConfigError, ModelError
-    from .pretrained import NAMED
+    from .pretrained import NAMED, SHORT_NAMES
 
     name = os.fspath(source)
     if folder_format(source) is not None:  # a folder of ours: a Siamese model or a cross-encoder
@@ -48,7 +48,7 @@ def load_verifier(source: str | os.PathLike, *, device: str | None = None):
     else:
         if name not in NAMED and not os.path.isdir(name):  # at once, before torch is imported
             what = "not a folder" if os.path.exists(name) else "no such folder"
-            raise ModelError(f"{source}: {what}; --verify takes a model folder or one of: {', '.join(NAMED)}")
+            raise ModelError(f"{source}: {what}; --verify takes a model folder or one of: {', '.join(SHORT_NAMES)}")
         from .sentence_encoder import from_pretrained
 
         model = from_pretrained(name, device=device or "auto")  # info["pretrained"] says what it is

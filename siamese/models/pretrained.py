@@ -167,10 +167,16 @@ def file_sha256(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+SHORT_NAMES = {"minilm": default_model_path, "mpnet": mpnet_path}  # the names messages offer
+# --transformer / --teacher NAME: the short names, and the models' own names as sentence-transformers users
+# write them (the same bundled weights; nothing is fetched)
 NAMED: dict[str, Callable[[], Path]] = {
-    "minilm": default_model_path,
-    "mpnet": mpnet_path,
-}  # --transformer / --teacher NAME
+    **SHORT_NAMES,
+    "all-MiniLM-L6-v2": default_model_path,
+    "sentence-transformers/all-MiniLM-L6-v2": default_model_path,
+    "all-mpnet-base-v2": mpnet_path,
+    "sentence-transformers/all-mpnet-base-v2": mpnet_path,
+}
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ from ..decision.decide import both_labels, decide
 from ..errors import ConfigError, ModelError
 from ..io.manifest import read_json_object
 from ..io.report import RunReport
-from .pretrained import NAMED, model_folder, require_safetensors
+from .pretrained import NAMED, SHORT_NAMES, model_folder, require_safetensors
 from .siamese import FORMAT, ModelConfig, SiameseModel
 from .st_layout import Layout, read_layout
 
@@ -49,7 +49,7 @@ def source_folder(name_or_folder: str | os.PathLike) -> tuple[Path, Layout]:
     if not folder.is_dir():
         raise ModelError(
             f"{folder}: no such folder (give a sentence-transformers or Hugging Face model folder, "
-            f"or one of: {', '.join(NAMED)})"
+            f"or one of: {', '.join(SHORT_NAMES)})"
         )
     config_file = folder / "config.json"
     if config_file.is_file() and read_json_object(config_file, ModelError).get("format") == FORMAT:

@@ -118,3 +118,23 @@ def test_what_has_no_counterpart_is_one_line_naming_the_siamese_way(ours, keywor
         ours.encode(TEXTS, **keywords)
     message = str(caught.value)
     assert fragment in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "name, short",
+    [
+        ("all-MiniLM-L6-v2", "minilm"),
+        ("sentence-transformers/all-MiniLM-L6-v2", "minilm"),
+        ("all-mpnet-base-v2", "mpnet"),
+        ("sentence-transformers/all-mpnet-base-v2", "mpnet"),
+    ],
+)
+def test_the_models_own_names_are_the_bundled_weights(name, short):
+    """`SentenceTransformer("all-MiniLM-L6-v2")` habits: the model's own name (with or without its hub owner) is the
+    bundled folder, as the short name is, wherever a model is named (from_pretrained, --from, --teacher, --verify);
+    nothing is fetched. A name that is not bundled still says which are."""
+    assert model_folder(name) == model_folder(short)
+    if short == "minilm":
+        assert np.allclose(siamese.from_pretrained(name).encode(TEXTS), siamese.from_pretrained(short).encode(TEXTS))
+    with pytest.raises(siamese.ModelError, match="one of: minilm, mpnet\\)$"):
+        siamese.from_pretrained("sentence-transformers/all-MiniLM-L12-v2")
