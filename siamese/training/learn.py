@@ -603,9 +603,9 @@ def learned_line(info: dict) -> str:
     measured = f"cross-validated accuracy as-is {asis:.3f}, fine-tuned {tuned:.3f}{ranking} ({info['plan']})"
     if info["chosen"] == "fine-tuned":
         epochs = f"{info['epoch']} epoch{'s' * (info['epoch'] != 1)}"
-        return f"fine-tuned {info['source']} on {info['labels']} labels for {epochs}: {measured}"
+        return f"fine-tuned {info['source']} on {info['labels']:,} labels for {epochs}: {measured}"
     return (
-        f"kept {info['source']} as it is, with its threshold set on the {info['labels']} labels: fine-tuning did "
+        f"kept {info['source']} as it is, with its threshold set on the {info['labels']:,} labels: fine-tuning did "
         f"not beat it in accuracy, nor in ranking by {AUC_MARGIN} ({measured})"
     )
 

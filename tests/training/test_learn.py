@@ -383,11 +383,11 @@ def test_the_one_line_says_what_was_kept_and_for_how_many_epochs():
     measured = {"as_is": {"accuracy": 0.8, "roc_auc": 0.88}, "fine_tuned": {"accuracy": 0.87, "roc_auc": 0.93}}
     info = {"source": "minilm", "labels": 2132, "plan": "3 grouped folds", "cross_validation": measured}
     one = learned_line({**info, "chosen": "fine-tuned", "epoch": 1})
-    assert one.startswith("fine-tuned minilm on 2132 labels for 1 epoch: cross-validated accuracy as-is 0.800")
+    assert one.startswith("fine-tuned minilm on 2,132 labels for 1 epoch: cross-validated accuracy as-is 0.800")
     assert "ROC-AUC 0.880, 0.930 (3 grouped folds)" in one
     assert "for 3 epochs:" in learned_line({**info, "chosen": "fine-tuned", "epoch": 3})
     kept = learned_line({**info, "chosen": "as-is", "epoch": 2})
-    assert kept.startswith("kept minilm as it is, with its threshold set on the 2132 labels")
+    assert kept.startswith("kept minilm as it is, with its threshold set on the 2,132 labels")
     assert f"nor in ranking by {AUC_MARGIN}" in kept
 
 
