@@ -40,7 +40,7 @@ import copy
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -507,6 +507,7 @@ def learn(
             _hedge_threshold(decision, top.cosines(states, a, b), y, options.metric)
             decision["final_fit_labels"] = len(y)
         tower.write_back(top, model)
+    model.calibrator, calibration = _calibrate(decision, cv, pretrained, y, pairs, options)
     model.set_threshold(decision.pop("threshold"))
     model.info["pretrained"] = source_info
     model.info["learned"] = {
@@ -520,6 +521,7 @@ def learn(
         "batch_size": options.batch_size,
         "max_epochs": options.epochs,
         **decision,
+        "calibration": calibration,
         "seconds": round(time.perf_counter() - started, 1),
     }
     return model.to(options.device)
@@ -574,6 +576,30 @@ def _decide(cv: dict, pretrained: np.ndarray, y: np.ndarray, options: LearnOptio
             "val_pairs": len(rows) if better else len(y),
         },
     }
+
+
+def _calibrate(decision: dict, cv: dict, pretrained: np.ndarray, y: np.ndarray, pairs: Pairs, options: LearnOptions):
+    """``probability`` for the model kept, fitted (:func:`~siamese.decision.calibration.fit_calibrator`) on
+    similarities of labels it was not trained on: MiniLM as it is on every label, or a fine-tune kept from the
+    held-out plan on its held-out quarter. A fine-tune trained on every label (the K-fold plan, ``refit``) has no
+    such similarities of its own (the folds' come from other models), so it stays uncalibrated, and says why.
+    Returns (the calibrator or None, what ``info`` records)."""
+    from ..decision.calibration import data_record, fit_calibrator
+
+    if decision["chosen"] == "as-is":
+        scores, labels, split = pretrained, y, "all of them (the model was not trained on them)"
+    elif cv.get("top") is not None and not options.refit:  # the held-out plan's model, kept as trained
+        scores, labels, split = cv["held"][decision["epoch"]], y[cv["rows"]], "the held-out quarter"
+    else:
+        note = "not calibrated: the model was trained on every label, so none is left to calibrate it on"
+        return None, {"fitted": False, "note": note}
+    try:
+        calibrator = fit_calibrator(scores, labels, seed=options.seed)
+    except DataError as e:  # fewer than 2 of a kind in the held-out quarter
+        return None, {"fitted": False, "note": f"not calibrated: {e}"}
+    fitted_on = {**data_record(pairs), "pairs": len(labels), "split": split}
+    calibrator = replace(calibrator, fitted_on=fitted_on)
+    return calibrator, {"fitted": True, "method": calibrator.method, "pairs": len(labels), "split": split}
 
 
 def _hedge_threshold(decision: dict, own: np.ndarray, y: np.ndarray, metric: str) -> None:

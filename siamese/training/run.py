@@ -218,10 +218,17 @@ def learn_run(run: TrainRun, model_config: ModelConfig, config: TrainConfig, *, 
         "cross_validation": info["cross_validation"],
         "threshold": model.threshold,
         "threshold_choice": info["threshold_choice"],
+        "calibration": info["calibration"],
         "seconds": info["seconds"],
     }
     chosen = threshold_line(model.threshold, {"note": threshold_note(info)}, 0)
-    lines = [learned_line(info), chosen, f"saved to {run.out}"]
+    calibrated = info["calibration"]
+    probability = (
+        f"probability: {calibrated['method']} calibration on {calibrated['pairs']:,} labels, {calibrated['split']}"
+        if calibrated["fitted"]
+        else f"probability: {calibrated['note']}"
+    )
+    lines = [learned_line(info), chosen, probability, f"saved to {run.out}"]
     if test is not None:
         result["test"], line = _test_as_is_and_learned(model, run.from_, pairs, test, config.threshold_metric)
         lines.append(line)

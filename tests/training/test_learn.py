@@ -12,6 +12,7 @@ import pytest
 
 from siamese.data.groups import grouped_folds, grouped_split, pair_groups
 from siamese.data.pairs import Pairs, read_pairs
+from siamese.decision.calibration import fit_calibrator
 from siamese.decision.threshold import choose_threshold, fit_threshold
 from siamese.errors import DataError
 from siamese.training.learn import (
@@ -306,6 +307,12 @@ def test_train_from_minilm_writes_a_model_folder_with_its_test_split(labels_file
     assert len(rest) == result["labels"]  # every question's pairs on one side
     model = SiameseModel.load(out)
     assert model.threshold == pytest.approx(result["threshold"])
+    # 48 labels, three folds: a fine-tune is trained on every label and left uncalibrated; MiniLM kept as it is
+    # is calibrated on all of them
+    if result["chosen"] == "fine-tuned":
+        assert model.calibrator is None and "trained on every label" in result["calibration"]["note"]
+    else:
+        assert model.calibrator.fitted_on["pairs"] == result["labels"] and result["calibration"]["fitted"]
     assert json.loads((out / "config.json").read_text())["info"]["learned"]["chosen"] == result["chosen"]
     card = (out / "README.md").read_text()
     assert "cross-validated on the labels" in card
@@ -343,6 +350,14 @@ def test_above_the_fold_limit_a_held_out_quarter_chooses_the_epoch_and_refit_tra
     assert choice["held_out_threshold"] == pytest.approx(quarter.threshold)  # the same quarter, the same cut
     a, b = labels.text1[:8], labels.text2[:8]
     assert not np.allclose(quarter.similarity_pairwise(a, b), refit.similarity_pairwise(a, b), atol=1e-4)
+    # probability: the quarter's model is calibrated on its held-out cosines (fitted again here, the same numbers);
+    # the refit was trained on every label and is not calibrated
+    assert kept["calibration"]["fitted"] and kept["calibration"]["pairs"] == held
+    again_fit = fit_calibrator(held_cosines, labels.labels[rows], seed=0)
+    assert quarter.calibrator.method == again_fit.method and quarter.calibrator.fitted_on["pairs"] == held
+    assert np.allclose(quarter.probability(a, b), again_fit(quarter.similarity_pairwise(a, b)), atol=2e-3)
+    assert refit.calibrator is None and refit.probability(a, b) is None
+    assert again["calibration"] == {"fitted": False, "note": again["calibration"]["note"]}
 
 
 def test_train_from_a_saved_model_folder_goes_on_from_it(labels_file, learned, tmp_path):
