@@ -145,6 +145,16 @@ def consistent(pool, rows: np.ndarray) -> np.ndarray:
     return np.array(keep, dtype=rows.dtype)
 
 
+def train_side(spec: str, budget: str):
+    """``SET:SEED`` → (set, seed, its labels at ``budget``, the pool pairs outside them, the test split): what the
+    train-side selection scripts (bench/learn_*_rules.py, learn_recipe_selection.py) choose on and report."""
+    name, seed_text = spec.split(":")
+    seed = int(seed_text)
+    pool, test, _ = load_set(name, 2000)
+    rows = consistent(pool, labelled(pool, budget, seed))
+    return name, seed, pool.subset(rows), outside_labels(pool, rows), test
+
+
 # -- scoring -----------------------------------------------------------------------------------------------------
 
 

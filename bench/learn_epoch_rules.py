@@ -59,11 +59,7 @@ def run(spec: str, budget: str) -> dict:
     from siamese.runtime.precision import resolve_precision
     from siamese.training import learn as L
 
-    name, seed_text = spec.split(":")
-    seed = int(seed_text)
-    pool, _, _ = bench.load_set(name, 2000)
-    rows = bench.consistent(pool, bench.labelled(pool, budget, seed))
-    labels, rest = pool.subset(rows), bench.outside_labels(pool, rows)
+    name, seed, labels, rest, _ = bench.train_side(spec, budget)
     options = L.LearnOptions(seed=seed, device="cpu")
     assert len(labels.labels) <= L.HOLDOUT_ABOVE, "the rules compared are for the K-fold plan"
     model = load_bi_encoder("minilm", device="cpu")

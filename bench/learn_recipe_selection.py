@@ -61,12 +61,8 @@ def main() -> None:
     args = ap.parse_args()
     variants = ([] if args.no_default else [("default", {})]) + args.variant
     for spec in args.specs:
-        name, seed_text = spec.split(":")
-        seed = int(seed_text)
-        pool, _, _ = bench.load_set(name, 2000)
-        rows = bench.consistent(pool, bench.labelled(pool, args.budget, seed))
-        labels, rest = pool.subset(rows), bench.outside_labels(pool, rows)
-        row: dict = {"set": name, "seed": seed, "labels": len(rows), "rest": len(rest)}
+        name, seed, labels, rest, _ = bench.train_side(spec, args.budget)
+        row: dict = {"set": name, "seed": seed, "labels": len(labels), "rest": len(rest)}
         for label, keywords in variants:
             started = time.perf_counter()
             model = learn(labels, "minilm", options=LearnOptions(**{"seed": seed, "device": "cpu", **keywords}))

@@ -127,15 +127,11 @@ def run(spec: str, budget: str) -> dict:
 
     from siamese.training.learn import LearnOptions, learn
 
-    name, seed_text = spec.split(":")
-    seed = int(seed_text)
-    pool, test, _ = bench.load_set(name, 2000)
-    rows = bench.consistent(pool, bench.labelled(pool, budget, seed))
-    labels, rest = pool.subset(rows), bench.outside_labels(pool, rows)
+    name, seed, labels, rest, test = bench.train_side(spec, budget)
     seen = capture()
     model = learn(labels, "minilm", options=LearnOptions(seed=seed, device="cpu"))
     info = model.info["learned"]
-    row: dict = {"set": name, "seed": seed, "labels": len(rows), "rest": len(rest), "chosen": info["chosen"]}
+    row: dict = {"set": name, "seed": seed, "labels": len(labels), "rest": len(rest), "chosen": info["chosen"]}
     row["kept_threshold"] = model.threshold
     held_rows = seen["cv"]["rows"]
     y = seen["y"]
