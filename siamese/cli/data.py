@@ -11,3 +11,7 @@ def formats():
 
     for fmt in FORMATS.values():
         typer.echo(f"{fmt.name:<12} {fmt.description}")
+    typer.echo(
+        f"{'(auto)':<12} also a header naming the texts text_a/text_b, sentence_1/sentence_2, question1/question2, "
+        "... (any case, separator) with a label, is_duplicate or paraphrase column"
+    )

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -217,11 +217,53 @@ def detect_format(path: str | os.PathLike, *, labelled: bool = True) -> PairForm
     fields = first.split("\t")
     if len(fields) >= 7 and _is_float(fields[4]):
         return FORMATS["sts"]
+    named = _named_columns(path, first, labelled=labelled)
+    if named is not None:
+        return named
     check_delimiter(path, first, table_delimiter(path))  # a semicolon-separated file is told so
     raise DataError(
         f"{path}: cannot tell the format from the first line {first[:80]!r}; "
         f"pass --format ({', '.join(FORMATS)}) or name the columns with --text1/--text2"
         + ("/--label" if labelled else "")
+    )
+
+
+# Column names other tools give a pair's texts (Hugging Face data sets, GLUE, sentence-transformers' examples):
+# "text_a"/"text_b", "sentence 1"/"sentence 2", "Question1"/"Question2", ..., matched ignoring case and separators.
+_TEXT_COLUMN = re.compile(r"(text|sentence|question|query|string)[ _-]?([12ab])", re.IGNORECASE)
+_LABEL_COLUMNS = ("label", "labels", "is_duplicate", "duplicate", "is_paraphrase", "paraphrase", "target", "quality")
+
+
+def pair_columns(header: Sequence[str]) -> tuple[str, str, str | None] | None:
+    """The two text columns and the label column (None if there is none) of a header that names them as other
+    tools do (text1/text2, text_a/text_b, sentence_1/sentence_2, question1/question2, ...; label, is_duplicate,
+    ...); None when no one pair of text columns is named so."""
+    texts: dict[str, dict[str, str]] = {}  # stem -> {"1": column, "2": column}
+    for h in header:
+        m = _TEXT_COLUMN.fullmatch(h)
+        if m:
+            texts.setdefault(m[1].lower(), {})["1" if m[2].lower() in "1a" else "2"] = h
+    both = [sides for sides in texts.values() if len(sides) == 2]
+    if len(both) != 1:
+        return None
+    label = next((h for h in header if h.lower() in _LABEL_COLUMNS), None)
+    return both[0]["1"], both[0]["2"], label
+
+
+def _named_columns(path: Path, first: str, *, labelled: bool) -> PairFormat | None:
+    """A generic format for a header :func:`pair_columns` reads (with a label column when ``labelled``)."""
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    columns = pair_columns([h.strip().strip('"') for h in first.split(delimiter)])
+    if columns is None or (labelled and columns[2] is None):
+        return None
+    text1, text2, label = columns
+    return replace(
+        FORMATS["generic"],
+        text1=text1,
+        text2=text2,
+        label=label or "label",
+        delimiter=delimiter,
+        description=f"CSV with columns {text1!r}, {text2!r}" + (f", {label!r}" if label else ""),
     )
 
 
@@ -367,25 +409,32 @@ _GUESS_ROWS = 200  # rows a guessed column is looked at before its texts are use
 
 
 # what the Python API's functions take as labelled pairs (as_pairs)
-PairsLike: TypeAlias = Pairs | str | os.PathLike | Sequence[tuple[str, str, int]]
+PairsLike: TypeAlias = Pairs | str | os.PathLike | Sequence[tuple[str, str, int]] | Any
 
 
 def as_pairs(value: PairsLike, what: str = "pairs") -> Pairs:
     """What the Python API takes as labelled pairs, as :class:`Pairs`: ``Pairs`` (or answer triplets) as they are,
-    a pair file's path (:func:`read_pairs`, its format detected), or ``(text1, text2, label)`` rows with a 0/1
-    label, as sentence-transformers users hold them. Anything else is a TypeError naming what is accepted; a bad
-    row, a DataError naming its index."""
+    a pair file's path (:func:`read_pairs`, its format detected), ``(text1, text2, label)`` rows or
+    sentence-transformers ``InputExample``s with a 0/1 label, or a table of columns (a pandas DataFrame, a Hugging
+    Face ``Dataset``, a dict of lists) whose columns are named as a pair file's may be (text1/text2/label,
+    sentence1/sentence2/label, question1/question2/is_duplicate, ...). Anything else is a TypeError naming what
+    is accepted; a bad row, a DataError naming its index."""
     if isinstance(value, Pairs) or getattr(value, "triplets", False):
         return value
     if isinstance(value, (str, os.PathLike)):
         return read_pairs(value)
+    columns = _table_columns(value)
+    if columns is not None:
+        return _pairs_from_columns(value, columns, what)
     if isinstance(value, (bytes, dict)) or not isinstance(value, (Sequence, Iterator)):
         raise TypeError(
-            f"{what}: expected siamese.Pairs (siamese.read_pairs), a pair file's path or (text1, text2, label) "
-            f"rows; got {type(value).__name__}"
+            f"{what}: expected siamese.Pairs (siamese.read_pairs), a pair file's path, (text1, text2, label) rows "
+            f"or a table with text1/text2/label columns; got {type(value).__name__}"
         )
     t1, t2, labels = [], [], []
     for i, row in enumerate(value):
+        if hasattr(row, "texts") and hasattr(row, "label"):  # sentence-transformers' InputExample
+            row = (*row.texts, row.label)
         ok = isinstance(row, (tuple, list)) and len(row) == 3 and isinstance(row[0], str) and isinstance(row[1], str)
         if not ok or row[2] not in (0, 1):
             raise DataError(f"{what}: row {i}: expected (text1, text2, label) with label 0 or 1, got {row!r:.80}")
@@ -393,6 +442,34 @@ def as_pairs(value: PairsLike, what: str = "pairs") -> Pairs:
         t2.append(row[1])
         labels.append(int(row[2]))
     return Pairs(t1, t2, np.array(labels, dtype=np.int8), source=what)
+
+
+def _table_columns(value: Any) -> list[str] | None:
+    """The column names of a table (pandas DataFrame, Hugging Face Dataset, dict of columns), else None."""
+    if isinstance(value, dict):
+        return [str(k) for k in value]
+    names = getattr(value, "column_names", None)  # Hugging Face datasets
+    if names is None and hasattr(value, "columns") and hasattr(value, "iloc"):  # pandas
+        names = value.columns
+    return None if names is None else [str(n) for n in names]
+
+
+def _pairs_from_columns(table: Any, columns: list[str], what: str) -> Pairs:
+    found = pair_columns(columns)
+    if found is None or found[2] is None:
+        raise DataError(
+            f"{what}: a table needs two text columns and a label column named as a pair file's (text1, text2, "
+            f"label; sentence1, sentence2, label; ...); its columns: {', '.join(columns[:20])}"
+        )
+    text1, text2, label = found
+    t1, t2, labels = (list(table[c]) for c in (text1, text2, label))
+    for i, (a, b, y) in enumerate(zip(t1, t2, labels)):
+        if not (isinstance(a, str) and isinstance(b, str)) or y not in (0, 1):
+            raise DataError(
+                f"{what}: row {i}: expected texts in {text1!r}, {text2!r} and 0 or 1 in {label!r}, "
+                f"got {(a, b, y)!r:.80}"
+            )
+    return Pairs(t1, t2, np.array([int(y) for y in labels], dtype=np.int8), source=what)
 
 
 def _words(name: str) -> list[str]:

@@ -125,7 +125,7 @@ def validation_parts(val_pairs: PairsLike | Sequence[Pairs] | None) -> list[Pair
     elif isinstance(val_pairs, (list, tuple)) and all(isinstance(p, Pairs) for p in val_pairs):
         parts = [p for p in val_pairs if isinstance(p, Pairs)]  # several sets (none: no validation)
     else:
-        parts = [as_pairs(val_pairs, "val_pairs")]  # type: ignore[arg-type]  # one set, in any form as_pairs takes
+        parts = [as_pairs(val_pairs, "val_pairs")]  # one set, in any form as_pairs takes
     val = Pairs.concat(parts) if parts else None
     if val is not None and not both_labels(val):
         raise ConfigError(

@@ -191,6 +191,40 @@ def write(path: Path, text: str | bytes) -> Path:
     return path
 
 
+@pytest.mark.parametrize(
+    "header, delimiter, suffix",
+    [
+        ("text_a,text_b,label", ",", ".csv"),  # GLUE / Hugging Face
+        ("id,sentence_1,sentence_2,is_duplicate", ",", ".csv"),
+        ('"Question1","Question2","Label"', ",", ".csv"),
+        ("sentence a\tsentence b\tparaphrase", "\t", ".tsv"),
+    ],
+)
+def test_pair_columns_named_as_other_tools_name_them(tmp_path, header, delimiter, suffix):
+    extra = "7" + delimiter if header.startswith("id,") else ""
+    rows = [f"{extra}How do I bake bread?{delimiter}How to bake bread at home?{delimiter}1"]
+    rows.append(f"{extra}Is it raining?{delimiter}What is rain made of?{delimiter}0")
+    path = write(tmp_path / f"mine{suffix}", "\n".join([header, *rows]) + "\n")
+    pairs = read_pairs(path)
+    assert pairs.text1 == ["How do I bake bread?", "Is it raining?"]
+    assert pairs.text2 == ["How to bake bread at home?", "What is rain made of?"]
+    assert pairs.labels.tolist() == [1, 0]
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "text_a,text_b,note",  # no label column
+        "text_a,text_b,question1,question2,label",  # two ways to read it
+        "text_a,question_b,label",  # the two halves of different names
+    ],
+)
+def test_pair_columns_that_do_not_say_which_are_refused(tmp_path, header):
+    path = write(tmp_path / "mine.csv", header + "\n" + ",".join("abcde"[: header.count(",") + 1]) + "\n")
+    with pytest.raises(DataError, match="cannot tell the format"):
+        read_pairs(path)
+
+
 def test_generic_csv_with_user_column_names(tmp_path):
     path = write(
         tmp_path / "mine.csv", 'id,title_a,title_b,same\n1,"Hello, world",Hi world,1\n2,foo,bar,0\n3,x,"y ""q""",1\n'

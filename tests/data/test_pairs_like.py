@@ -37,14 +37,31 @@ def test_a_path_and_rows_give_the_pairs_the_file_holds(data_dir):
         ([("a", "b", 1), ("a", "b")], DataError, "labels: row 1: expected (text1, text2, label)"),
         ([("a", None, 1)], DataError, "labels: row 0"),
         ([("a", "b", "1")], DataError, "labels: row 0"),
-        (42, TypeError, "labels: expected siamese.Pairs (siamese.read_pairs), a pair file's path or (text1, text2"),
-        ({"text1": ["a"]}, TypeError, "got dict"),
+        (42, TypeError, "labels: expected siamese.Pairs (siamese.read_pairs), a pair file's path, (text1, text2"),
+        ({"text1": ["a"]}, DataError, "labels: a table needs two text columns and a label column"),
+        ({"text1": ["a"], "text2": ["b"], "label": [0.5]}, DataError, "labels: row 0: expected texts in 'text1'"),
     ],
 )
 def test_anything_else_is_one_line_naming_what_is_accepted(value, error, message):
     with pytest.raises(error) as e:
         siamese.learn(value)  # refused before any model is loaded
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_tables_and_input_examples_as_sentence_transformers_users_hold_them(data_dir):
+    """A pandas DataFrame, a dict of columns (a Hugging Face Dataset reads the same way) or InputExamples."""
+    import pandas as pd
+    from sentence_transformers import InputExample
+
+    read = read_pairs(data_dir / "msrp" / "msr-para-val.tsv").subset(range(40))
+    columns = {"sentence1": read.text1, "sentence2": read.text2, "label": read.labels.tolist()}
+    frame = pd.DataFrame({"question1": read.text1, "question2": read.text2, "is_duplicate": read.labels})
+    examples = [InputExample(texts=[a, b], label=int(y)) for a, b, y in zip(read.text1, read.text2, read.labels)]
+    for value in (columns, frame, examples):
+        got = as_pairs(value)
+        assert got.text1 == read.text1 and got.text2 == read.text2 and got.labels.tolist() == read.labels.tolist()
+    with pytest.raises(DataError, match="row 3: expected texts in 'question1'"):
+        as_pairs(frame.assign(is_duplicate=[0.5 if i == 3 else 1 for i in range(40)]))
 
 
 def test_learn_reads_a_label_file_by_its_path(tmp_path):
