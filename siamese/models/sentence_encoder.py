@@ -123,7 +123,7 @@ def validation_parts(val_pairs: PairsLike | Sequence[Pairs] | None) -> list[Pair
     if val_pairs is None:
         parts: list[Pairs] = []
     elif isinstance(val_pairs, (list, tuple)) and all(isinstance(p, Pairs) for p in val_pairs):
-        parts = [p for p in val_pairs if isinstance(p, Pairs)]  # several sets (none: no validation)
+        parts = list(val_pairs)  # several sets (none: no validation)
     else:
         parts = [as_pairs(val_pairs, "val_pairs")]  # one set, in any form as_pairs takes
     val = Pairs.concat(parts) if parts else None

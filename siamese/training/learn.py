@@ -636,6 +636,14 @@ def learned_line(info: dict) -> str:
     )
 
 
+def probability_line(info: dict) -> str:
+    """One line: what the probability is calibrated on, or why it is not."""
+    calibrated = info["calibration"]
+    if not calibrated["fitted"]:
+        return f"probability: {calibrated['note']}"
+    return f"probability: {calibrated['method']} calibration on {calibrated['pairs']:,} labels, {calibrated['split']}"
+
+
 def threshold_note(info: dict) -> str:
     """How the threshold kept was chosen, in a few words: ``threshold 0.661 (NOTE)``."""
     choice = info["threshold_choice"]

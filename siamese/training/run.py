@@ -182,7 +182,7 @@ def learn_run(run: TrainRun, model_config: ModelConfig, config: TrainConfig, *, 
     (:func:`siamese.training.learn.learn`), saved with the test split if asked, reported."""
     from ..data.pairs import Pairs
     from ..decision.decide import threshold_line
-    from .learn import LearnOptions, learn, learned_line, threshold_note
+    from .learn import LearnOptions, learn, learned_line, probability_line, threshold_note
 
     if run.answers or model_config.cross:
         raise ConfigError("--from learns from labelled pairs into a bi-encoder: it takes neither --answers nor --cross")
@@ -222,13 +222,7 @@ def learn_run(run: TrainRun, model_config: ModelConfig, config: TrainConfig, *, 
         "seconds": info["seconds"],
     }
     chosen = threshold_line(model.threshold, {"note": threshold_note(info)}, 0)
-    calibrated = info["calibration"]
-    probability = (
-        f"probability: {calibrated['method']} calibration on {calibrated['pairs']:,} labels, {calibrated['split']}"
-        if calibrated["fitted"]
-        else f"probability: {calibrated['note']}"
-    )
-    lines = [learned_line(info), chosen, probability, f"saved to {run.out}"]
+    lines = [learned_line(info), chosen, probability_line(info), f"saved to {run.out}"]
     if test is not None:
         result["test"], line = _test_as_is_and_learned(model, run.from_, pairs, test, config.threshold_metric)
         lines.append(line)
