@@ -130,10 +130,10 @@ def api_page() -> str:
         "",
         "The public names of the `siamese` package (`from siamese import ...`), each rendered from its "
         "docstrings by the docs site (`make docs`); in Python, `help(siamese.NAME)` prints the same. "
-        "`import siamese` imports no torch until one of them is used. On a machine whose cores other "
-        "processes share, start Python with `OMP_WAIT_POLICY=PASSIVE` in the environment (the `siamese` "
-        "command sets it for itself): PyTorch's threads otherwise spin while they wait, and encoding can "
-        "take several times longer.",
+        "`import siamese` imports no torch until one of them is used. Before torch loads it sets "
+        "`OMP_WAIT_POLICY=PASSIVE` unless the environment sets it (as the `siamese` command does): on a "
+        "machine whose cores other processes share, PyTorch's threads otherwise spin while they wait and "
+        "encoding took 20x longer. A script that imports torch before siamese should set it itself.",
         "",
     ]
     for module, names in public_names().items():

@@ -1,9 +1,18 @@
 """siamese: train, evaluate and serve Siamese neural networks for semantic similarity.
 
-The public API below is imported lazily: ``import siamese`` has no side effects and imports no
-torch until one of these names is used."""
+The public API below is imported lazily: ``import siamese`` imports no torch until one of these
+names is used. Its one side effect is OpenMP's wait policy, set before torch loads."""
 
 from __future__ import annotations
+
+import os
+import sys
+
+# OpenMP threads that spin while they wait burn the cores they wait for when other processes share them: two
+# Python processes encoding with MiniLM on a 2-core machine each took 22x longer than with waiting threads asleep
+# (the `siamese` command sets the same in siamese/cli/root.py). Read once, when torch loads; a user's own wins.
+if "torch" not in sys.modules:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from ._lazy import lazy_exports
 from .version import __version__
@@ -29,6 +38,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "verify_pairs": ".decision.cascade",
         "labelled_band": ".decision.cascade",
         "evaluate": ".evaluation.metrics",
+        "score_file": ".evaluation.scoring",
         "hinge_loss": ".models.losses",
         "triplet_loss": ".models.losses",
         "ModelConfig": ".config.configs",

@@ -119,10 +119,14 @@ VerifyAllOpt = Annotated[
 
 
 def finite(value: float | None) -> float | None:
-    """Option callback: NaN and infinities are not thresholds (they would reach the JSON output)."""
-    if value is not None and not math.isfinite(value):
-        raise typer.BadParameter(f"{value} is not a finite number")
-    return value
+    """Option callback for a threshold: finite and in [-1, 1] (:func:`siamese.decision.threshold.check_threshold`:
+    NaN would reach the JSON output, 90 for 0.9 would call nothing a duplicate)."""
+    from ..decision.threshold import check_threshold
+
+    try:
+        return None if value is None else check_threshold(value, "a threshold")
+    except ConfigError as e:
+        raise typer.BadParameter(str(e)) from None
 
 
 def verify_band(

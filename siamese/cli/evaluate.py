@@ -287,7 +287,6 @@ def score(
     With --verify, the duplicate column is the cascade's verdict, and verified and verifier_score columns are
     added; a file with labels is also scored: the cascade's metrics beside the model's alone."""
     from ..data.input_files import count_lines
-    from ..decision.cascade import FIXED_BAND, is_cross
     from ..evaluation.scoring import score_file
     from ..io.progress import tqdm
     from ..models.loading import load_model, load_verifier
@@ -296,8 +295,6 @@ def score(
     labelled = [band] if isinstance(band, Path) else []
     check_out_file(out, overwrite, inputs=[data, model_dir] + ([verify] if verify is not None else []) + labelled)
     verifier = load_verifier(verify, device=device) if verify is not None else None
-    if verifier is not None and verify_band is None and not verify_all and is_cross(verifier):
-        band = FIXED_BAND  # as dedupe: a cross-encoder reads pairs one by one, so no sample by default
     model = load_model(model_dir, device=device)
     band = labelled_band_of(band, model, verifier, threshold)
     # about one pair a line after the header (a quoted field may hold line breaks: then fewer)

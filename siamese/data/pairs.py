@@ -225,6 +225,7 @@ def detect_format(path: str | os.PathLike, *, labelled: bool = True) -> PairForm
         f"{path}: cannot tell the format from the first line {first[:80]!r}; "
         f"pass --format ({', '.join(FORMATS)}) or name the columns with --text1/--text2"
         + ("/--label" if labelled else "")
+        + " (format=, text1=, ... in Python)"
     )
 
 
@@ -265,6 +266,11 @@ def _named_columns(path: Path, first: str, *, labelled: bool) -> PairFormat | No
         delimiter=delimiter,
         description=f"CSV with columns {text1!r}, {text2!r}" + (f", {label!r}" if label else ""),
     )
+
+
+# A label as a file writes it: 0/1, or as pandas writes a float or bool column (1.0, True), which the Python API
+# takes as they are.
+LABEL_VALUES = {"0": 0, "1": 1, "0.0": 0, "1.0": 1, "false": 0, "true": 1}
 
 
 @dataclass
@@ -326,9 +332,9 @@ def _rows(rows, path: Path, fmt: PairFormat, col: dict[str, int], labelled: bool
                 score = float(raw)
             if fmt.label:
                 raw = row[col[fmt.label]].strip()
-                if raw not in ("0", "1"):
+                label = LABEL_VALUES.get(raw.lower())
+                if label is None:
                     raise DataError(f"{path}:{line}: column '{fmt.label}': label must be 0 or 1, got {raw!r}")
-                label = int(raw)
             elif fmt.score:
                 label = int(score >= fmt.positive_score)
             else:
@@ -359,6 +365,11 @@ def read_pairs(
     ``text1``/``text2``/``label`` overrides that column of the chosen format (``generic`` if auto
     detection fails), for files with their own column names.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"read_pairs reads a pair file, not a {type(path).__name__}; learn, train and evaluate take a table or "
+            "(text1, text2, label) rows as they are"
+        )
     path = Path(path)
     fmt = resolve_format(path, format, text1, text2, label, delimiter)
     lines, t1, t2, labels, scores = [], [], [], [], []
@@ -486,12 +497,17 @@ def _is_id_name(name: str) -> bool:
     return any(w in ID_WORDS for w in _words(name))
 
 
+def column_list(header: Sequence[str], limit: int = 30) -> str:
+    """A header's names for a message: the first ``limit``, and how many more ("... and 3 more")."""
+    more = f", ... and {len(header) - limit} more" if len(header) > limit else ""
+    return ", ".join(header[:limit]) + more
+
+
 def text_column(path: Path, header: list[str]) -> str:
     """The column of a CSV/TSV holding its texts when none is named: the one column, or the one
     named like text/question/sentence/... (exactly, else holding such a word), never an id
     column; otherwise a one-line refusal listing the columns."""
-    listed = ", ".join(header[:20]) + (", ..." if len(header) > 20 else "")
-    how = f"pass --column NAME (column= in Python); columns: {listed}"
+    how = f"pass --column NAME (column= in Python); columns: {column_list(header)}"
     usable = [h for h in header if h and not _is_id_name(h)]
     if len(header) == 1 and usable:
         return header[0]
@@ -534,14 +550,14 @@ def text_rows(
         with open_table(path, delimiter=table_delimiter(path), skip_blank=skip_empty) as (header, rows):
             name = column or text_column(path, header)
             if name not in header:
-                raise DataError(f"{path}: no column {name!r} (found: {', '.join(header[:12])})")
+                raise DataError(f"{path}: no column {name!r} (found: {column_list(header)})")
             i = header.index(name)
             if column is None:  # a guessed column is looked at first: ids are never taken as texts
                 head = list(itertools.islice(rows, _GUESS_ROWS))
                 if _looks_like_ids([row[i] for _, row in head if len(row) > i]):
                     raise DataError(
                         f"{path}: column {name!r} holds ids, not texts: pass --column NAME "
-                        f"(columns: {', '.join(header[:20])})"
+                        f"(columns: {column_list(header)})"
                     )
                 rows = itertools.chain(head, rows)
             for n, (line, row) in enumerate(rows, 1):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import DataError
-from .pairs import text_rows
+from .pairs import column_list, text_rows
 
 
 @dataclass
@@ -43,7 +43,7 @@ def read_records(path: str | os.PathLike, column: str | None = None, id_column: 
     for n, text, fields in text_rows(path, column, fields=True):
         if id_column is not None:
             if id_column not in fields:
-                where = "a .txt file has no columns" if not fields else f"found: {', '.join(list(fields)[:12])}"
+                where = "a .txt file has no columns" if not fields else f"found: {column_list(list(fields))}"
                 raise DataError(f"{path}: no id column {id_column!r} ({where})")
             rid = fields.pop(id_column)
             if rid in seen:
@@ -55,9 +55,31 @@ def read_records(path: str | os.PathLike, column: str | None = None, id_column: 
     return records
 
 
+def unused_id_column(records: list[Record]) -> str | None:
+    """A column named like ``id`` that the records keep as an ordinary column (no id column was named): a
+    command says it could be the ids, which are row numbers otherwise."""
+    return (
+        next((k for k in records[0].columns if k.strip().lower() in ("id", "qid", "uid", "key")), None)
+        if records
+        else None
+    )
+
+
 def as_records(texts: Sequence[str] | Sequence[Record]) -> list[Record]:
     """Records as they are, or plain texts as records with their position (from 0) as id."""
+    if not all(isinstance(t, Record) for t in texts):
+        check_texts(texts)
     return [t if isinstance(t, Record) else Record(i, str(i), t) for i, t in enumerate(texts)]
+
+
+def check_texts(texts: Sequence[object], what: str = "texts") -> None:
+    """Refuse, in one line naming the first, an item that is not a ``str``: a pandas column's missing value (NaN)
+    or a None would otherwise fail deep inside a tokenizer."""
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise DataError(
+                f"{what}: item {i} is {type(t).__name__} {t!r:.40}, not a text; drop or fill missing values first"
+            )
 
 
 def normalise(text: str) -> str:

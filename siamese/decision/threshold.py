@@ -5,6 +5,7 @@ that decides a threshold uses it."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,17 @@ PLATT_C = 1e4
 # fit_threshold keeps the Platt cut unless it is this much less accurate on the labels than the
 # best cut: the duplicates' odds are then not a rising sigmoid of the score (PAWS-QQP's word swaps)
 PLATT_GUARD = 0.05
+
+
+def check_threshold(value: float, what: str = "threshold") -> float:
+    """``value`` as a threshold a similarity is compared with: finite and in [-1, 1] (a cosine; probabilities and
+    the other heads' scores lie in [0, 1]). Outside it a run calls nothing or everything a duplicate, and writes a
+    folder its readers refuse; a percentage (90 for 0.9) is the usual slip, and the message says so."""
+    value = float(value)
+    if math.isfinite(value) and -1.0 <= value <= 1.0:
+        return value
+    hint = f"; a percentage? {value:g} % is {value / 100:g}" if 10.0 <= value <= 100.0 else ""
+    raise ConfigError(f"{what} must be a number in [-1, 1] (a cosine; a probability is in [0, 1]), got {value:g}{hint}")
 
 
 def check_targets(precision: float | None, recall: float | None) -> None:

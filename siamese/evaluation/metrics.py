@@ -12,7 +12,7 @@ from sklearn import metrics
 
 from ..data.pairs import PairsLike, as_pairs
 from ..decision.calibration import calibration_metrics, probabilities_or_clipped
-from ..decision.threshold import choose_threshold, threshold_for_target  # noqa: F401 (threshold_for_target: re-exported)
+from ..decision.threshold import check_threshold, choose_threshold, threshold_for_target  # noqa: F401 (threshold_for_target: re-exported)
 
 if TYPE_CHECKING:
     from ..data.pairs import Pairs
@@ -67,8 +67,8 @@ def evaluate_pairs(model: SiameseModel, pairs: PairsLike, *, threshold: float | 
     clipped to [0, 1] when the model is not calibrated; ``calibrated`` says which), and correlations
     when the pairs carry graded scores."""
     pairs = as_pairs(pairs)
+    threshold = model.threshold if threshold is None else check_threshold(threshold)
     scores = np.asarray(model.similarity_pairwise(pairs.text1, pairs.text2))
-    threshold = model.threshold if threshold is None else threshold
     report = classification_report(scores, pairs.labels, threshold)
     report.update(calibration_metrics(probabilities_or_clipped(scores, model.calibrator), pairs.labels))
     report["calibrated"] = model.calibrator is not None

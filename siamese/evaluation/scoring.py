@@ -15,7 +15,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..data.pairs import PairFormat, PairRow, open_pairs, resolve_format
-from ..decision.cascade import Band, BandSpec, check_band, is_cross, resolve_band, verifier_name, verify_pairs
+from ..decision.cascade import (
+    FIXED_BAND,
+    Band,
+    BandSpec,
+    check_band,
+    is_cross,
+    resolve_band,
+    verifier_name,
+    verify_pairs,
+)
+from ..decision.threshold import check_threshold
 from ..errors import ConfigError, DataError
 from ..io.atomic import as_umask_allows, atomic_file, check_not_input
 
@@ -53,7 +63,8 @@ def score_file(
     :func:`siamese.models.loading.load_verifier`) that decides the pairs in ``verify_band`` of the
     model's similarity (:func:`siamese.decision.cascade.verify_pairs`: a width around the
     threshold, ``"auto"`` chosen on a sample of the file's pairs so that the verdicts agree with
-    the verifier's own on ``verify_agreement`` of its duplicates, or None: every pair). The
+    the verifier's own on ``verify_agreement`` of its duplicates (for a cross-encoder, which reads
+    pairs one by one, ``"auto"`` is the fixed width), or None: every pair). The
     ``duplicate`` column is then the cascade's verdict, ``verified`` and ``verifier_score`` are
     added, and the summary's ``verify`` says how many pairs were verified, in how many seconds;
     where the file has a 0/1 label column, its ``metrics`` give the cascade's accuracy, precision,
@@ -64,7 +75,9 @@ def score_file(
         raise ConfigError(f"chunk size must be at least 1, got {chunk_size}")
     check_not_input(out, [data, model.path] + ([verify.path] if getattr(verify, "path", None) else []))
     check_band(verify_band)
-    t = model.threshold if threshold is None else threshold
+    if verify is not None and verify_band == "auto" and is_cross(verify):
+        verify_band = FIXED_BAND  # as dedupe: a cross-encoder reads pairs one by one, so no sample
+    t = model.threshold if threshold is None else check_threshold(threshold)
     calibrated = model.calibrator is not None
     fmt = resolve_format(data, format, text1, text2, labelled=False)
     added = [c for c in ADDED if calibrated or c != "probability"] + (list(VERIFIED) if verify is not None else [])

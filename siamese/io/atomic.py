@@ -209,7 +209,10 @@ def check_file_target(path: str | os.PathLike, *, overwrite: bool = False, input
         raise OutputError(f"{path}: a folder is there, not a file")
     check_not_input(path, inputs)
     if (path.exists() or path.is_symlink()) and not overwrite:
-        raise OutputError(f"{path}: a file is already there; choose another name, or pass --overwrite to replace it")
+        raise OutputError(
+            f"{path}: a file is already there; choose another name, or pass --overwrite (overwrite=True in Python) "
+            "to replace it"
+        )
     check_writable(_through_link(path))
     return path
 
@@ -236,7 +239,7 @@ def check_target(target: Path, *, overwrite: bool = False, kind: str | None = No
         article = "an" if kind[0] in "aeiou" else "a"
         raise OutputError(
             f"{target}: holds a siamese {found}, which writing {article} {kind} would replace; "
-            "choose another folder, or pass --overwrite to replace it"
+            "choose another folder, or pass --overwrite (overwrite=True in Python) to replace it"
         )
     if target.is_dir() and not overwrite:
         # a siamese folder may hold only what siamese writes; any other folder must be empty
@@ -252,7 +255,8 @@ def check_target(target: Path, *, overwrite: bool = False, kind: str | None = No
                 else f"the folder holds files that are not a siamese model or index ({shown})"
             )
             raise OutputError(
-                f"{target}: {what}; move them or choose another folder, or pass --overwrite to replace it"
+                f"{target}: {what}; move them or choose another folder, or pass --overwrite (overwrite=True in "
+                "Python) to replace it"
             )
     if target.resolve() == Path(target.resolve().anchor):
         raise OutputError(f"{target}: cannot replace the root folder")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.pairs import column_list
 from ..errors import ConfigError, DataError
 from . import stats
 from .selection import Candidates, Selector, corpus_candidates, pair_candidates
@@ -354,7 +355,7 @@ def oracle(candidates: Candidates, columns: list[dict], column: str, *, pairs: b
     """``label(n)`` from ``column``: a pair file's 0/1 label, or for a corpus whether the pair's
     two texts have the same value there (an answer id, a cluster)."""
     if not columns or column not in columns[0]:
-        found = ", ".join(list(columns[0])[:12]) if columns else "none"
+        found = column_list(list(columns[0])) if columns else "none"
         raise DataError(f"{source}: no oracle column {column!r} (found: {found})")
 
     def label(n: int) -> int | None:

@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import SiameseError
 from ..serve.limits import BodyLimits, refuse
-from ..serve.security import HostCheck, SecurityHeaders
+from ..serve.security import HostCheck, SecurityHeaders, local_names
 from ..version import __version__
 from .session import LabelSession
 
@@ -76,15 +76,16 @@ def create_app(
 ) -> FastAPI:
     """The page and its API over ``session``. ``token``: what every /api/ call must send (default:
     a new random one; the page served at / carries it). ``host_names``: the names a request's Host
-    may give beside IP addresses (None: any; ``siamese label`` sets them)."""
+    may give beside IP addresses (None: this machine's, ``local_names()``, as ``siamese label`` gives; ``ANY_HOST``:
+    any)."""
     token = token or secrets.token_urlsafe(24)
     page = PAGE.read_text(encoding="utf-8").replace(TOKEN_SLOT, TOKEN_SLOT.replace('""', f'"{token}"'))
     app = FastAPI(title="siamese label", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.token = token
     app.add_middleware(BodyLimits, max_bytes=16_384, timeout=read_timeout, max_items=16)
     app.add_middleware(PageToken, token=token, timeout=read_timeout)
-    if host_names is not None:
-        app.add_middleware(HostCheck, names=host_names, hint="open the page at its address ({address})")
+    names = local_names() if host_names is None else host_names  # a rebinding page is refused by default
+    app.add_middleware(HostCheck, names=names, hint="open the page at its address ({address})")
     app.add_middleware(SecurityHeaders, page=PAGE)
 
     @app.exception_handler(SiameseError)

@@ -25,8 +25,10 @@ from safetensors.torch import save_file
 
 from ..config.configs import MANIFEST_FIELDS, ModelConfig
 from ..data.glove import embedding_matrix, load_glove
+from ..data.records import check_texts
 from ..data.vocabulary import PretrainedVectorizer, Vectorizer, pad
 from ..decision.calibrator import Calibrator
+from ..decision.threshold import check_threshold
 from ..errors import ConfigError, ModelError, SiameseError
 from ..io.atomic import atomic_dir, atomic_file, naming
 from ..io.manifest import check_fields, read_manifest
@@ -208,6 +210,7 @@ class SiameseModel:
             self.to(device)
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
+        check_texts(texts)
         if prompt:
             texts = [prompt + t for t in texts]
         out = self._encode(texts, batch_size, bool(progress or show_progress_bar), precision)
@@ -412,7 +415,7 @@ class SiameseModel:
             a, b = [p[0] for p in pairs], [p[1] for p in pairs]
         else:
             a = pairs_or_a
-        t = self.threshold if threshold is None else threshold
+        t = self.threshold if threshold is None else check_threshold(threshold)
         return self.similarity_pairwise(a, b) > t
 
     def explain(self, text1: str, text2: str, *, similarity: float | None = None) -> Explanation:

@@ -61,7 +61,7 @@ def dedupe_files(
     run or index folder of the same model whose vectors are taken instead of encoding the texts
     it holds (an earlier run at ``out`` is reused without it). The report's ``value`` is the
     :class:`~siamese.search.run.DedupeRun`."""
-    from ..data.records import read_records
+    from ..data.records import read_records, unused_id_column
     from ..io.atomic import check_not_input, check_target
     from ..models.loading import load_verifier
     from ..models.static_reader import open_static
@@ -106,7 +106,11 @@ def dedupe_files(
     summary = run.summary()
     if "reused" in run.meta:
         summary["reused"] = run.meta["reused"]
-    return _report(run, summary, explain)
+    report = _report(run, summary, explain)
+    if id_column is None and (named := unused_id_column(records)) is not None:
+        # a join back to the file needs its own ids; they were not taken unasked (they may repeat)
+        report.lines.append(f"ids are row numbers from 1; --id-column {named} gives the file's own {named!r} values")
+    return report
 
 
 def _reference(against: Path, model, column: str | None, against_id_column: str | None, id_column: str | None):

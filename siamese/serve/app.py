@@ -31,7 +31,7 @@ from ..version import __version__
 from .batcher import BatchConfig, BatchedModel, Batcher, Overloaded
 from .limits import BodyLimits
 from .metrics import Metrics, Observe
-from .security import ApiKeys, HostCheck, SecurityHeaders
+from .security import ApiKeys, HostCheck, SecurityHeaders, local_names
 
 log = logging.getLogger("siamese.serve")
 
@@ -94,10 +94,11 @@ def create_app(
     """The service of ``model`` (and ``index``): the routes, the batcher every encoding goes
     through, the limits, API keys and metrics. ``host_names``: without API keys, the only names
     (beside IP addresses) a request's Host may give (see :mod:`siamese.serve.security`); None:
-    any (``siamese serve`` always sets them). ``verifier``: a stronger bi-encoder or a
-    cross-encoder that decides the pairs /similarity scores within ``verify_band`` of the
+    this machine's (``local_names()``), as ``siamese serve`` gives; ``ANY_HOST``: any. ``verifier``: a
+    stronger bi-encoder or a cross-encoder that decides the pairs /similarity scores within ``verify_band`` of the
     threshold (None: every pair; siamese.decision.cascade)."""
     limits, batching = limits or Limits(), batching or BatchConfig()
+    host_names = local_names() if host_names is None else host_names  # a rebinding page is refused by default
     verifying = _verifying(verifier, verify_band)
     metrics = Metrics()
     model_name = model.path.name if model.path else "siamese"
@@ -199,7 +200,7 @@ def _add_middlewares(
         BodyLimits, max_bytes=limits.max_body_bytes, timeout=limits.read_timeout, max_items=limits.max_texts
     )
     app.add_middleware(ApiKeys, keys=api_keys, timeout=limits.read_timeout)
-    if host_names is not None and not api_keys:  # with keys, a rebinding page has no key to send
+    if not api_keys:  # with keys, a rebinding page has no key to send
         app.add_middleware(HostCheck, names=host_names, hint=HOST_HINT, timeout=limits.read_timeout)
     app.add_middleware(SecurityHeaders, page=page)
     routes: set[str] = set()

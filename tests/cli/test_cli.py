@@ -145,8 +145,8 @@ def test_evaluate_json(cli_model, data_dir):
 
 def test_evaluate_threshold_override(cli_model, data_dir):
     out, _ = cli_model
-    report = run_json("evaluate", out, "--data", data_dir / "msrp/msr-para-val.tsv", "--threshold=-1.5")
-    assert report["threshold"] == -1.5
+    report = run_json("evaluate", out, "--data", data_dir / "msrp/msr-para-val.tsv", "--threshold=-1")
+    assert report["threshold"] == -1.0
     assert report["confusion_matrix"] == [[0, 500 - 346], [0, 346]]  # every pair predicted duplicate
     assert report["recall"] == 1.0 and report["precision"] == pytest.approx(346 / 500)
 
@@ -174,7 +174,7 @@ def test_predict_json(cli_model):
         float(SiameseModel.load(out).similarity_pairwise([a], [b])[0]), abs=1e-6
     )
     # --threshold overrides the model's: pick one that flips the verdict
-    flipped = run_json("predict", out, a, b, "--threshold", "1.5" if result["duplicate"] else "-1.5")
+    flipped = run_json("predict", out, a, b, "--threshold", "1" if result["duplicate"] else "-1")
     assert flipped["duplicate"] is not result["duplicate"]
     assert flipped["similarity"] == result["similarity"]
 

@@ -225,6 +225,36 @@ def test_pair_columns_that_do_not_say_which_are_refused(tmp_path, header):
         read_pairs(path)
 
 
+def test_labels_as_pandas_writes_them(tmp_path):
+    """df.to_csv writes a float label column as 1.0/0.0 and a bool one as True/False; the Python API took such a
+    table, the file of it was refused."""
+    path = write(tmp_path / "mine.csv", "text1,text2,label\na,b,1.0\nc,d,0.0\ne,f,True\ng,h,false\n")
+    assert read_pairs(path).labels.tolist() == [1, 0, 1, 0]
+    with pytest.raises(DataError, match="half.csv:2: column 'label': label must be 0 or 1, got '0.5'"):
+        read_pairs(write(tmp_path / "half.csv", "text1,text2,label\na,b,0.5\n"))
+
+
+def test_a_long_header_is_listed_whole_or_says_how_many_more(tmp_path):
+    from siamese.data.pairs import column_list
+
+    header = [f"c{i}" for i in range(40)]
+    assert column_list(header[:15]) == ", ".join(header[:15])
+    assert column_list(header).endswith("c29, ... and 10 more")
+    path = write(tmp_path / "wide.csv", ",".join(header) + "\n" + ",".join("x" * 40) + "\n")
+    with pytest.raises(DataError, match="no column 'txt' .*c29, ... and 10 more"):
+        read_texts(path, column="txt")
+
+
+def test_the_formats_command_lists_every_format_as_json_too():
+    import json
+
+    from conftest import run
+
+    listed = json.loads(run("formats", "--json").stdout)
+    assert [f["name"] for f in listed["formats"]] == list(FORMATS) and "text_a/text_b" in listed["also_detected"]
+    assert "(auto)" in run("formats").stdout
+
+
 def test_generic_csv_with_user_column_names(tmp_path):
     path = write(
         tmp_path / "mine.csv", 'id,title_a,title_b,same\n1,"Hello, world",Hi world,1\n2,foo,bar,0\n3,x,"y ""q""",1\n'

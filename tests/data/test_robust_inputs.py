@@ -274,8 +274,26 @@ def test_output_folders_never_replace_another_kind_or_the_users_files(tmp_path, 
 def test_text_arguments_and_thresholds_are_checked(model_path):
     assert_user_error(run("predict", model_path, "\udcff bytes", "hello", check_ok=False), "text1: not valid UTF-8")
     assert_user_error(run("predict", model_path, "hello", "  ", check_ok=False), "text2: the text is empty")
-    proc = run("predict", model_path, "a", "b", "--threshold", "nan", check_ok=False)
-    assert proc.returncode == 2 and "not a finite number" in proc.stderr + proc.stdout
+    # outside [-1, 1] a run calls nothing or everything a duplicate (a dedupe folder its readers then refuse)
+    for value in ("nan", "5", "-3", "90"):
+        proc = run("predict", model_path, "a", "b", "--threshold", value, check_ok=False)
+        said = " ".join((proc.stderr + proc.stdout).split())
+        assert proc.returncode == 2 and "must be a number in [-1, 1]" in said and "Traceback" not in said, said
+        assert proc.stdout == ""
+
+
+def test_a_threshold_is_a_number_in_minus_one_to_one():
+    from siamese.decision.threshold import check_threshold
+    from siamese.errors import ConfigError
+
+    assert check_threshold(-1) == -1.0 and check_threshold(0.9) == 0.9 and check_threshold(1) == 1.0
+    for value, said in ((1.5, "got 1.5"), (float("nan"), "got nan"), (-1.01, "got -1.01"), (90, "90 % is 0.9")):
+        with pytest.raises(ConfigError, match="must be a number in \\[-1, 1\\]") as e:
+            check_threshold(value)
+        assert said in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        check_threshold(5)
+    assert "percentage" not in str(e.value)  # 5 % is no likelier than a slip
 
 
 def test_a_folder_with_pickled_weights_only_is_refused_unread(tmp_path):

@@ -203,6 +203,12 @@ def test_a_cross_encoder_verifies_too(first, mqp, folder, tmp_path):
     summary = run_json("score", first[1], "--data", data, "--out", tmp_path / "out.csv", "--verify", path, "-q")
     assert summary["verify"]["band"]["hi"] == pytest.approx(first[0].threshold + 0.1)
     assert summary["verify"]["verifier"] == "cross-encoder"
+    # the library decides the default, not the command: siamese.score_file from Python gives the same band
+    import siamese
+
+    same = siamese.score_file(first[0], data, tmp_path / "python.csv", verify=cross)
+    assert same["verify"]["band"] == summary["verify"]["band"]
+    assert (tmp_path / "python.csv").read_text() == (tmp_path / "out.csv").read_text()
 
 
 def test_the_service_decides_with_the_verifier_in_the_band(first, verifier, own, mqp):

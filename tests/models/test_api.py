@@ -95,6 +95,22 @@ def test_one_line_dedupe_of_a_list(minilm, data_dir):
         siamese.dedupe("one text", model=minilm)
 
 
+def test_missing_values_and_impossible_thresholds_are_one_line_errors(minilm):
+    """A pandas column's NaN or a None used to fail inside the tokenizer (AttributeError), an empty list inside
+    the index (IndexError), and a threshold of 90 called nothing a duplicate."""
+    for call in (
+        lambda: minilm.encode(["a", float("nan")]),
+        lambda: minilm.similarity(["a", None], ["b"]),
+        lambda: siamese.dedupe(["How do I get a loan?", float("nan")], model=minilm),
+    ):
+        with pytest.raises(siamese.DataError, match="texts: item 1 is (float nan|NoneType None), not a text"):
+            call()
+    with pytest.raises(siamese.DataError, match="no texts to de-duplicate"):
+        siamese.dedupe([], model=minilm)
+    with pytest.raises(siamese.ConfigError, match="90 % is 0.9"):
+        minilm.predict([("a", "b")], threshold=90)
+
+
 def test_one_line_dedupe_of_a_file_reads_its_text_column(minilm, data_dir, tmp_path):
     """A CSV's path: its text column found by its name (the id column is not a text), as `siamese dedupe --data`."""
     rows = (data_dir / "insuranceqa/questions.csv").read_text(encoding="utf-8").splitlines()[:201]

@@ -13,7 +13,7 @@ import torch
 
 import siamese.models.siamese
 from siamese import ModelConfig, ModelError, SiameseModel
-from siamese.errors import OutputError
+from siamese.errors import ConfigError, OutputError
 
 PROBES = [
     "How do I learn Python?",
@@ -93,8 +93,10 @@ def test_predict_uses_threshold(trained):
     model = trained.model
     sims = model.similarity_pairwise(PROBES, PROBES[::-1])
     np.testing.assert_array_equal(model.predict(PROBES, PROBES[::-1]), sims > model.threshold)
-    assert model.predict(PROBES, PROBES[::-1], threshold=1.5).sum() == 0
-    assert model.predict(PROBES, PROBES[::-1], threshold=-1.5).all()
+    assert model.predict(PROBES, PROBES[::-1], threshold=1.0).sum() == 0
+    assert model.predict(PROBES, PROBES[::-1], threshold=-1.0).all()
+    with pytest.raises(ConfigError, match="must be a number in \\[-1, 1\\].*got 1.5"):
+        model.predict(PROBES, PROBES[::-1], threshold=1.5)  # no score reaches it: a slip, not a choice
 
 
 def test_unknown_head_is_rejected():

@@ -11,6 +11,7 @@ import pytest
 from conftest import assert_user_error, run, run_json
 
 from siamese import read_texts
+from siamese.errors import ConfigError
 from siamese.search import DedupeRun, DuplicateIndex, dedupe, dedupe_against, normalise, read_records
 
 
@@ -220,6 +221,30 @@ def test_rethreshold_against_equals_a_fresh_run(trained, quora, tmp_path):
     assert 0 < fresh.summary()["flagged"] < len(new)
 
 
+def test_a_file_read_by_the_python_api_has_the_clis_ids(model_path, data_dir, tmp_path):
+    """siamese.dedupe(path) reads a file as `siamese dedupe --data` does: the same ids (row numbers from 1, or
+    --id-column's values) and columns. A column named like ids that was not asked for is said in one line."""
+    import siamese
+
+    rows = (data_dir / "insuranceqa/questions.csv").read_text(encoding="utf-8").splitlines()[1:301]
+    texts = [next(csv.reader([r]))[3] for r in rows]
+    path = tmp_path / "mine.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([("id", "text"), *((i, t) for i, t in enumerate(texts)), (300, texts[7])])
+    proc = run("dedupe", model_path, "--data", path, "--out", tmp_path / "run", "--threshold", 0.9)
+    assert "ids are row numbers from 1; --id-column id gives the file's own 'id' values" in proc.stdout
+    cli = [json.loads(line) for line in (tmp_path / "run" / "clusters.jsonl").read_text().splitlines()]
+    found = siamese.dedupe(path, model=str(model_path), threshold=0.9)
+    ids = lambda c: [c.kept.id] + [d.record.id for d in c.duplicates]  # noqa: E731
+    assert [ids(c) for c in found.clusters] == [[c["id"]] + [d["id"] for d in c["duplicates"]] for c in cli]
+    copy = next(c for c in found.clusters if c.kept.row == 7)
+    assert copy.kept.id == "8" and copy.kept.columns == {"id": "7"} and "301" in ids(copy)
+    own = siamese.dedupe(path, model=str(model_path), threshold=0.9, id_column="id")
+    assert next(c for c in own.clusters if c.kept.row == 7).kept.id == "7"
+    with pytest.raises(TypeError, match="pass the file's path"):
+        siamese.dedupe(texts, model=str(model_path), id_column="id")
+
+
 def test_cli_rethreshold_explain_and_errors(model_path, data_dir, tmp_path):
     src = data_dir / "insuranceqa/questions.csv"
     out = tmp_path / "run"
@@ -247,6 +272,11 @@ def test_cli_rethreshold_explain_and_errors(model_path, data_dir, tmp_path):
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     assert_user_error(run("dedupe", out, "--rethreshold", 0.8, check_ok=False), str(out), "floor 0.9")
     assert_user_error(run("dedupe", out, "--rethreshold", 0.96, "--clusters", "cliques", check_ok=False), "'cliques'")
+    # 1.5 used to be written, and every later command then refused the folder as damaged
+    proc = run("dedupe", out, "--rethreshold", 1.5, check_ok=False)
+    assert proc.returncode == 2 and "must be a number in [-1, 1]" in " ".join(proc.stderr.split())
+    with pytest.raises(ConfigError, match="got 1.5"):
+        DedupeRun.load(out).rethreshold(1.5)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing rewritten
     assert_user_error(run("dedupe", model_path, "--rethreshold", 0.9, check_ok=False), "not a siamese dedupe run")
     proc = run(

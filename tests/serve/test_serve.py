@@ -103,3 +103,57 @@ def test_malformed_and_oversized_bodies(server):
     assert got == 422
     got, detail = call(base, "/embed", raw=json.dumps({"texts": ["x" * 1000] * 1200}).encode())
     assert got == 413 and "bytes" in detail["detail"]
+
+
+@pytest.mark.parametrize("which", ["service", "label page"])
+def test_an_app_made_in_python_refuses_a_foreign_host_unless_told(small_calibrated, tmp_path, which):
+    """create_app answered any Host header unless its caller named the host names, as only the CLI did: a page
+    on another site that rebinds its name to 127.0.0.1 could read the service. Now None means this machine's
+    names; ANY_HOST lets every Host through. A real uvicorn server on 127.0.0.1 for each."""
+    import threading
+    import time
+
+    import uvicorn
+    from conftest import free_port
+
+    from siamese.serve.security import ANY_HOST
+
+    def make(**kw):
+        if which == "service":
+            from siamese.serve.app import create_app
+
+            return create_app(small_calibrated.model, **kw), "/health"
+        from siamese.label.session import LabelSession
+        from siamese.label.store import LabelStore
+        from siamese.label.web import create_app as label_app
+
+        pairs = [("How do I get a loan?", "How can I get a loan?"), ("Is it raining?", "Where is Paris?")]
+        scores = small_calibrated.model.similarity_pairwise([a for a, _ in pairs], [b for _, b in pairs])
+        from siamese.label.selection import pair_candidates
+
+        candidates = pair_candidates([a for a, _ in pairs], [b for _, b in pairs], scores, [2, 3])
+        session = LabelSession(small_calibrated.model, candidates, LabelStore(tmp_path / f"labels{len(kw)}.csv"))
+        return label_app(session, token="t", **kw), "/"
+
+    for kw, foreign in (({}, 421), ({"host_names": ANY_HOST}, 200)):
+        app, path = make(**kw)
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 30
+            while not server.started and time.monotonic() < deadline:
+                time.sleep(0.05)
+            base = f"http://127.0.0.1:{port}"
+            for host, status in (("evil.example", foreign), ("localhost", 200), (f"127.0.0.1:{port}", 200)):
+                req = urllib.request.Request(base + path, headers={"Host": host})
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as r:
+                        got = r.status
+                except urllib.error.HTTPError as e:
+                    got = e.code
+                assert got == status, (which, kw, host, got)
+        finally:
+            server.should_exit = True
+            thread.join(timeout=30)
