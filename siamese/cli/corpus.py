@@ -111,42 +111,25 @@ def index_build(
     as_json: JsonOpt = False,
 ):
     """Encode a corpus into a FAISS index saved with its texts (each distinct text once)."""
+    from ..search.files import index_files
+
     check_out_folder(out, overwrite, kind="index", inputs=[data, model_dir])
-    from ..data.records import read_records
-    from ..models.siamese import SiameseModel
-    from ..search import DuplicateIndex
-    from ..search.reuse import earlier_output, open_reuse
-
-    model = SiameseModel.load(model_dir, device=device)
-    index = DuplicateIndex(model, kind=kind)
-    index.shard_size = shard_size
-    records = read_records(data, column, id_column)
-    texts, ids = [r.text for r in records], [r.id for r in records] if id_column else None
-    known = open_reuse(reuse, model) if reuse is not None else earlier_output(out, model)
-    engine_ = corpus_engine(engine, address, device, not (quiet or as_json))
-    try:
-        index.add(texts, ids, progress=not quiet, engine=engine_, reuse=known)
-        index.save(out, overwrite=overwrite)
-    finally:
-        index.close()  # an on-disk build's scratch vectors, also when the save failed or a signal came
-    result = {"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind}
-    result.update(_reused(known))
-    emit(
-        result,
-        as_json,
-        [f"indexed {len(index)} texts ({kind}) into {out}; {len(texts) - len(index)} repeats skipped"]
-        + _reused_line(known),
+    report = index_files(
+        model_dir,
+        data,
+        out,
+        column=column,
+        id_column=id_column,
+        kind=kind,
+        shard_size=shard_size,
+        reuse=reuse,
+        device=device,
+        engine=engine,
+        address=address,
+        overwrite=overwrite,
+        progress=not quiet,
     )
-
-
-def _reused(known) -> dict:
-    return {} if known is None else {"reused": known.reused, "reused_from": str(known.source)}
-
-
-def _reused_line(known) -> list[str]:
-    if known is None or not known.reused:
-        return []
-    return [f"{known.reused} vectors taken from {known.source} instead of encoded again"]
+    emit(report.result, as_json, report.lines)
 
 
 def _open_index(index_dir: Path, model_dir: Path | None, device: str):
@@ -179,36 +162,19 @@ def index_add(
     as_json: JsonOpt = False,
 ):
     """Append texts to an index, encoding only the new ones; texts already indexed are skipped."""
-    from ..data.pairs import read_texts
-    from ..models.siamese import SiameseModel
-    from ..search.index import add_to_index
-    from ..search.reuse import KnownVectors
+    from ..search.files import add_files
 
-    texts = read_texts(data, column)
-    model = SiameseModel.load(model_dir, device=device) if model_dir else None
-    opened = []
-
-    def known(index_model):  # opened once the index (and so its model) is loaded
-        opened.append(KnownVectors.open(reuse, index_model))
-        return opened[0]
-
-    index, added = add_to_index(
+    report = add_files(
         index_dir,
-        texts,
-        model,
+        data,
+        model_dir=model_dir,
+        column=column,
         allow_duplicates=allow_duplicates,
-        progress=not quiet,
+        reuse=reuse,
         device=device,
-        reuse=known if reuse is not None else None,
+        progress=not quiet,
     )
-    result = {"out": str(index_dir), "added": added, "skipped": len(texts) - added, "size": len(index)}
-    result.update(_reused(opened[0] if opened else None))
-    emit(
-        result,
-        as_json,
-        [f"added {added} texts ({len(texts) - added} already indexed, skipped); {index_dir} now holds {len(index)}"]
-        + _reused_line(opened[0] if opened else None),
-    )
+    emit(report.result, as_json, report.lines)
 
 
 @user_errors

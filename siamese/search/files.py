@@ -1,7 +1,8 @@
-"""Dedupe runs from files to a run folder, as ``siamese dedupe`` runs them: :func:`dedupe_files`
-reads the texts (and a reference set or index), loads the model (and a cross-encoder to verify
-with), runs :func:`siamese.search.run.dedupe` or :func:`~siamese.search.run.dedupe_against` and
-reports; :func:`rethreshold_files` regroups a finished run without encoding."""
+"""Dedupe runs and indexes from files to folders, as ``siamese dedupe`` and ``siamese index`` make them:
+:func:`dedupe_files` reads the texts (and a reference set or index), loads the model (and a cross-encoder to
+verify with), runs :func:`siamese.search.run.dedupe` or :func:`~siamese.search.run.dedupe_against` and reports;
+:func:`rethreshold_files` regroups a finished run without encoding; :func:`index_files` builds an index folder
+and :func:`add_files` extends one, taking vectors a run or index already holds (``reuse``)."""
 
 from __future__ import annotations
 
@@ -165,3 +166,106 @@ def _report(run, summary: dict, explain: int) -> RunReport:
         )
     lines += [f"{a.similarity:.3f} [{a.first.id}] {a.first.text} ~ [{a.second.id}] {a.second.text}" for a in least]
     return RunReport(summary, lines, run)
+
+
+def index_files(
+    model_dir: str | os.PathLike,
+    data: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    column: str | None = None,
+    id_column: str | None = None,
+    kind: str = "flat",
+    shard_size: int = 1_000_000,
+    reuse: str | os.PathLike | None = None,
+    device: str = "auto",
+    engine: str = "local",
+    address: str | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> RunReport:
+    """Encode the texts of ``data`` (a .txt file, or a CSV/TSV's ``column``) with the model of ``model_dir`` into a
+    FAISS index folder ``out`` (``kind``: flat, hnsw, ivf or ondisk, whose lists are added ``shard_size`` vectors at a
+    time), each distinct text once, its id ``id_column``'s value or else its position. ``reuse``: a dedupe run or
+    index folder whose vectors of the same texts are taken instead of encoded again (by default those of the index
+    ``out`` replaces, when the same model wrote it). As ``siamese index build`` does."""
+    from ..data.records import read_records
+    from ..io.atomic import check_not_input, check_target
+    from ..models.siamese import SiameseModel
+    from .index import DuplicateIndex
+    from .reuse import earlier_output, open_reuse
+
+    out = Path(out)
+    check_not_input(out, [data, model_dir])
+    check_target(out, overwrite=overwrite, kind="index")
+    if shard_size < 1:
+        raise ConfigError(f"shard_size must be at least 1, got {shard_size}")
+    model = SiameseModel.load(model_dir, device=device)
+    index = DuplicateIndex(model, kind=kind)
+    index.shard_size = shard_size
+    records = read_records(data, column, id_column)
+    texts, ids = [r.text for r in records], [r.id for r in records] if id_column else None
+    known = open_reuse(reuse, model) if reuse is not None else earlier_output(out, model)
+    runner = corpus_engine(engine, address, device, progress)
+    try:
+        index.add(texts, ids, progress=progress, engine=runner, reuse=known)
+        index.save(out, overwrite=overwrite)
+    finally:
+        index.close()  # an on-disk build's scratch vectors, also when the save failed or a signal came
+    result = {"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind}
+    result.update(_reused(known))
+    lines = [f"indexed {len(index)} texts ({kind}) into {out}; {len(texts) - len(index)} repeats skipped"]
+    return RunReport(result, lines + _reused_line(known), index)
+
+
+def add_files(
+    index_dir: str | os.PathLike,
+    data: str | os.PathLike,
+    *,
+    model_dir: str | os.PathLike | None = None,
+    column: str | None = None,
+    allow_duplicates: bool = False,
+    reuse: str | os.PathLike | None = None,
+    device: str = "auto",
+    progress: bool = True,
+) -> RunReport:
+    """Append the texts of ``data`` to the index folder ``index_dir`` (rewritten atomically, under its lock),
+    encoding only texts it does not hold yet (all with ``allow_duplicates``), with its own model unless
+    ``model_dir`` names one; ``reuse``: a run or index folder whose vectors are taken. As ``siamese index add``."""
+    from ..data.pairs import read_texts
+    from ..models.siamese import SiameseModel
+    from .index import add_to_index
+    from .reuse import KnownVectors
+
+    texts = read_texts(data, column)
+    model = SiameseModel.load(model_dir, device=device) if model_dir else None
+    opened: list = []
+
+    def known(index_model):  # opened once the index (and so its model) is loaded
+        opened.append(KnownVectors.open(reuse, index_model))
+        return opened[0]
+
+    index, added = add_to_index(
+        index_dir,
+        texts,
+        model,
+        allow_duplicates=allow_duplicates,
+        progress=progress,
+        device=device,
+        reuse=known if reuse is not None else None,
+    )
+    used = opened[0] if opened else None
+    result = {"out": str(index_dir), "added": added, "skipped": len(texts) - added, "size": len(index)}
+    result.update(_reused(used))
+    lines = [f"added {added} texts ({len(texts) - added} already indexed, skipped); {index_dir} now holds {len(index)}"]
+    return RunReport(result, lines + _reused_line(used), index)
+
+
+def _reused(known) -> dict:
+    return {} if known is None else {"reused": known.reused, "reused_from": str(known.source)}
+
+
+def _reused_line(known) -> list[str]:
+    if known is None or not known.reused:
+        return []
+    return [f"{known.reused} vectors taken from {known.source} instead of encoded again"]

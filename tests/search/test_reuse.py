@@ -13,6 +13,7 @@ import pytest
 from conftest import invoke
 
 from siamese import ModelConfig, SiameseModel
+from siamese.errors import OutputError
 from siamese.search import DedupeRun, DuplicateIndex
 
 
@@ -149,3 +150,32 @@ def test_what_cannot_be_reused_is_one_line(small_calibrated, corpus, tmp_path):
     )
     run_json("dedupe", model, "--data", first, "--out", tmp_path / "run")
     assert "takes no --reuse" in user_error("dedupe", tmp_path / "run", "--rethreshold", "0.95", "--reuse", tmp_path)
+
+
+def test_the_python_api_builds_and_extends_an_index_as_the_commands_do(small_calibrated, corpus, tmp_path, encoded):
+    """index_files / add_files: what `siamese index build` and `index add` run, callable from Python with the same
+    keywords (ids from a column, reuse of a run's vectors, only new texts encoded on an add)."""
+    from siamese.search.files import add_files, dedupe_files, index_files
+
+    model, (first, more) = small_calibrated.path, corpus
+    dedupe_files(model, first, tmp_path / "run", progress=False)
+    encoded.clear()
+    built = index_files(model, first, tmp_path / "idx", id_column="qid", reuse=tmp_path / "run", progress=False)
+    assert encoded in ([], [0]) and built.result["reused"] == 3000 and built.result["size"] == 3000
+    cli = run_json("index", "build", model, "--data", first, "--id-column", "qid", "--out", tmp_path / "cli")
+    assert cli["size"] == built.result["size"]
+    assert vectors_of(tmp_path / "cli").keys() == vectors_of(tmp_path / "idx").keys()
+    index = DuplicateIndex.load(tmp_path / "idx")
+    assert index.ids[:3] == ["0", "1", "2"] and index.search(index.texts[5], 1)[0][0].id == index.ids[5]
+
+    encoded.clear()
+    added = add_files(tmp_path / "idx", more, progress=False)
+    assert added.result["added"] == 500 and added.result["skipped"] == 1000 and sum(encoded) == 500
+    assert len(DuplicateIndex.load(tmp_path / "idx")) == 3500
+    with pytest.raises(OutputError):  # an input is never an output
+        index_files(model, first, model, progress=False)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match="notes.txt"):  # nor is a folder of the user's replaced
+        index_files(model, first, tmp_path / "mine", progress=False)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"
