@@ -24,6 +24,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "dedupe": ".search.in_memory",
         "Calibrator": ".decision.calibrator",
         "fit_calibrator": ".decision.calibration",
+        "calibrate": ".decision.calibration",
         "FORMATS": ".data.pairs",
         "Pairs": ".data.pairs",
         "read_pairs": ".data.pairs",

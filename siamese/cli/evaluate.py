@@ -63,7 +63,7 @@ def evaluate(
     as_json: JsonOpt = False,
 ):
     """Accuracy, precision, recall, F1, ROC-AUC, AP, calibration (Brier, ECE, log-loss), confusion matrix."""
-    from ..evaluation.metrics import evaluate_pairs
+    from ..evaluation.metrics import evaluate as evaluate_model
     from ..models.loading import load_model
 
     if report is not None and errors is not None and report.absolute() == errors.absolute():
@@ -72,17 +72,8 @@ def evaluate(
         check_out_file(out, overwrite, inputs=[data, model_dir])
 
     model = load_model(model_dir, device=device)
-    ev = evaluate_pairs(model, read_pair_file(data, format, text1, text2, label), threshold=threshold)
-    result = dict(ev.metrics)
-    if report is not None:
-        from ..evaluation.report import write_report
-
-        write_report(report, ev, title=f"{model_dir.name} on {data.name}", model=str(model_dir), data=str(data))
-        result["report"] = str(report)
-    if errors is not None:
-        from ..evaluation.report import write_errors
-
-        result["errors"] = {"path": str(errors), "pairs": write_errors(errors, ev)}
+    pairs = read_pair_file(data, format, text1, text2, label)
+    result = evaluate_model(model, pairs, threshold=threshold, report=report, errors=errors)
     (tn, fp), (fn, tp) = result["confusion_matrix"]
     lines = [
         f"{k:>18}: {result[k]:.4f}"

@@ -21,7 +21,7 @@ from .calibrator import METHODS, Calibrator  # noqa: F401 (Calibrator: re-export
 from .threshold import PLATT_C, check_targets
 
 if TYPE_CHECKING:
-    from ..data.pairs import Pairs
+    from ..data.pairs import Pairs, PairsLike
     from ..models.siamese import SiameseModel
 
 
@@ -155,7 +155,7 @@ def data_record(pairs: Pairs) -> dict:
 
 def calibrate(
     model: SiameseModel,
-    pairs: Pairs,
+    pairs: PairsLike,
     *,
     method: str = "auto",
     target_precision: float | None = None,
@@ -163,8 +163,9 @@ def calibrate(
     seed: int = 0,
     scores: np.ndarray | None = None,
 ) -> dict:
-    """Fit ``model``'s calibrator on labelled ``pairs`` (and, with a target, set its threshold on
-    them); the model is changed in memory only: save it (or :meth:`SiameseModel.save_fitted`).
+    """Fit ``model``'s calibrator on labelled ``pairs`` (anything :func:`siamese.data.pairs.as_pairs` takes: a pair
+    file's path, rows, a table) and, with a target, set its threshold on them; the model is changed in memory
+    only: save it (``model.save_fitted(folder)`` rewrites only the folder's config, as ``siamese calibrate`` does).
 
     Graded pairs (STS-B, SICK) are refused: their 0/1 labels are a cut of the grade, not what a
     duplicate probability should predict. Returns a summary (method, CV log-loss of both
@@ -173,6 +174,9 @@ def calibrate(
 
     check_targets(target_precision, target_recall)  # before the (slow) scoring
     check_method(method)
+    from ..data.pairs import as_pairs
+
+    pairs = as_pairs(pairs)
     if pairs.scores is not None:
         raise DataError(
             f"{pairs.source}: graded pairs (similarity scores, not 0/1 labels) cannot calibrate a "

@@ -3,7 +3,9 @@ siamese.decision.threshold, re-exported here)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -13,6 +15,7 @@ from sklearn import metrics
 from ..data.pairs import PairsLike, as_pairs
 from ..decision.calibration import calibration_metrics, probabilities_or_clipped
 from ..decision.threshold import check_threshold, choose_threshold, threshold_for_target  # noqa: F401 (threshold_for_target: re-exported)
+from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from ..data.pairs import Pairs
@@ -78,9 +81,34 @@ def evaluate_pairs(model: SiameseModel, pairs: PairsLike, *, threshold: float | 
     return Evaluation(pairs, scores, probabilities, float(threshold), report)
 
 
-def evaluate(model: SiameseModel, pairs: PairsLike, *, threshold: float | None = None) -> dict:
-    """The metrics of :func:`evaluate_pairs`."""
-    return evaluate_pairs(model, pairs, threshold=threshold).metrics
+def evaluate(
+    model: SiameseModel,
+    pairs: PairsLike,
+    *,
+    threshold: float | None = None,
+    report: str | os.PathLike | None = None,
+    errors: str | os.PathLike | None = None,
+) -> dict:
+    """The metrics of :func:`evaluate_pairs`. ``report``: also write a self-contained HTML report there (curves,
+    histograms, reliability diagram, confusion matrix, most confident errors); ``errors``: every misclassified
+    pair as CSV; each written atomically, its path (and the errors' count) in the result, as ``siamese evaluate
+    --report/--errors`` writes them."""
+    if report is not None and errors is not None and Path(report).absolute() == Path(errors).absolute():
+        raise ConfigError(f"report and errors are both {report}: give each its own file")
+    ev = evaluate_pairs(model, pairs, threshold=threshold)
+    result = dict(ev.metrics)
+    if report is not None:
+        from .report import write_report
+
+        folder = getattr(model, "path", None)  # where it was loaded from; None for a model built in memory
+        named, data = Path(folder).name if folder else "the model", ev.pairs.source or "pairs"
+        write_report(report, ev, title=f"{named} on {Path(data).name}", model=str(folder or named), data=data)
+        result["report"] = str(report)
+    if errors is not None:
+        from .report import write_errors
+
+        result["errors"] = {"path": str(errors), "pairs": write_errors(errors, ev)}
+    return result
 
 
 def benchmark(similarity, benchmarks: dict, *, default_threshold: float, root=None, metric: str = "accuracy") -> dict:

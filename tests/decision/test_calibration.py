@@ -306,6 +306,22 @@ def test_calibrate_command_records_its_data_and_keeps_the_folder(folder, data_di
     assert predicted["probability"] == pytest.approx(float(after.calibrator([predicted["similarity"]])[0]))
 
 
+def test_siamese_calibrate_in_python_is_the_command(folder, data_dir, tmp_path):
+    """siamese.calibrate takes the file's path as the command does, and save_fitted writes what it writes."""
+    import siamese
+
+    data = data_dir / "msrp/msr-para-test.tsv"
+    twin = tmp_path / "twin"
+    shutil.copytree(folder, twin)
+    result = invoke("calibrate", folder, "--data", data, "--target-precision", 0.85)
+    model = SiameseModel.load(twin)
+    summary = siamese.calibrate(model, data, target_precision=0.85)
+    model.save_fitted(twin)
+    assert (summary["method"], summary["threshold"]) == (result["method"], result["threshold"])
+    ours, theirs = (json.loads((f / "config.json").read_text()) for f in (twin, folder))
+    assert ours["calibration"] == theirs["calibration"] and ours["threshold"] == theirs["threshold"]
+
+
 def test_calibrate_for_a_target_precision(folder, data_dir):
     data = data_dir / "msrp/msr-para-test.tsv"
     result = invoke("calibrate", folder, "--data", data, "--target-precision", 0.85)

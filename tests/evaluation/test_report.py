@@ -86,6 +86,22 @@ def test_report_and_errors_from_the_command_line(small_calibrated, pairs_file, t
     assert len(attack) == 1 and attack[0]["line"] == str(out["n"])  # the header is line 1
 
 
+def test_siamese_evaluate_writes_the_report_and_errors_the_command_writes(small_calibrated, pairs_file, tmp_path):
+    import siamese
+
+    out = siamese.evaluate(
+        small_calibrated.model, pairs_file, report=tmp_path / "report.html", errors=tmp_path / "errors.csv"
+    )
+    runner.invoke(
+        app, ["evaluate", str(small_calibrated.path), "--data", str(pairs_file), "--errors", str(tmp_path / "cli.csv")]
+    )
+    assert out["errors"]["pairs"] > 0 and (tmp_path / "errors.csv").read_text() == (tmp_path / "cli.csv").read_text()
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert out["report"] == str(tmp_path / "report.html") and "Reliability diagram" in page and pairs_file.name in page
+    with pytest.raises(siamese.ConfigError, match="give each its own file"):
+        siamese.evaluate(small_calibrated.model, pairs_file, report=tmp_path / "x", errors=tmp_path / "x")
+
+
 def test_confident_errors_are_the_extremes(small_calibrated, pairs_file):
     ev = evaluate_pairs(small_calibrated.model, read_pairs(pairs_file))
     fps, fns = confident_errors(ev, k=5)
