@@ -207,11 +207,7 @@ def search(
     # a wrong folder fails before the index is read
     cross = load_cross_encoder(rerank, device=device) if rerank else None
     index = _open_index(index_dir, model_dir, device)
-    hits = index.search([query], k, threshold=None if cross else threshold)[0]
-    if cross is not None:
-        from ..search.cascade import rerank as rerank_hits
-
-        hits = rerank_hits(cross, [query], [hits], threshold=threshold)[0]
+    hits = index.search([query], k, threshold=threshold, rerank=cross)[0]
     emit(
         {"query": query, "hits": [asdict(h) for h in hits]},
         as_json,

@@ -211,8 +211,19 @@ class DuplicateIndex:
             self._seen = {normalise(t) for t in self.texts}
         return self._seen
 
-    def search(self, queries: Sequence[str], k: int = 5, *, threshold: float | None = None) -> list[list[Hit]]:
-        """The ``k`` most similar indexed texts for each query, best first."""
+    def search(
+        self, queries: Sequence[str], k: int = 5, *, threshold: float | None = None, rerank=None
+    ) -> list[list[Hit]]:
+        """The ``k`` most similar indexed texts for each query, best first. ``rerank``: a cross-encoder (loaded,
+        or its folder) that re-scores each query's ``k`` hits and re-orders them, deciding at ``threshold`` on its
+        own scale (default: its own threshold), as ``siamese search --rerank`` does."""
+        if rerank is not None:
+            from ..models.loading import load_cross_encoder
+            from .cascade import rerank as rerank_hits
+
+            cross = load_cross_encoder(rerank) if isinstance(rerank, (str, os.PathLike)) else rerank
+            queries = [queries] if isinstance(queries, str) else queries
+            return rerank_hits(cross, queries, self.search(queries, k), threshold=threshold)
         if self.pending is not None:
             raise ConfigError("an on-disk index is searched once saved: save() it, then DuplicateIndex.load() it")
         if isinstance(queries, str):

@@ -236,6 +236,11 @@ def test_search_rerank_lets_the_cross_encoder_decide(cross_model, trained, data_
             assert got[h.id].first_stage == pytest.approx(h.similarity)
             assert got[h.id].similarity == pytest.approx(float(s), abs=1e-5)
             assert got[h.id].duplicate == (s > model.threshold)
+    # the same from the index itself, with the cross-encoder loaded or named by its folder
+    for got_rows in (index.search(queries, k=8, rerank=model), index.search(queries[0], k=8, rerank=path)):
+        for got_row, want in zip(got_rows, ranked):
+            scores = {h.id: h.similarity for h in want}
+            assert {h.id: h.similarity for h in got_row} == pytest.approx(scores, abs=1e-5)
     index.save(tmp_path / "idx")
     proc = run("search", tmp_path / "idx", queries[0], "-k", 4, "--rerank", path, "--json")
     assert proc.returncode == 0, proc.stderr
