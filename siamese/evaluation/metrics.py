@@ -4,7 +4,6 @@ siamese.decision.threshold, re-exported here)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,9 +15,9 @@ from ..data.pairs import PairsLike, as_pairs
 from ..decision.calibration import calibration_metrics, probabilities_or_clipped
 from ..decision.threshold import check_threshold, choose_threshold, threshold_for_target  # noqa: F401 (threshold_for_target: re-exported)
 from ..errors import ConfigError
+from .result import Evaluation  # noqa: F401 (re-exported: where it was defined)
 
 if TYPE_CHECKING:
-    from ..data.pairs import Pairs
     from ..models.siamese import SiameseModel
 
 
@@ -46,22 +45,6 @@ def correlation_report(scores: np.ndarray, gold: np.ndarray) -> dict:
         "spearman": float(spearmanr(scores, gold).statistic * 100),
         "pearson": float(pearsonr(scores, gold).statistic * 100),
     }
-
-
-@dataclass
-class Evaluation:
-    """A model's scores on labelled pairs and the metrics: what a report or an error list is built from."""
-
-    pairs: Pairs
-    scores: np.ndarray  # similarity per pair
-    probabilities: np.ndarray | None  # calibrated duplicate probability (None: model not calibrated)
-    threshold: float
-    metrics: dict
-
-    @property
-    def predicted(self) -> np.ndarray:
-        """The duplicate verdicts at the threshold."""
-        return self.scores > self.threshold
 
 
 def evaluate_pairs(model: SiameseModel, pairs: PairsLike, *, threshold: float | None = None) -> Evaluation:

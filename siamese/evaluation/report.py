@@ -18,7 +18,7 @@ from sklearn import metrics
 
 from ..decision.calibration import probabilities_or_clipped
 from ..io.atomic import as_umask_allows, atomic_file
-from .metrics import Evaluation
+from .result import Evaluation
 
 TOP_ERRORS = 20
 
