@@ -59,37 +59,32 @@ def label(
     as_json: JsonOpt = False,
 ):
     """Label your own pairs in a local page: a threshold and a calibration from the answers, or a fine-tuned model."""
-    from ..io.atomic import check_not_input, check_target
+    from ..label.run import open_session, replay_run
 
-    if (data is None) == (pairs is None):
-        raise ConfigError("give --data CORPUS (label its nearest pairs) or --pairs FILE, not both")
-    if reuse is not None and data is None:
-        raise ConfigError("--reuse takes the vectors of --data's texts; --pairs files are encoded as they are")
     if (oracle_column is None) != (budget is None):
         raise ConfigError("--oracle-column and --budget go together (an answer replay)")
-    source = data or pairs
-    save_to = save_to or out.with_name(out.stem + "-model")
-    learn_out = learn_out or out.with_name(out.stem + "-learned")
-    for path in (out, save_to, learn_out):
-        check_not_input(path, [source, model_dir])
-    for name, folder in (("--save-to", save_to), ("--learn-out", learn_out)):
-        if folder.absolute() == out.absolute() or (folder.exists() and out.exists() and folder.samefile(out)):
-            raise ConfigError(f"{name} {folder}: is the labels file (--out); the model needs a folder of its own")
-        check_target(folder, kind="model")
-    if learn_out.absolute() == save_to.absolute():
-        raise ConfigError(f"--learn-out {learn_out}: is --save-to's folder; give each model a folder of its own")
     if log_level.lower() not in ("critical", "error", "warning", "info"):
         raise ConfigError(f"--log-level must be critical, error, warning or info, got {log_level!r}")
-    read = dict(format=format, text1=text1, text2=text2)
-    session, columns = _session(
-        model_dir, data, column, pairs, read, out, save_to, k, target_precision, seed, device, reuse
+    session, columns = open_session(
+        model_dir,
+        out,
+        data=data,
+        column=column,
+        pairs=pairs,
+        save_to=save_to,
+        learn_out=learn_out,
+        k=k,
+        target_precision=target_precision,
+        seed=seed,
+        reuse=reuse,
+        format=format,
+        text1=text1,
+        text2=text2,
+        device=device,
     )
-    session.source, session.from_pairs = str(source), pairs is not None
-    from ..label.learning import Learner
-
-    session.learner = Learner(session, Learner.origin(session.model), learn_out)
-    if oracle_column is not None:
-        _replay(session, columns, oracle_column, budget, pairs is not None, source, as_json)
+    if oracle_column is not None and budget is not None:
+        report = replay_run(session, columns, oracle_column, budget)
+        emit(report.result, as_json, report.lines)
         return
     from ..label.web import create_app
     from ..serve import run
@@ -100,51 +95,6 @@ def label(
         host=host,
         port=port,
         log_level=log_level.lower(),
-        what=f"labelling {source} into {out}",
+        what=f"labelling {session.source} into {out}",
         note="open it in a browser",
     )
-
-
-def _session(model_dir, data, column, pairs, read, out, save_to, k, target_precision, seed, device, reuse=None):
-    from ..label.session import LabelSession, corpus, given_pairs
-    from ..label.store import LabelStore
-    from ..models.loading import load_model
-
-    if data is not None:  # a --data whose text column cannot be told is refused before the labels file is made
-        from ..data.pairs import text_rows
-
-        rows = text_rows(data, column)
-        next(rows, None)
-        rows.close()
-    store = LabelStore(out)  # a bad labels file is refused before the (slow) encoding
-    model = load_model(model_dir, device=device)
-    if data is not None:
-        from ..search.reuse import open_reuse
-
-        candidates, columns = corpus(model, data, column, k=k, progress=True, reuse=open_reuse(reuse, model))
-    else:
-        candidates, columns = given_pairs(model, pairs, **read)
-    session = LabelSession(model, candidates, store, save_to=save_to, target_precision=target_precision, seed=seed)
-    return session, columns
-
-
-def _replay(session, columns, column, budget, is_pairs, source, as_json) -> None:
-    from ..label.session import oracle, replay
-
-    label = oracle(session.c, columns, column, pairs=is_pairs, source=str(source))
-    stats = replay(session, label, budget, progress=True)
-    t = stats["threshold"]
-    lines = [f"{stats['answers']} answers ({stats['duplicates']} duplicates) in {session.store.path}"]
-    if t is None:
-        lines.append("threshold: needs a duplicate and a non-duplicate")
-    else:
-        lines.append(
-            f"threshold {t:.4f}: estimated precision {_share(stats['precision'])}, recall {_share(stats['recall'])}, "
-            f"flags {stats['flags']} of {stats['candidates']} pairs (the model's {stats['model_threshold']:.4f} flags "
-            f"{stats['model_flags']})"
-        )
-    emit({"labels": str(session.store.path), **stats}, as_json, lines)
-
-
-def _share(value) -> str:
-    return "unknown" if value is None else f"{value:.3f}"

@@ -20,7 +20,7 @@ import pytest
 from conftest import REPO, SCRIPT, free_port, invoke
 from conftest import call as json_call
 
-from siamese.errors import DataError
+from siamese.errors import ConfigError, DataError
 from siamese.label import stats
 from siamese.label.selection import Selector, pair_candidates
 from siamese.label.store import COLUMNS, LabelStore, answer
@@ -284,6 +284,26 @@ def test_oracle_replay_writes_and_resumes(corpus, tmp_path):
         rows = list(csv.DictReader(f))
     assert rows[:12] == first and len(rows) == 20
     assert len({tuple(sorted((r["text1"], r["text2"]))) for r in rows}) == 20
+
+
+def test_the_python_api_opens_and_replays_a_session_as_the_command_does(corpus, tmp_path):
+    """siamese.label.run: open_session + replay_run are `siamese label ... --oracle-column` without the command."""
+    from siamese.label.run import open_session, replay_run
+
+    args = ["label", corpus / "model", "--data", corpus / "corpus.csv", "--column", "text", "-k", "4"]
+    ran = invoke(*args, "--out", tmp_path / "cli.csv", "--oracle-column", "topic", "--budget", "12", "--json")
+    assert ran.returncode == 0, ran.stderr
+    session, columns = open_session(
+        corpus / "model", tmp_path / "py.csv", data=corpus / "corpus.csv", column="text", k=4, progress=False
+    )
+    assert session.learner is not None and session.source == str(corpus / "corpus.csv")
+    report = replay_run(session, columns, "topic", 12, progress=False)
+    assert {k: v for k, v in report.result.items() if k != "labels"} == {
+        k: v for k, v in json.loads(ran.stdout).items() if k != "labels"
+    }
+    with pytest.raises(ConfigError, match="give --data CORPUS"):
+        open_session(corpus / "model", tmp_path / "x.csv")
+    assert not (tmp_path / "x.csv").exists()
 
 
 def test_oracle_replay_of_given_pairs(corpus, tmp_path):
