@@ -447,12 +447,20 @@ def as_pairs(value: PairsLike, what: str = "pairs") -> Pairs:
         if hasattr(row, "texts") and hasattr(row, "label"):  # sentence-transformers' InputExample
             row = (*row.texts, row.label)
         ok = isinstance(row, (tuple, list)) and len(row) == 3 and isinstance(row[0], str) and isinstance(row[1], str)
-        if not ok or row[2] not in (0, 1):
+        if not ok or not _zero_or_one(row[2]):
             raise DataError(f"{what}: row {i}: expected (text1, text2, label) with label 0 or 1, got {row!r:.80}")
         t1.append(row[0])
         t2.append(row[1])
         labels.append(int(row[2]))
     return Pairs(t1, t2, np.array(labels, dtype=np.int8), source=what)
+
+
+def _zero_or_one(y: Any) -> bool:
+    """0 or 1 as any number type says it (1, 1.0, True, numpy's); pandas' missing value (NA) is neither."""
+    try:
+        return bool(y in (0, 1))
+    except TypeError:  # pd.NA refuses to be a bool
+        return False
 
 
 def _table_columns(value: Any) -> list[str] | None:
@@ -470,12 +478,12 @@ def _pairs_from_columns(table: Any, columns: list[str], what: str) -> Pairs:
     if found is None or found[2] is None:
         raise DataError(
             f"{what}: a table needs two text columns and a label column named as a pair file's (text1, text2, "
-            f"label; sentence1, sentence2, label; ...); its columns: {', '.join(columns[:20])}"
+            f"label; sentence1, sentence2, label; ...); its columns: {column_list(columns)}"
         )
     text1, text2, label = found
     t1, t2, labels = (list(table[c]) for c in (text1, text2, label))
     for i, (a, b, y) in enumerate(zip(t1, t2, labels)):
-        if not (isinstance(a, str) and isinstance(b, str)) or y not in (0, 1):
+        if not (isinstance(a, str) and isinstance(b, str)) or not _zero_or_one(y):
             raise DataError(
                 f"{what}: row {i}: expected texts in {text1!r}, {text2!r} and 0 or 1 in {label!r}, "
                 f"got {(a, b, y)!r:.80}"

@@ -62,6 +62,9 @@ def test_tables_and_input_examples_as_sentence_transformers_users_hold_them(data
         assert got.text1 == read.text1 and got.text2 == read.text2 and got.labels.tolist() == read.labels.tolist()
     with pytest.raises(DataError, match="row 3: expected texts in 'question1'"):
         as_pairs(frame.assign(is_duplicate=[0.5 if i == 3 else 1 for i in range(40)]))
+    missing = frame.assign(is_duplicate=pd.array([1] * 39 + [None], dtype="Int64"))  # pandas' NA is no label
+    with pytest.raises(DataError, match="row 39: expected texts"):
+        as_pairs(missing)
     with pytest.raises(TypeError, match="read_pairs reads a pair file, not a DataFrame"):
         read_pairs(frame)
 
