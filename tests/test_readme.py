@@ -2,8 +2,8 @@
 place beside the shared data in ../shared/data (no SIAMESE_DATA), then its Python block in the same
 folder. Only sizes are changed, where a command would take minutes on 2 cores: in the shared
 folder the test builds, the InsuranceQA questions cut to their first 600, the MQP pairs to their
-first 400 and the validation sets to their first 200 pairs each (the files and their formats
-as they are), and the settings in SMALL added to a command."""
+first 160 (`train --from minilm` and `siamese.learn` read them) and the validation sets to their first
+200 pairs each (the files and their formats as they are), and the settings in SMALL added to a command."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def commands(markdown: str) -> list[list[str]]:
 # validation sets: the threshold of `pretrained` and `distill`).
 CUT = {
     "insuranceqa/questions.csv": 601,
-    "mqp/mqp.csv": 401,
+    "mqp/mqp.csv": 161,
     "msrp/msr-para-val.tsv": 201,
     "stsbenchmark/sts-dev.csv": 200,  # no header
     "sick/SICK_trial.txt": 201,
