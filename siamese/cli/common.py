@@ -118,7 +118,7 @@ VerifyAllOpt = Annotated[
 ]
 
 
-def finite(value: float | None) -> float | None:
+def threshold_option(value: float | None) -> float | None:
     """Option callback for a threshold: finite and in [-1, 1] (:func:`siamese.decision.threshold.check_threshold`:
     NaN would reach the JSON output, 90 for 0.9 would call nothing a duplicate)."""
     from ..decision.threshold import check_threshold

@@ -23,10 +23,9 @@ from .common import (
     VerifyBandOpt,
     VerifyOpt,
     check_out_file,
-    check_out_folder,
     emit,
-    finite,
     text_argument,
+    threshold_option,
     user_errors,
 )
 from .common import verify_band as verify_band_choice
@@ -113,7 +112,6 @@ def index_build(
     """Encode a corpus into a FAISS index saved with its texts (each distinct text once)."""
     from ..search.files import index_files
 
-    check_out_folder(out, overwrite, kind="index", inputs=[data, model_dir])
     report = index_files(
         model_dir,
         data,
@@ -186,7 +184,7 @@ def search(
     ] = None,
     k: Annotated[int, typer.Option("-k", min=1, help="How many neighbours.")] = 5,
     threshold: Annotated[
-        Optional[float], typer.Option(callback=finite, help="Duplicate threshold (default: the model's).")
+        Optional[float], typer.Option(callback=threshold_option, help="Duplicate threshold (default: the model's).")
     ] = None,
     rerank: Annotated[
         Optional[Path],
@@ -234,18 +232,20 @@ def dedupe(
         typer.Option(
             "--rethreshold",
             help="Regroup the run folder PATH at this threshold (at or above its floor), without encoding.",
-            callback=finite,
+            callback=threshold_option,
         ),
     ] = None,
     threshold: Annotated[
         Optional[float],
-        typer.Option(callback=finite, help="Duplicate threshold (default: the model's, but at least 0.9 cosine)."),
+        typer.Option(
+            callback=threshold_option, help="Duplicate threshold (default: the model's, but at least 0.9 cosine)."
+        ),
     ] = None,
     floor: Annotated[
         Optional[float],
         typer.Option(
             help="Keep candidate pairs down to this similarity for later --rethreshold (default: threshold - 0.05).",
-            callback=finite,
+            callback=threshold_option,
         ),
     ] = None,
     column: TextColumnOpt = None,

@@ -24,10 +24,10 @@ from .common import (
     VerifyOpt,
     check_out_file,
     emit,
-    finite,
     labelled_band_of,
     read_pair_file,
     text_argument,
+    threshold_option,
     user_errors,
 )
 from .common import verify_band as verify_band_choice
@@ -39,7 +39,9 @@ def evaluate(
     data: Annotated[Path, typer.Option("--data", help="Labelled pairs to evaluate on.")],
     threshold: Annotated[
         Optional[float],
-        typer.Option(callback=finite, help="Decision threshold (default: the model's, chosen on validation data)."),
+        typer.Option(
+            callback=threshold_option, help="Decision threshold (default: the model's, chosen on validation data)."
+        ),
     ] = None,
     report: Annotated[
         Optional[Path],
@@ -110,7 +112,7 @@ def predict(
     first: Annotated[Optional[str], typer.Option("--text1", help="First text.")] = None,
     second: Annotated[Optional[str], typer.Option("--text2", help="Second text.")] = None,
     threshold: Annotated[
-        Optional[float], typer.Option(callback=finite, help="Decision threshold (default: the model's).")
+        Optional[float], typer.Option(callback=threshold_option, help="Decision threshold (default: the model's).")
     ] = None,
     explain: Annotated[
         bool, typer.Option("--explain", help="Also weigh each word: how much it drove the similarity.")
@@ -260,7 +262,7 @@ def score(
     ],
     batch_size: Annotated[int, typer.Option(min=1, help="Pairs read, scored and written at a time.")] = 1024,
     threshold: Annotated[
-        Optional[float], typer.Option(callback=finite, help="Decision threshold (default: the model's).")
+        Optional[float], typer.Option(callback=threshold_option, help="Decision threshold (default: the model's).")
     ] = None,
     verify: VerifyOpt = None,
     verify_band: VerifyBandOpt = None,
