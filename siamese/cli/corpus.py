@@ -9,7 +9,6 @@ from typing import Annotated, Optional, cast
 import typer
 
 from ..errors import ConfigError
-from ..search.files import corpus_engine
 from .common import (
     AddressOpt,
     DeviceOpt,
@@ -22,7 +21,6 @@ from .common import (
     VerifyAllOpt,
     VerifyBandOpt,
     VerifyOpt,
-    check_out_file,
     emit,
     text_argument,
     threshold_option,
@@ -53,29 +51,21 @@ def encode(
     as_json: JsonOpt = False,
 ):
     """Embed texts into a .npy file: unit vectors for cosine models, the encoder's raw features for the other heads."""
-    from ..data.pairs import read_texts
-    from ..models.siamese import SiameseModel
-    from ..search.vectors import check_vectors_file, encode_to_file
+    from ..search.files import encode_files
 
-    check_vectors_file(out)
-    check_out_file(out, overwrite, inputs=[data, model_dir])
-    model = SiameseModel.load(model_dir, device=device)
-    texts = read_texts(data, column, skip_empty=False)  # row i of the output is text i: no silent skips
-    runner = corpus_engine(engine, address, device, not (quiet or as_json))
-    result = encode_to_file(model, texts, out, batch_size=batch_size, progress=not quiet and not as_json, engine=runner)
-    emit(
-        result,
-        as_json,
-        [
-            f"encoded {result['n']} texts into {result['dim']}-d vectors in {result['seconds']:.2f}s "
-            f"({result['texts_per_second']} texts/s); written to {out}"
-        ]
-        + (
-            []
-            if model.config.head == "cosine"
-            else [f"note: head {model.config.head!r}: raw encoder features, not unit vectors"]
-        ),
+    report = encode_files(
+        model_dir,
+        data,
+        out,
+        column=column,
+        batch_size=batch_size,
+        device=device,
+        engine=engine,
+        address=address,
+        overwrite=overwrite,
+        progress=not (quiet or as_json),
     )
+    emit(report.result, as_json, report.lines)
 
 
 @user_errors

@@ -2,7 +2,8 @@
 :func:`dedupe_files` reads the texts (and a reference set or index), loads the model (and a cross-encoder to
 verify with), runs :func:`siamese.search.run.dedupe` or :func:`~siamese.search.run.dedupe_against` and reports;
 :func:`rethreshold_files` regroups a finished run without encoding; :func:`index_files` builds an index folder
-and :func:`add_files` extends one, taking vectors a run or index already holds (``reuse``)."""
+and :func:`add_files` extends one, taking vectors a run or index already holds (``reuse``); :func:`encode_files`
+writes a file's vectors to a ``.npy``."""
 
 from __future__ import annotations
 
@@ -166,6 +167,43 @@ def _report(run, summary: dict, explain: int) -> RunReport:
         )
     lines += [f"{a.similarity:.3f} [{a.first.id}] {a.first.text} ~ [{a.second.id}] {a.second.text}" for a in least]
     return RunReport(summary, lines, run)
+
+
+def encode_files(
+    model_dir: str | os.PathLike,
+    data: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    column: str | None = None,
+    batch_size: int | None = None,
+    device: str = "auto",
+    engine: str = "local",
+    address: str | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> RunReport:
+    """Encode every text of ``data`` (a .txt file, one per line, an empty line an error; or a CSV/TSV's ``column``)
+    with the model of ``model_dir`` into the float32 ``.npy`` file ``out``, row i for text i (``engine="ray"``: on a
+    Ray cluster, ``address`` or a local one). As ``siamese encode`` does."""
+    from ..data.pairs import read_texts
+    from ..io.atomic import check_file_target
+    from ..models.siamese import SiameseModel
+    from .vectors import check_vectors_file, encode_to_file
+
+    out = check_file_target(check_vectors_file(out), overwrite=overwrite, inputs=[data, model_dir])
+    model = SiameseModel.load(model_dir, device=device)
+    texts = read_texts(data, column, skip_empty=False)  # row i of the output is text i: no silent skips
+    runner = corpus_engine(engine, address, device, progress)
+    result = encode_to_file(
+        model, texts, out, batch_size=batch_size, progress=progress, engine=runner, overwrite=overwrite
+    )
+    lines = [
+        f"encoded {result['n']} texts into {result['dim']}-d vectors in {result['seconds']:.2f}s "
+        f"({result['texts_per_second']} texts/s); written to {out}"
+    ]
+    if model.config.head != "cosine":
+        lines.append(f"note: head {model.config.head!r}: raw encoder features, not unit vectors")
+    return RunReport(result, lines)
 
 
 def index_files(

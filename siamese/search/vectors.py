@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError, OutputError
-from ..io.atomic import as_umask_allows, atomic_file
+from ..io.atomic import as_umask_allows, atomic_file, check_file_target
 
 
 def check_vectors_file(path: str | os.PathLike) -> Path:
@@ -33,9 +33,10 @@ def check_vectors_file(path: str | os.PathLike) -> Path:
     return path
 
 
-def write_vectors(path: str | os.PathLike, vectors: np.ndarray) -> Path:
-    """Save ``vectors`` as float32 ``.npy`` at exactly ``path`` (a temporary file renamed into place)."""
-    path = check_vectors_file(path)
+def write_vectors(path: str | os.PathLike, vectors: np.ndarray, *, overwrite: bool = False) -> Path:
+    """Save ``vectors`` as float32 ``.npy`` at exactly ``path`` (a temporary file renamed into place); a file
+    already there is replaced only with ``overwrite``."""
+    path = check_file_target(check_vectors_file(path), overwrite=overwrite)
     try:
         with atomic_file(path) as tmp:
             with open(tmp, "wb") as f:  # a file object: np.save(name) would add ".npy"
@@ -56,12 +57,13 @@ def encode_to_file(
     batch_size: int | None = None,
     progress: bool = False,
     engine=None,
+    overwrite: bool = False,
 ) -> dict:
     """Encode ``texts`` with ``model`` into ``out``; returns ``n``, ``dim``, ``seconds`` (encoding
     only), ``texts_per_second`` and ``out``. ``engine`` (e.g. :class:`siamese.search.ray_engine.RayEngine`):
     the encoding runs there and its vectors stream into the file (a memory map), so they never
-    sit in memory all at once."""
-    out = check_vectors_file(out)  # before the encoding, not after it
+    sit in memory all at once. A file already at ``out`` is replaced only with ``overwrite``."""
+    out = check_file_target(check_vectors_file(out), overwrite=overwrite)  # before the encoding, not after it
     started = time.perf_counter()
     if engine is not None:
         texts = list(texts)
@@ -79,7 +81,7 @@ def encode_to_file(
     else:
         vectors = model.encode(list(texts), batch_size=batch_size, progress=progress)
         seconds = time.perf_counter() - started
-        write_vectors(out, vectors)
+        write_vectors(out, vectors, overwrite=True)  # checked above
     return {
         "n": int(vectors.shape[0]),
         "dim": int(vectors.shape[1]),

@@ -390,6 +390,32 @@ def test_encode_errors_are_one_line_and_write_nothing(word_models, texts_file, t
     assert not (tmp_path / "a.npy").exists() and os.listdir(tmp_path / "folder") == []
 
 
+def test_the_python_api_encodes_a_file_as_the_command_does_and_keeps_what_is_there(word_models, texts_file, tmp_path):
+    from siamese import encode_to_file, write_vectors
+    from siamese.errors import OutputError
+    from siamese.search.files import encode_files
+
+    path, texts = texts_file
+    cli_json("encode", word_models["bow"], "--data", path, "--out", tmp_path / "cli.npy")
+    report = encode_files(word_models["bow"], path, tmp_path / "py.npy", progress=False)
+    assert report.result["n"] == 12 and report.lines[0].startswith("encoded 12 texts into 16-d vectors")
+    np.testing.assert_array_equal(np.load(tmp_path / "py.npy"), np.load(tmp_path / "cli.npy"))
+    kept = (tmp_path / "py.npy").read_bytes()
+    model = SiameseModel.load(word_models["bow"])
+    for write in (
+        lambda: encode_files(word_models["bow"], path, tmp_path / "py.npy", progress=False),
+        lambda: encode_to_file(model, texts[:2], tmp_path / "py.npy"),
+        lambda: write_vectors(tmp_path / "py.npy", np.zeros((2, 3))),
+    ):
+        with pytest.raises(OutputError, match="overwrite=True in Python"):
+            write()
+    with pytest.raises(OutputError, match="this command reads|input"):
+        encode_files(word_models["bow"], path, path, overwrite=True, progress=False)  # an input is never an output
+    assert (tmp_path / "py.npy").read_bytes() == kept and path.read_text(encoding="utf-8").count("\n") == 12
+    assert encode_to_file(model, texts[:2], tmp_path / "py.npy", overwrite=True)["n"] == 2
+    assert np.load(tmp_path / "py.npy").shape == (2, 16)
+
+
 def test_encode_from_the_installed_command(word_models, texts_file, tmp_path):
     """The console script, as a user runs it: only the JSON on stdout."""
     path, texts = texts_file
