@@ -7,5 +7,6 @@
 - :mod:`.tweets`, :mod:`.sentiment`, :mod:`.text_model`, :mod:`.text_model_train`, :mod:`.text_model_eval`,
   :mod:`.suggest`: the question→emoji Siamese model trained on airline tweets, its report,
   and emoji suggestions for any text.
-- :mod:`.folder`: saving and loading an emoji model folder; ``siamese emoji …`` is siamese/cli/emoji.py.
+- :mod:`.folder`: saving and loading an emoji model folder.
+- :mod:`.files`: what each ``siamese emoji …`` command runs, from files to folders (siamese/cli/emoji.py prints it).
 """

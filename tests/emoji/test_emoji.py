@@ -710,3 +710,140 @@ def test_round_trip_with_each_encoder_kind(kind, tiny_student, small_vae, emojis
 
         original = sentence_encoder("minilm")[0].encode(texts)
         assert np.abs(loaded.encoder.encode(texts) - original).max() > 1e-4
+
+
+# -- the Python API: what the commands run ------------------------------------------------------------
+
+
+def _timeless(value, drop=("out", "png")):
+    """A result without its timings (any key naming seconds) and the paths in ``drop``."""
+    if isinstance(value, dict):
+        return {k: _timeless(v, drop) for k, v in value.items() if "second" not in k and k not in drop}
+    if isinstance(value, list):
+        return [_timeless(v, drop) for v in value]
+    return value
+
+
+def _same_weights(first, second):
+    from safetensors.numpy import load_file
+
+    a, b = load_file(str(first / "model.safetensors")), load_file(str(second / "model.safetensors"))
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_allclose(a[name], b[name], rtol=0, atol=1e-6, err_msg=name)
+
+
+def test_the_python_functions_run_what_the_emoji_commands_run(tmp_path, emoji_dir, small_tweets, monkeypatch):
+    """train-vae → encode → train → evaluate → suggest, each in Python and as the command on the same input:
+    the same results, lines and files; GloVe (the BiLSTM's) is read from the library's default path."""
+    from siamese.data.glove import load_glove
+    from siamese.emoji import files, text_model_train
+
+    vae = files.train_vae_files(tmp_path / "vae-py", images=emoji_dir, filters=4, epochs=1, progress=False)
+    ran = run_json(
+        "emoji", "train-vae", "--out", tmp_path / "vae", "--images", emoji_dir, "--filters", 4, "--epochs", 1
+    )
+    assert _timeless(vae.result) == _timeless(ran) and ran["out"] == str(tmp_path / "vae")
+    assert vae.lines[-1] == f"saved to {tmp_path / 'vae-py'}" and vae.value.info["non_finite_codes"] == 0
+    _same_weights(tmp_path / "vae-py", tmp_path / "vae")
+
+    codes = files.encode_files(tmp_path / "vae", tmp_path / "codes-py.csv", images=emoji_dir)
+    printed = run("emoji", "encode", tmp_path / "vae", "--out", tmp_path / "codes.csv", "--images", emoji_dir).stdout
+    assert printed == "\n".join(codes.lines).replace("codes-py.csv", "codes.csv") + "\n"
+    assert (tmp_path / "codes-py.csv").read_bytes() == (tmp_path / "codes.csv").read_bytes()
+    assert codes.value.shape == (874, 16) and _timeless(codes.result) == {
+        "emojis": 874,
+        "dim": 16,
+        "non_finite_codes": 0,
+    }
+
+    read = []  # the GloVe files training reads (the real reader, watched)
+    monkeypatch.setattr(text_model_train, "load_glove", lambda path, **kw: read.append(path) or load_glove(path, **kw))
+    options = dict(data=small_tweets, images=emoji_dir, text_encoder="bilstm", limit=400, epochs=2, seed=3)
+    trained = files.train_files(tmp_path / "vae", tmp_path / "model-py", progress=False, **options)
+    flags = [a for key, value in options.items() for a in (f"--{key.replace('_', '-')}", value)]
+    ran = run_json("emoji", "train", "--vae", tmp_path / "vae", "--out", tmp_path / "model", "--quiet", *flags)
+    assert _timeless(trained.result) == _timeless(ran) and ran["test"]["n"] == 81
+    assert read == [files.default_glove(), files.default_glove()] and ran["glove"]["covered"] > 0
+    assert trained.lines[-1] == f"saved to {tmp_path / 'model-py'}" and isinstance(trained.value, TextEmojiModel)
+    _same_weights(tmp_path / "model-py", tmp_path / "model")
+    assert (tmp_path / "model-py" / "tokenizer.json").read_bytes() == (
+        tmp_path / "model" / "tokenizer.json"
+    ).read_bytes()
+
+    evaluated = files.evaluate_files(tmp_path / "model")
+    assert run_json("emoji", "evaluate", tmp_path / "model") == evaluated.result
+    assert run("emoji", "evaluate", tmp_path / "model").stdout == "\n".join(evaluated.lines) + "\n"
+    assert evaluated.result["scored"].startswith("the model's held-out test split")
+
+    text = "@united thank you so much, best flight ever"
+    suggested = files.suggest_files(tmp_path / "model", text, k=4, png=tmp_path / "py.png", images=emoji_dir)
+    command = ("emoji", "suggest", tmp_path / "model", text, "-k", 4, "--images", emoji_dir)
+    assert run_json(*command, "--png", tmp_path / "cli.png") == suggested.result | {"png": str(tmp_path / "cli.png")}
+    assert run(*command).stdout == "\n".join(suggested.lines[:-1]) + "\n"  # all but "wrote PNG"
+    assert suggested.lines[-1] == f"wrote {tmp_path / 'py.png'}"
+    assert Image.open(tmp_path / "py.png").size == Image.open(tmp_path / "cli.png").size
+
+
+def test_the_python_functions_refuse_an_existing_output_before_any_work(tmp_path, small_vae, emoji_dir):
+    """Each output is checked first: the inputs here would fail later (no images, no tweets, no model), so
+    the error being about the output shows that nothing was read or trained; what was there is untouched."""
+    from siamese.emoji import files
+    from siamese.errors import OutputError
+
+    empty, missing = tmp_path / "no-images", tmp_path / "missing"
+    empty.mkdir()
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine")
+    csv_file, png = tmp_path / "codes.csv", tmp_path / "strip.png"
+    csv_file.write_text("mine")
+    png.write_text("mine")
+    for call, path in [
+        (lambda: files.train_vae_files(theirs, images=empty, epochs=1), theirs),
+        (lambda: files.train_files(missing, theirs, data=missing / "tweets.csv"), theirs),
+        (lambda: files.encode_files(missing, csv_file, images=empty), csv_file),
+        (lambda: files.suggest_files(missing, "hello", png=png), png),
+    ]:
+        with pytest.raises(OutputError) as caught:
+            call()
+        assert str(caught.value).startswith(f"{path}: ") and "overwrite=True in Python" in str(caught.value)
+    assert [p.name for p in theirs.iterdir()] == ["notes.txt"] and (theirs / "notes.txt").read_text() == "mine"
+    assert csv_file.read_text() == png.read_text() == "mine"
+    # the commands refuse it the same way, and replace it with --overwrite (overwrite=True)
+    command = ("emoji", "encode", small_vae[1], "--out", csv_file, "--images", emoji_dir)
+    assert_user_error(run(*command, check_ok=False), str(csv_file), "--overwrite")
+    assert csv_file.read_text() == "mine"
+    assert run_json(*command, "--overwrite")["emojis"] == 874
+    assert csv_file.read_text().startswith("codepoints,char,z0,")
+    assert files.encode_files(small_vae[1], csv_file, images=emoji_dir, overwrite=True).result["emojis"] == 874
+
+
+def test_the_emoji_commands_take_their_options_and_defaults_from_the_library(data_dir):
+    import inspect
+
+    import typer
+
+    from siamese.cli.emoji import emoji_app
+    from siamese.emoji import files
+
+    functions = {
+        "train-vae": files.train_vae_files,
+        "encode": files.encode_files,
+        "train": files.train_files,
+        "evaluate": files.evaluate_files,
+        "suggest": files.suggest_files,
+    }
+    group = typer.main.get_command(emoji_app)
+    for name, function in functions.items():
+        options = {p.name: p for p in group.commands[name].params}
+        keywords = inspect.signature(function).parameters
+        assert set(keywords) - {"progress"} <= set(options), name  # progress: not --quiet
+        for keyword, parameter in keywords.items():
+            if parameter.default is not parameter.empty and keyword != "progress":
+                assert options[keyword].default == parameter.default, (name, keyword)
+    assert options["k"].default == 5  # (suggest) the loop above compared something
+    text_encoder = next(p for p in group.commands["train"].params if p.name == "text_encoder")
+    assert text_encoder.default == files.DEFAULT_TEXT_ENCODER == "mpnet"
+    assert files.default_glove() == (data_dir / "glove" / "glove-50d-5k.json").resolve()
+    assert files.default_glove().is_file()
