@@ -115,6 +115,7 @@ def generate(
     images: ImagesOpt = None,
     seed: int = 0,
     device: DeviceOpt = "auto",
+    overwrite: OverwriteFileOpt = False,
     as_json: JsonOpt = False,
 ):
     """Decode Gaussian samples, 2-D grids, reconstructions and an interpolation to PNGs."""
@@ -142,6 +143,7 @@ def generate(
         scale=scale,
         images=images,
         seed=seed,
+        overwrite=overwrite,
     )
     emit({"out": str(out), "files": [str(f) for f in written]}, as_json, [f"wrote {f}" for f in written])
 

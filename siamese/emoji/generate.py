@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
+from ..io.atomic import check_file_target
 from .images import load_emojis
 from .sheets import PATTERNS, gaussian_codes, grid_codes, interpolation_codes, save_sheet, side_by_side
 from .vae import EmojiVAE
@@ -29,13 +30,23 @@ def write_sheets(
     scale: int = 1,
     images: str | os.PathLike | None = None,
     seed: int = 0,
+    overwrite: bool = False,
 ) -> list[Path]:
-    """Write the requested sheets into ``out``; every input is checked before anything is written."""
+    """Write the requested sheets into ``out``; every input is checked before anything is written, and a sheet
+    already there is replaced only with ``overwrite``."""
     out = Path(out)
     dim = vae.config.latent_dim
     unknown = [p for p in patterns if p not in PATTERNS]
     if unknown:
         raise ConfigError(f"unknown grid pattern {unknown[0]!r}; choose from: {', '.join(PATTERNS)}")
+    names = (
+        ["samples.png"] * bool(samples)
+        + [f"grid_{p}.png" for p in patterns]
+        + ["reconstructions.png"] * bool(reconstructions)
+        + ["interpolation.png"] * bool(between)
+    )
+    for name in names:
+        check_file_target(out / name, overwrite=overwrite)
     emojis = load_emojis(images) if reconstructions or between else None
     ends = [emojis.find(key) for key in between] if between else None
     sheets: dict[str, tuple[np.ndarray, int]] = {}  # file name → (images, columns)

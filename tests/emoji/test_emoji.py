@@ -332,6 +332,12 @@ def test_train_vae_encode_generate_commands(tmp_path, emoji_dir):
     ]
     assert Image.open(tmp_path / "sheets" / "grid_B.png").size == (20 * 38 + 2, 20 * 38 + 2)
     assert Image.open(tmp_path / "sheets" / "interpolation.png").size == (8 * 38 + 2, 38 + 2)
+    again = ("emoji", "generate", vae_dir, "--out", tmp_path / "sheets", "--samples", 4, "--patterns", "A")
+    before = (tmp_path / "sheets" / "samples.png").read_bytes()
+    assert_user_error(run(*again, "--reconstructions", 0, check_ok=False), "samples.png", "--overwrite")
+    assert (tmp_path / "sheets" / "samples.png").read_bytes() == before  # nothing of the user's replaced unasked
+    rewritten = run_json(*again, "--reconstructions", 0, "--overwrite")
+    assert len(rewritten["files"]) == 2 and (tmp_path / "sheets" / "samples.png").read_bytes() != before
 
 
 def test_bad_inputs_exit_with_one_line_and_write_nothing(tmp_path, small_vae, emoji_dir, data_dir):
