@@ -138,6 +138,7 @@ OWN_NAMES = frozenset(
         "config.json",
         "README.md",  # the model card (siamese.models.card)
         "history.png",
+        "test.csv",  # train --test-fraction's held-out split
         "model.safetensors",
         "tokenizer.json",
         "model.onnx",

@@ -4,8 +4,10 @@ Bars are drawn only where someone watches them (a terminal, or a notebook). When
 or a pipe (a log, CI, a job scheduler), a bar's ``\\r`` redraws would flood the log, so each bar
 becomes a plain line every :func:`interval` seconds instead (``$SIAMESE_PROGRESS_SECONDS``, default
 15): what is done of the total, the rate and the time left, written by one background thread, so a
-line comes even while a single long step runs. A bar that ran past one interval also writes a
-last line when it closes. Lines written with ``tqdm.write`` (one per epoch) are kept as they are.
+line comes even while a single long step runs. The interval counts from the last line the process
+wrote, not from the bar's start, so a run of short steps, each under one interval, is not silent for
+longer than that either. A bar that ran past one interval also writes a last line when it closes. Lines
+written with ``tqdm.write`` (one per epoch) are kept as they are.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import weakref
 from tqdm.auto import tqdm as _tqdm
 
 DEFAULT_INTERVAL = 15.0  # seconds between two lines of one bar when stderr is not a terminal
+_said = [time.monotonic()]  # when this process last wrote a progress line (at first: when it loaded this module)
 
 
 def interactive() -> bool:
@@ -110,7 +113,8 @@ class tqdm(_tqdm):  # noqa: N801 - a drop-in for tqdm.auto.tqdm
     def __init__(self, *args, disable: bool = False, file=None, **kwargs):
         self._lines = not disable and not interactive()
         self._out = file or sys.stderr
-        self._last_line = self._started = time.monotonic()
+        self._started = time.monotonic()
+        self._last_line = _said[0]  # a new step comes due an interval after the last line, whichever bar wrote it
         self._written = 0
         super().__init__(*args, disable=disable, file=_Nowhere() if self._lines else self._out, **kwargs)
         if self._lines:
@@ -139,7 +143,7 @@ class tqdm(_tqdm):  # noqa: N801 - a drop-in for tqdm.auto.tqdm
         return f"{text}, {postfix}" if postfix else text
 
     def _write_line(self, now: float, final: bool = False) -> None:
-        self._last_line = now
+        self._last_line = _said[0] = now
         self._written += 1
         try:
             self._out.write(self.line(final) + "\n")
@@ -156,4 +160,5 @@ class tqdm(_tqdm):  # noqa: N801 - a drop-in for tqdm.auto.tqdm
 
     @classmethod
     def write(cls, s, file=None, end="\n", nolock=False):
+        _said[0] = time.monotonic()
         super().write(s, file=file or sys.stderr, end=end, nolock=nolock)

@@ -81,6 +81,9 @@ class LearnOptions:
     # text of the batch, the other pairs' texts serving as negatives. 0: off. Left off: weight 1 moved accuracy on
     # pool pairs outside 200 labels by +0.0 on the mean of 18 set-seeds (5 better, 8 worse; docs/benchmarks.md).
     in_batch: float = 0.0
+    # Added to the loss with this weight: the squared distance of the trained weights from the pretrained ones
+    # (L2-SP, a pull towards the pretrained model in place of weight decay towards zero). 0: off.
+    pull: float = 0.0
     warmup: float = 0.1
     weight_decay: float = 0.01
     seed: int = 0
@@ -177,7 +180,7 @@ class _Tower:
         self.device, self.cast = device, _autocast(precision, device)
 
     @torch.no_grad()
-    def states(self, ids: list[np.ndarray], batch: int = 32) -> tuple[list[torch.Tensor], np.ndarray]:
+    def states(self, ids: list[np.ndarray], batch: int = 32, bar=None) -> tuple[list[torch.Tensor], np.ndarray]:
         """Per text: its hidden states after the frozen layers (bf16, CPU) and its pretrained unit vector."""
         from ..data.vocabulary import pad
 
@@ -197,6 +200,8 @@ class _Tower:
                             states[r] = kept[j, : len(ids[r])].clone()
                     x = layer(x, mask[:, None, None, :])
             vectors[rows] = self._pool(x, mask).cpu().numpy()
+            if bar is not None:
+                bar.update(len(rows))
         return states, vectors
 
     def _pool(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -312,6 +317,7 @@ def fine_tune(tower: _Tower, states, a, b, y, options: LearnOptions, epochs: int
     rng = np.random.default_rng(options.seed)
     top = tower.top()
     params = list(top.parameters())
+    start = [p.detach().clone() for p in params] if options.pull else []
     groups = [
         {"params": [p for p in params if p.ndim > 1], "weight_decay": options.weight_decay},
         {"params": [p for p in params if p.ndim <= 1], "weight_decay": 0.0},
@@ -339,6 +345,8 @@ def fine_tune(tower: _Tower, states, a, b, y, options: LearnOptions, epochs: int
                 if options.in_batch:
                     ids = np.concatenate([a[rows], b[rows]])
                     loss = loss + options.in_batch * _in_batch(v, ids, labels[rows], options.scale)
+                if options.pull:
+                    loss = loss + options.pull * sum(((p - p0) ** 2).sum() for p, p0 in zip(params, start))
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -488,7 +496,8 @@ def learn(
     a = np.array([at[t] for t in pairs.text1])
     b = np.array([at[t] for t in pairs.text2])
     y = np.asarray(pairs.labels, dtype=np.int64)
-    states, vectors = tower.states(model.vectorizer.encode(texts))
+    with tqdm(total=len(texts), desc="encode the labels' texts", unit="text", disable=not progress) as bar:
+        states, vectors = tower.states(model.vectorizer.encode(texts), bar=bar)
     pretrained = np.einsum("ij,ij->i", vectors[a], vectors[b]).astype(np.float64)
     cv_pairs = len(y) * (FOLDS - 1) if len(y) <= HOLDOUT_ABOVE else round(len(y) * (1 - HOLDOUT_SHARE))
     bar = tqdm(total=options.epochs * cv_pairs, desc="fine-tune", unit="pair", disable=not progress)
@@ -507,6 +516,7 @@ def learn(
             _hedge_threshold(decision, top.cosines(states, a, b), y, options.metric)
             decision["final_fit_labels"] = len(y)
         tower.write_back(top, model)
+        model.config = replace(model.config, loss="cosent")  # config.json names the loss these weights learned by
     model.calibrator, calibration = _calibrate(decision, cv, pretrained, y, pairs, options)
     model.set_threshold(decision.pop("threshold"))
     model.info["pretrained"] = source_info

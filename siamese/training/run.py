@@ -190,11 +190,19 @@ def learn_run(run: TrainRun, model_config: ModelConfig, config: TrainConfig, *, 
         raise ConfigError("--from trains in one process: it takes no --nproc, --checkpoint or --resume")
     if run.val_data is not None or run.weight:
         raise ConfigError("--from chooses by cross-validation on --data itself: leave out --val-data and --weight")
+    ignored = options_learn_ignores(model_config, config)
+    if ignored:
+        raise ConfigError(
+            f"--from fine-tunes the source's own transformer, head and loss by its own recipe: leave out "
+            f"{', '.join(ignored)} (it takes --epochs, --lr, --batch-size, --seed, --threshold-metric, --device and "
+            "--frozen-layers)"
+        )
     _check_out(run, model_config, config)
     parts = [read_pairs_of(run, p) for p in run.data]
     pairs, test = Pairs.concat(parts), None
     if run.test_fraction > 0:
         test, pairs = held_out_split(pairs, run.test_fraction, seed=config.seed)
+        pairs.source = f"{pairs.source} less the --test-fraction {run.test_fraction} split ({len(test)} pairs)"
     unset = LearnOptions()
     options = LearnOptions(
         epochs=config.epochs or unset.epochs,
@@ -224,9 +232,32 @@ def learn_run(run: TrainRun, model_config: ModelConfig, config: TrainConfig, *, 
     chosen = threshold_line(model.threshold, {"note": threshold_note(info)}, 0)
     lines = [learned_line(info), chosen, probability_line(info), f"saved to {run.out}"]
     if test is not None:
-        result["test"], line = _test_as_is_and_learned(model, run.from_, pairs, test, config.threshold_metric)
+        from ..io.progress import tqdm
+
+        with tqdm(total=1, desc=f"score the test split as-is and learned ({len(test)} pairs)", unit="split",
+                  disable=not progress) as bar:  # fmt: skip
+            result["test"], line = _test_as_is_and_learned(model, run.from_, pairs, test, config.threshold_metric)
+            bar.update(1)
         lines.append(line)
     return RunReport(result, lines, model)
+
+
+LEARN_TAKES = frozenset({"epochs", "lr", "batch_size", "seed", "threshold_metric", "device"})
+
+
+def options_learn_ignores(model_config: ModelConfig, config: TrainConfig) -> list[str]:
+    """The flags of the options set (away from their defaults) that learning ``--from`` a pretrained encoder
+    would not use: the from-scratch recipe's encoder, head, loss and training options."""
+    given = {ModelConfig: model_config, TrainConfig: config, LossConfig: config.loss_options}
+    unset = {ModelConfig: ModelConfig(), TrainConfig: TrainConfig(), LossConfig: LossConfig()}
+    flags = [
+        (d.option.flags or (f"--{d.name.replace('_', '-')}",))[0].split("/")[0]
+        for d in declared_options(ModelConfig, TrainConfig)
+        if d.name not in LEARN_TAKES and getattr(given[d.owner], d.name) != getattr(unset[d.owner], d.name)
+    ]
+    named = {"pooling": "--pooling", "path": "--transformer", "prior": "--prior"}  # siamese train's own flags
+    extra = sorted(set(model_config.encoder_options) - {"frozen_layers"})
+    return flags + [named.get(key, f"-o {key}") for key in extra]
 
 
 def read_pairs_of(run: TrainRun, path: Path) -> Any:

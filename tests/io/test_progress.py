@@ -51,7 +51,21 @@ def test_a_line_comes_while_one_long_step_runs_and_a_short_bar_stays_quiet(monke
     quiet = io.StringIO()
     with tqdm(total=3, desc="encode", unit="text", file=quiet) as bar:
         bar.update(3)
-    assert quiet.getvalue() == ""  # done within one interval: no line at all
+    assert quiet.getvalue() == ""  # done within one interval of the last line: no line at all
+
+
+def test_short_steps_one_after_another_are_never_silent_for_more_than_an_interval(monkeypatch):
+    """Each step under one interval wrote nothing: five 0.1 s steps at 0.25 s were 0.5 s of silence."""
+    monkeypatch.setenv("SIAMESE_PROGRESS_SECONDS", "0.25")
+    out = io.StringIO()
+    tqdm.write("starting", file=out)
+    for step in range(5):
+        with tqdm(total=1, desc=f"step {step}", unit="pair", file=out) as bar:
+            time.sleep(0.1)
+            bar.update(1)
+    lines = out.getvalue().splitlines()
+    assert 2 <= len(lines) - 1 <= 3, lines  # a line about every 0.25 s of the 0.5 s, from whichever step runs then
+    assert all(line.startswith("step ") for line in lines[1:]), lines
 
 
 def test_the_interval_and_the_durations(monkeypatch):

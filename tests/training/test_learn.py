@@ -231,6 +231,32 @@ def test_long_batches_recompute_their_activations_with_the_same_gradients(monkey
         torch.testing.assert_close(a, b)  # dropout replays the same mask
 
 
+def test_the_pull_keeps_the_trained_top_nearer_the_pretrained_weights(data_dir):
+    """LearnOptions(pull=...): L2-SP, the squared distance from the pretrained weights added to the loss."""
+    import torch
+
+    from siamese.models.sentence_encoder import load_bi_encoder
+    from siamese.training.learn import LearnOptions, _Tower, fine_tune
+
+    model = load_bi_encoder("minilm", device="cpu")
+    tower = _Tower(model, 4, torch.device("cpu"), "fp32")
+    pairs = read_pairs(data_dir / "mqp" / "mqp.csv")
+    texts = list(dict.fromkeys(pairs.text1[:48] + pairs.text2[:48]))
+    where = {t: i for i, t in enumerate(texts)}
+    states, _ = tower.states(model.vectorizer.encode(texts))
+    a = np.array([where[t] for t in pairs.text1[:48]])
+    b = np.array([where[t] for t in pairs.text2[:48]])
+    start = [p.detach().clone() for p in tower.top().parameters()]
+
+    def moved(pull: float) -> float:
+        options = LearnOptions(epochs=2, lr=5e-4, weight_decay=0.0, pull=pull, device="cpu")
+        top = fine_tune(tower, states, a, b, pairs.labels[:48], options, 2)
+        return float(sum(((p.detach() - p0) ** 2).sum() for p, p0 in zip(top.parameters(), start)))
+
+    free, pulled = moved(0.0), moved(10.0)
+    assert free > 0 and pulled < 0.5 * free
+
+
 def _options():
     from siamese.training.learn import LearnOptions
 
@@ -373,6 +399,36 @@ def test_train_from_takes_no_cross_encoder_options(labels_file, tmp_path):
     proc = run("train", "--data", labels_file, "--from", "minilm", "--cross", "--out", tmp_path / "x", check_ok=False)
     assert_user_error(proc, "--from", "--cross")
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(
+    "given,named",
+    [
+        (["--encoder", "bow"], "--encoder"),
+        (["--loss", "mnr", "--head", "manhattan", "--pooling", "cls"], "--head, --loss, --pooling"),
+        (["--precision", "fp32", "--no-calibrate", "-o", "hidden=8"], "--precision, --calibrate, -o hidden"),
+    ],
+)
+def test_train_from_refuses_the_options_its_recipe_would_not_use(labels_file, tmp_path, given, named):
+    """They were ignored: `--from minilm --encoder bow` saved MiniLM fine-tuned, saying nothing."""
+    proc = run("train", "--data", labels_file, "--from", "minilm", *given, "--out", tmp_path / "x", check_ok=False)
+    assert_user_error(proc, f"--from fine-tunes the source's own transformer, head and loss by its own recipe: "
+                            f"leave out {named} (it takes --epochs")  # fmt: skip
+    assert not (tmp_path / "x").exists()
+
+
+def test_the_same_command_runs_again_into_its_own_folder_and_names_what_the_split_left(learned, labels_file):
+    """A second run of a --test-fraction command into the same folder was refused for the test.csv the first
+    one wrote ("files siamese did not write"). A split that leaves too few labels says so."""
+    out, first = learned
+    again = run_json("train", "--data", labels_file, "--from", "minilm", "--out", out, "--epochs", 1,
+                     "--test-fraction", 0.25, "--quiet")  # fmt: skip
+    assert again["labels"] == first["labels"] and (out / "test.csv").is_file()
+    config = json.loads((out / "config.json").read_text())
+    assert config["loss"] == ("cosent" if again["chosen"] == "fine-tuned" else "triplet")  # the loss it learned by
+    proc = run("train", "--data", labels_file, "--from", "minilm", "--out", out, "--test-fraction", 0.8,
+               check_ok=False)  # fmt: skip
+    assert_user_error(proc, "labels.csv less the --test-fraction 0.8 split (", "labelled pairs")
 
 
 def test_train_from_refuses_bad_labels_before_writing(tmp_path):
