@@ -111,9 +111,11 @@ def check_utf8(text: str, path: Path, line: int, column: str) -> None:
         raise DataError(f"{path}:{line}: column '{column}' is not valid UTF-8") from None
 
 
-def check_delimiter(path: Path, first_line: str, delimiter: str) -> None:
-    """Refuse a file whose first line is not split by ``delimiter`` but is by another one
-    (TSV content in a .csv, or the other way round)."""
+def check_delimiter(path: Path, first_line: str, delimiter: str, remedy: str | None = None) -> None:
+    """Refuse a file whose first line is not split by ``delimiter`` but is by another one (a .tsv
+    holding commas, or a file read with a delimiter given for it that it does not use). ``remedy``:
+    what makes it read (the caller knows why it reads with ``delimiter``); without one, the message
+    says only what is sure to work."""
     if delimiter in first_line:
         return
     for other, name in _DELIMITER_NAMES.items():
@@ -124,10 +126,15 @@ def check_delimiter(path: Path, first_line: str, delimiter: str) -> None:
                 "with a comma as separator)"
             )
         if other != delimiter and other in first_line:
+            read = _DELIMITER_NAMES.get(delimiter, repr(delimiter))
+            if remedy is None and delimiter == "\t" and other == "," and Path(path).suffix.lower() == ".tsv":
+                raise DataError(
+                    f"{path}:1: the first line is comma-separated, but a .tsv file is read tab-separated "
+                    "(rename it .csv)"
+                )
             raise DataError(
-                f"{path}:1: the first line is {name}-separated, but this file is read "
-                f"{_DELIMITER_NAMES.get(delimiter, repr(delimiter))}-separated "
-                f"(rename it .{'tsv' if other == chr(9) else 'csv'} or pass --format)"
+                f"{path}:1: the first line is {name}-separated, but this file is read {read}-separated"
+                + (f" ({remedy})" if remedy else "")
             )
 
 
@@ -197,14 +204,17 @@ class Rows:
 def open_table(
     path: str | os.PathLike,
     *,
-    delimiter: str = ",",
+    delimiter: str | None = None,
     quoting: int = csv.QUOTE_MINIMAL,
     columns: list[str] | tuple[str, ...] | None = None,
     skip_blank: bool = True,
+    remedy: str | None = None,
 ) -> Iterator[tuple[list[str], Rows]]:
     """Open a CSV/TSV file: ``(header, rows)``. The header is its first line (checked for
-    duplicate names and for the delimiter), or ``columns`` for files without one; every row must
-    have as many fields as the header (at least as many without a header line)."""
+    duplicate names and for the delimiter: ``delimiter``, by default the one :func:`table_delimiter`
+    tells from the file; ``remedy`` is what a mismatch's message suggests), or ``columns`` for
+    files without one; every row must have as many fields as the header (at least as many without
+    a header line)."""
     path = Path(path)
     with open_text(path) as f:
         first = f.readline()
@@ -212,7 +222,9 @@ def open_table(
             raise DataError(
                 f"{path}: file is empty" if not first else f"{path}:1: empty first line (expected the header)"
             )
-        check_delimiter(path, first, delimiter)
+        if delimiter is None:
+            delimiter = table_delimiter(path, first)
+        check_delimiter(path, first, delimiter, remedy)
         f.seek(0)
         rows = Rows(f, path, delimiter=delimiter, quoting=quoting, skip_blank=skip_blank)
         if columns is None:
@@ -228,9 +240,29 @@ def open_table(
         yield header, rows
 
 
-def table_delimiter(path: str | os.PathLike) -> str:
-    """Tab for a .tsv file, comma otherwise."""
-    return "\t" if Path(path).suffix.lower() == ".tsv" else ","
+def table_delimiter(path: str | os.PathLike, first: str | None = None) -> str:
+    """The delimiter a CSV/TSV file is read with, the same for every reader: tab for a .tsv file,
+    and for a file of another name (.csv) whose first line (``first``, read from the file when not
+    given) holds tabs and no comma (TSV saved as .csv: no comma-separated header is one name with
+    tabs in it); comma otherwise, so a CSV's quoted texts may hold tabs."""
+    if Path(path).suffix.lower() == ".tsv":
+        return "\t"
+    if first is None:
+        first = peek_first_line(path)
+    return "\t" if "\t" in first and "," not in first else ","
+
+
+def peek_first_line(path: str | os.PathLike) -> str:
+    """The start of a file's first line, decoded as :func:`open_text` would, without checking the
+    rest of the file ("" when it cannot be read: the reader that follows says why)."""
+    try:
+        with open(path, "rb") as raw:
+            head = raw.read(1 << 16)
+    except OSError:
+        return ""
+    encoding = next((name for bom, name in _BOMS if head.startswith(bom)), "utf-8-sig")
+    text = head.decode(encoding, errors="replace").removeprefix("\ufeff")
+    return text.split("\n", 1)[0].split("\r", 1)[0]
 
 
 def first_line(path: str | os.PathLike) -> str:

@@ -3,6 +3,8 @@
 Every reader streams its file row by row (:mod:`siamese.data.input_files`: malformed quotes, rows of
 the wrong width, repeated header names and a wrong delimiter are errors) and checks each value as
 it goes, so a bad row is reported as ``file:line: column 'x': what is wrong`` before anything is built.
+A CSV format's file is read tab-separated when it is a .tsv or its first line has tabs and no comma
+(:func:`siamese.data.input_files.table_delimiter`), as the text readers read a CSV/TSV column.
 """
 
 from __future__ import annotations
@@ -205,11 +207,12 @@ def detect_format(path: str | os.PathLike, *, labelled: bool = True) -> PairForm
     ``labelled=False``, only its two text columns need be)."""
     path = Path(path)
     first = first_line(path)
+    table = table_delimiter(path, first)
     for fmt in FORMATS.values():
         if fmt.columns is not None:
             continue
-        # the generic format is read tab-separated from a .tsv (see resolve_format)
-        delimiter = "\t" if fmt.name == "generic" and path.suffix.lower() == ".tsv" else fmt.delimiter
+        # a CSV format's file is read tab-separated when it is one (see resolve_format)
+        delimiter = table if fmt.delimiter == "," else fmt.delimiter
         header = first.split(delimiter)
         needed = {fmt.text1, fmt.text2} | ({fmt.label or fmt.score or fmt.text1} if labelled else set())
         if needed <= set(h.strip() for h in header):
@@ -220,7 +223,7 @@ def detect_format(path: str | os.PathLike, *, labelled: bool = True) -> PairForm
     named = _named_columns(path, first, labelled=labelled)
     if named is not None:
         return named
-    check_delimiter(path, first, table_delimiter(path))  # a semicolon-separated file is told so
+    check_delimiter(path, first, table)  # a semicolon-separated file is told so
     raise DataError(
         f"{path}: cannot tell the format from the first line {first[:80]!r}; "
         f"pass --format ({', '.join(FORMATS)}) or name the columns with --text1/--text2"
@@ -253,7 +256,7 @@ def pair_columns(header: Sequence[str]) -> tuple[str, str, str | None] | None:
 
 def _named_columns(path: Path, first: str, *, labelled: bool) -> PairFormat | None:
     """A generic format for a header :func:`pair_columns` reads (with a label column when ``labelled``)."""
-    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    delimiter = table_delimiter(path, first)
     columns = pair_columns([h.strip().strip('"') for h in first.split(delimiter)])
     if columns is None or (labelled and columns[2] is None):
         return None
@@ -268,9 +271,32 @@ def _named_columns(path: Path, first: str, *, labelled: bool) -> PairFormat | No
     )
 
 
-# A label as a file writes it: 0/1, or as pandas writes a float or bool column (1.0, True), which the Python API
-# takes as they are.
-LABEL_VALUES = {"0": 0, "1": 1, "0.0": 0, "1.0": 1, "false": 0, "true": 1}
+# A label as a file writes it: 0/1, as pandas writes a float or bool column (1.0, True), which the Python API
+# takes as they are, or as a person or a spreadsheet does (yes/no, y/n); any case. Not free words ("duplicate",
+# "same"): which of the two they mean is a guess.
+LABEL_VALUES = {
+    "0": 0,
+    "1": 1,
+    "0.0": 0,
+    "1.0": 1,
+    "false": 0,
+    "true": 1,
+    "no": 0,
+    "yes": 1,
+    "n": 0,
+    "y": 1,
+}
+LABEL_RULE = "label must be 0/1, true/false or yes/no"  # what a refusal says is accepted
+
+
+def parse_label(raw: str, path: str | os.PathLike, line: int | str, column: str) -> int:
+    """A pair file's label as 0 or 1 (:data:`LABEL_VALUES`), or a one-line DataError naming the file, line and
+    column."""
+    value = raw.strip()
+    label = LABEL_VALUES.get(value.lower())
+    if label is None:
+        raise DataError(f"{path}:{line}: column '{column}': {LABEL_RULE}, got {value!r}")
+    return label
 
 
 @dataclass
@@ -303,7 +329,10 @@ def open_pairs(path: str | os.PathLike, fmt: PairFormat, *, labelled: bool = Tru
     ``labelled=False`` the label and score columns are neither required nor read (the file may
     have none): each row still carries all its fields."""
     path = Path(path)
-    with open_table(path, delimiter=fmt.delimiter, quoting=fmt.quoting, columns=fmt.columns) as (header, rows):
+    table = open_table(
+        path, delimiter=fmt.delimiter, quoting=fmt.quoting, columns=fmt.columns, remedy=_delimiter_remedy(path, fmt)
+    )
+    with table as (header, rows):
         wanted = [c for c in (fmt.text1, fmt.text2) + ((fmt.label, fmt.score) if labelled else ()) if c]
         missing = [c for c in wanted if c not in header]
         if missing:
@@ -312,6 +341,21 @@ def open_pairs(path: str | os.PathLike, fmt: PairFormat, *, labelled: bool = Tru
                 f"'{fmt.name}' (found: {', '.join(repr(h) for h in header[:12])})"
             )
         yield PairStream(path, fmt, header, _rows(rows, path, fmt, {c: header.index(c) for c in wanted}, labelled))
+
+
+def _delimiter_remedy(path: Path, fmt: PairFormat) -> str | None:
+    """What reads a pair file whose first line ``fmt``'s delimiter does not split (None: the reader's own
+    advice, for a .tsv holding commas: rename it .csv)."""
+    own = FORMATS.get(fmt.name)
+    tsv = path.suffix.lower() == ".tsv"
+    if own is not None and own.delimiter == "\t" and fmt.delimiter == "\t":  # MSRP, PAWS, SICK, STS-B
+        return (
+            f"format {fmt.name!r} reads its corpus's tab-separated files; for this one pass --format generic with "
+            "--text1/--text2/--label naming its columns" + (" and rename it .csv" if tsv else "")
+        )
+    if fmt.delimiter == "\t" and tsv:
+        return None
+    return f"as given, format {fmt.name!r} reads with delimiter {fmt.delimiter!r}"  # delimiter= in Python
 
 
 def _rows(rows, path: Path, fmt: PairFormat, col: dict[str, int], labelled: bool) -> Iterator[PairRow]:
@@ -331,10 +375,7 @@ def _rows(rows, path: Path, fmt: PairFormat, col: dict[str, int], labelled: bool
                     raise DataError(f"{path}:{line}: column '{fmt.score}': expected a number, got {raw!r}")
                 score = float(raw)
             if fmt.label:
-                raw = row[col[fmt.label]].strip()
-                label = LABEL_VALUES.get(raw.lower())
-                if label is None:
-                    raise DataError(f"{path}:{line}: column '{fmt.label}': label must be 0 or 1, got {raw!r}")
+                label = parse_label(row[col[fmt.label]], path, line, fmt.label)
             elif fmt.score:
                 label = int(score >= fmt.positive_score)
             else:
@@ -434,7 +475,7 @@ def as_pairs(value: PairsLike, what: str = "pairs") -> Pairs:
         return value
     if isinstance(value, (str, os.PathLike)):
         return read_pairs(value)
-    columns = _table_columns(value)
+    columns = table_columns(value)
     if columns is not None:
         return _pairs_from_columns(value, columns, what)
     if isinstance(value, (bytes, dict)) or not isinstance(value, (Sequence, Iterator)):
@@ -463,7 +504,7 @@ def _zero_or_one(y: Any) -> bool:
         return False
 
 
-def _table_columns(value: Any) -> list[str] | None:
+def table_columns(value: Any) -> list[str] | None:
     """The column names of a table (pandas DataFrame, Hugging Face Dataset, dict of columns), else None."""
     if isinstance(value, dict):
         return [str(k) for k in value]
@@ -555,7 +596,7 @@ def text_rows(
     path = Path(path)
     found = False
     if path.suffix.lower() in (".csv", ".tsv"):
-        with open_table(path, delimiter=table_delimiter(path), skip_blank=skip_empty) as (header, rows):
+        with open_table(path, skip_blank=skip_empty) as (header, rows):  # its delimiter: table_delimiter
             name = column or text_column(path, header)
             if name not in header:
                 raise DataError(f"{path}: no column {name!r} (found: {column_list(header)})")
@@ -616,7 +657,9 @@ def resolve_format(
     labelled: bool = True,
 ) -> PairFormat:
     """The format to read ``path`` with: named, given, or detected from its header (``"auto"``),
-    with the named columns (and delimiter) overriding the format's."""
+    with the named columns (and delimiter) overriding the format's. Without a ``delimiter``, a
+    comma-separated format reads a file that :func:`~siamese.data.input_files.table_delimiter` finds
+    tab-separated (a .tsv, or a .csv whose first line has tabs and no comma) with tabs."""
     if isinstance(format, PairFormat):
         fmt = format
     elif format == "auto":
@@ -631,7 +674,7 @@ def resolve_format(
     else:
         raise DataError(f"unknown format {format!r}; choose one of: auto, {', '.join(FORMATS)}")
     overrides = {k: v for k, v in dict(text1=text1, text2=text2, label=label).items() if v}
-    if delimiter is None and (overrides or fmt.name == "generic") and Path(path).suffix.lower() == ".tsv":
+    if delimiter is None and fmt.delimiter == "," and table_delimiter(path) == "\t":
         delimiter = "\t"
     if delimiter:
         overrides["delimiter"] = delimiter

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.pairs import column_list
+from ..data.pairs import column_list, parse_label
 from ..errors import ConfigError, DataError
 from . import stats
 from .selection import Candidates, Selector, corpus_candidates, pair_candidates
@@ -163,15 +163,15 @@ class LabelSession:
         }
 
     def answer(self, n: int, label: int | None, tab: str = "") -> bool:
-        """Record ``label`` (1 duplicate, 0 not, None skip) for candidate ``n``; False when the pair
-        was answered already (in another tab: the first answer stands)."""
+        """Record ``label`` (1 duplicate, 0 not, None skip) for candidate ``n``; whether it was written: False for a
+        skip (never written) and for a pair answered already (in another tab: the first answer stands)."""
         if not 0 <= n < len(self.c):
             raise DataError(f"no candidate pair {n} (there are {len(self.c)})")
         with self.lock:
             self.reserved.pop(n, None)
             if label is None:
                 self.skipped.add(n)
-                return True
+                return False
             text1, text2 = self.c.pair(n)
             id1, id2 = self.c.ids[n]
             saved = self.store.add(answer(text1, text2, label, id1, id2, self.c.similarity[n]))
@@ -352,20 +352,17 @@ def given_pairs(model, path: str | os.PathLike, *, format="auto", text1=None, te
 
 
 def oracle(candidates: Candidates, columns: list[dict], column: str, *, pairs: bool, source="") -> Callable:
-    """``label(n)`` from ``column``: a pair file's 0/1 label, or for a corpus whether the pair's
-    two texts have the same value there (an answer id, a cluster)."""
+    """``label(n)`` from ``column``: a pair file's 0/1 label (every row's checked first, as the pair readers check a
+    label column: a bad one is ``FILE:LINE: column 'x': ...`` before any answer), or for a corpus whether the
+    pair's two texts have the same value there (an answer id, a cluster)."""
     if not columns or column not in columns[0]:
         found = column_list(list(columns[0])) if columns else "none"
         raise DataError(f"{source}: no oracle column {column!r} (found: {found})")
+    if pairs:  # ids are the pairs' lines in the file
+        labels = [parse_label(columns[n][column], source, candidates.ids[n][0], column) for n in range(len(columns))]
+        return labels.__getitem__
 
     def label(n: int) -> int | None:
-        if pairs:
-            value = columns[n][column].strip()
-            if value not in ("0", "1"):
-                raise DataError(
-                    f"{source}: pair {candidates.ids[n][0]}: column {column!r} must be 0 or 1, got {value!r}"
-                )
-            return int(value)
         a, b = (columns[i][column].strip() for i in (candidates.first[n], candidates.second[n]))
         return None if not a or not b else int(a == b)
 

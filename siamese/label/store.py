@@ -9,6 +9,8 @@ itself and first read what the others appended since, so a pair is written once 
 tabs or processes answer it. A pair is the same pair in either order and after collapsing
 whitespace. Undo rewrites the file without its row, atomically (temporary file, fsync, rename)
 under the same lock; the temporary file of an undo killed midway is removed by the next store.
+A new file, and the folders it goes in, is made by the first answer: opening a store only checks
+that it can be, so a command that stops before its first answer leaves nothing behind.
 
 A file edited by hand may lack its final line end (the next row starts on a new line) or end its
 lines with CR only. A last row cut short by a crash (power loss mid-write) is moved, as it was, to
@@ -33,7 +35,7 @@ from pathlib import Path
 
 from ..data.records import normalise
 from ..errors import DataError, OutputError
-from ..io.atomic import create_new, fsync_dir, unused_name
+from ..io.atomic import check_writable, create_new, fsync_dir, unused_name
 
 COLUMNS = ("text1", "text2", "label", "id1", "id2", "similarity", "time")
 log = logging.getLogger("siamese.label")
@@ -84,9 +86,11 @@ class LabelStore:
         self._lock = threading.Lock()
         if self.path.is_dir():
             raise OutputError(f"{self.path}: a folder is there, not a labels file")
-        with self._locked():
-            self._clear_killed_undo()
-        # creating the file above, or reading (and checking) the answers already there
+        with self._locked(create=False) as fd:  # reading (and checking) the answers already there
+            if fd is not None:
+                self._clear_killed_undo()
+        if fd is None:
+            self._check_can_create()
 
     @property
     def torn_file(self) -> Path:
@@ -104,6 +108,7 @@ class LabelStore:
         """Append ``answer`` (False, and nothing written, when its pair was answered already).
         A write that fails is undone (the file is cut back) and raised as an :class:`OutputError`."""
         with self._locked() as fd:
+            assert fd is not None  # made if it was not there
             if answer.key in self.keys:
                 return False
             data = answer.row() if self._ends_line else b"\n" + answer.row()
@@ -126,7 +131,7 @@ class LabelStore:
 
     def undo(self, key: tuple[str, str] | None = None) -> Answer | None:
         """Remove the answer about ``key`` (default: the last one written); returns it (None: none)."""
-        with self._locked():
+        with self._locked(create=False):
             if not self.answers:
                 return None
             at = (
@@ -148,18 +153,30 @@ class LabelStore:
 
     def refresh(self) -> None:
         """Read what other writers appended."""
-        with self._locked():
+        with self._locked(create=False):
             pass
 
     # -- the file ---------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[int]:
-        """The file open for appending, flocked, and read up to its end."""
+    def _locked(self, create: bool = True) -> Iterator[int | None]:
+        """The file open for appending, flocked, and read up to its end; made (with its folders) when it is not
+        there, or with ``create=False`` None (no answers)."""
         with self._lock:
+            made_folders = False
             while True:
                 try:
-                    fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+                    fd = os.open(self.path, os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0), 0o666)
+                except FileNotFoundError as e:
+                    if not create:
+                        self.answers, self.keys, self._seen, self._ends_line = [], set(), (None, 0), True
+                        yield None
+                        return
+                    if made_folders:
+                        raise OutputError(f"{self.path}: cannot open the labels file ({e.strerror or e})") from None
+                    self._make_folders()
+                    made_folders = True
+                    continue
                 except OSError as e:
                     raise OutputError(f"{self.path}: cannot open the labels file ({e.strerror or e})") from None
                 try:
@@ -171,6 +188,30 @@ class LabelStore:
                     return
                 finally:
                     os.close(fd)  # closing releases the lock
+
+    def _check_can_create(self) -> None:
+        """Refuse, before any work, a new labels file that could not be made (a file where a folder should be, a
+        read-only folder); nothing is left there."""
+        folder = self.path.absolute().parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            raise OutputError(f"{self.path}: cannot write there ({folder} is a file, not a folder)")
+        check_writable(self.path)
+
+    def _make_folders(self) -> None:
+        """The folders the labels file goes in (``--out lab/labels.csv``), as ``train --out a/b`` makes its own."""
+        missing = []
+        folder = self.path.absolute().parent
+        while not folder.exists() and folder != folder.parent:
+            missing.append(folder)
+            folder = folder.parent
+        try:
+            self.path.absolute().parent.mkdir(parents=True, exist_ok=True)
+            for made in reversed(missing):
+                fsync_dir(made.parent)
+        except OSError as e:
+            raise OutputError(f"{self.path}: cannot make its folder {self.path.parent} ({e.strerror or e})") from None
 
     def _catch_up(self, fd: int) -> None:
         info = os.fstat(fd)

@@ -3,11 +3,13 @@ service's body limits and security headers: siamese/serve/).
 
 Routes: ``/`` the page, ``/health``, ``GET /api/next?tab=T`` (the pair to show tab T and the
 statistics), ``POST /api/answer`` ``{"index", "label": "d"|"n"|"s", "tab"}`` (answered once the
-row is on disk; then the next pair), ``POST /api/undo`` ``{"tab"}``, ``POST /api/save``
-``{"choice": "fitted"|"target"}``, ``POST /api/learn`` (start learning from the answers in the
-background: siamese/label/learning.py; 409 while it runs) and ``GET /api/learn`` (how it goes:
-``state`` idle, learning, done or failed, with a one-line ``message``). A user error is a 4xx
-with a one-line ``detail``.
+row is on disk; ``saved``: whether it was written, false for a pair another tab answered first
+and for a skip, which ``skipped`` tells and which is never written; then the next pair),
+``POST /api/undo`` ``{"tab"}``, ``POST /api/save`` ``{"choice": "fitted"|"target"}``,
+``POST /api/learn`` (start learning from the answers in the background:
+siamese/label/learning.py; 409 while it runs) and ``GET /api/learn`` (how it goes: ``state``
+idle, learning, done or failed, with a one-line ``message``). A user error is a 4xx with a
+one-line ``detail``; docs/labelling.md#http-api documents every call for scripts.
 
 Every ``/api/`` call must carry the run's token (``X-Siamese-Token``), which the page finds in
 itself (a ``<meta name="siamese-token">`` filled in when it is served): a page of another site
@@ -113,9 +115,9 @@ def create_app(
     def answer(req: AnswerRequest):
         if req.index >= len(session.c):
             raise HTTPException(422, f"no pair {req.index}: there are {len(session.c)}")
-        saved = session.answer(req.index, LABELS[req.label], req.tab)
+        saved = session.answer(req.index, LABELS[req.label], req.tab)  # a skip is not written: False
         session.stats()  # refitted first: the next pair's verdict is at the threshold the page shows
-        return state(session.next(req.tab), saved=saved)
+        return state(session.next(req.tab), saved=saved, skipped=req.label == "s")
 
     @app.post("/api/undo")
     def undo(req: TabRequest):

@@ -202,7 +202,7 @@ def test_train_bad_data_fails_cleanly(tmp_path):
         check_ok=False,
     )  # exit code 2 from the real script
     line = assert_user_error(proc, f"{bad}:4", "column 'same'", "'2'")
-    assert line == f"error: {bad}:4: column 'same': label must be 0 or 1, got '2'"
+    assert line == f"error: {bad}:4: column 'same': label must be 0/1, true/false or yes/no, got '2'"
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pairs.csv"]
 

@@ -180,7 +180,7 @@ def test_real_file_with_blank_labels_names_the_line(data_dir):
     path = data_dir / "twitter_url/test_raw_cased.csv"
     with pytest.raises(DataError) as e:
         read_pairs(path)
-    assert str(e.value) == f"{path}:9: column 'label': label must be 0 or 1, got ''"
+    assert str(e.value) == f"{path}:9: column 'label': label must be 0/1, true/false or yes/no, got ''"
 
 
 # -- user files ---------------------------------------------------------------------------------
@@ -230,8 +230,22 @@ def test_labels_as_pandas_writes_them(tmp_path):
     table, the file of it was refused."""
     path = write(tmp_path / "mine.csv", "text1,text2,label\na,b,1.0\nc,d,0.0\ne,f,True\ng,h,false\n")
     assert read_pairs(path).labels.tolist() == [1, 0, 1, 0]
-    with pytest.raises(DataError, match="half.csv:2: column 'label': label must be 0 or 1, got '0.5'"):
+    with pytest.raises(
+        DataError, match="half.csv:2: column 'label': label must be 0/1, true/false or yes/no, got '0.5'"
+    ):
         read_pairs(write(tmp_path / "half.csv", "text1,text2,label\na,b,0.5\n"))
+
+
+def test_labels_as_a_person_writes_them(tmp_path):
+    """yes/no and y/n, in any case, as a spreadsheet or a person fills a label column; a free word is refused with
+    what is accepted."""
+    path = write(tmp_path / "yesno.csv", "text1,text2,label\na,b,yes\nc,d,No\ne,f, Y \ng,h,n\ni,j,YES\n")
+    assert read_pairs(path).labels.tolist() == [1, 0, 1, 0, 1]
+    for word in ("maybe", "duplicate", "same", "2", "-1"):
+        bad = write(tmp_path / "words.csv", f"text1,text2,label\na,b,yes\nc,d,{word}\n")
+        with pytest.raises(DataError) as e:
+            read_pairs(bad)
+        assert str(e.value) == f"{bad}:3: column 'label': label must be 0/1, true/false or yes/no, got {word!r}"
 
 
 def test_a_long_header_is_listed_whole_or_says_how_many_more(tmp_path):
@@ -411,7 +425,7 @@ def test_bad_label(tmp_path):
     path = write(tmp_path / "pairs.csv", GOOD_HEADER + "a,b,1\nc,d,2\n")
     with pytest.raises(DataError) as e:
         read_pairs(path)
-    assert str(e.value) == f"{path}:3: column 'label': label must be 0 or 1, got '2'"
+    assert str(e.value) == f"{path}:3: column 'label': label must be 0/1, true/false or yes/no, got '2'"
 
 
 def test_empty_text(tmp_path):

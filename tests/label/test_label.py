@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
 import os
 import re
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, SCRIPT, free_port, invoke
+from conftest import REPO, SCRIPT, assert_user_error, free_port, invoke
 from conftest import call as json_call
 
 from siamese.errors import ConfigError, DataError
@@ -323,6 +324,36 @@ def test_oracle_replay_of_given_pairs(corpus, tmp_path):
     assert len(rows) == 6 and all(r["label"] == str(int(int(r["id1"]) - 1 <= 5)) for r in rows)
 
 
+def test_oracle_labels_are_checked_whole_first_and_the_out_folder_made_only_to_write(corpus, tmp_path):
+    """--pairs' oracle column is read as pair files' labels are (0/1, true/false, yes/no), every row checked before the
+    first answer, a bad one named FILE:LINE as read_pairs names it; --out's missing folders are made, as train --out
+    makes its own, but only by the first answer: a command that stops before leaves nothing."""
+    pairs = tmp_path / "pairs.csv"
+    said = ["yes", "Yes", "Y", "true", "1", "no", "No", "n", "false", "0", "maybe"]
+    texts = list(
+        zip(
+            TOPICS["refund"] + TOPICS["login"] + ["close my account"],
+            TOPICS["refund"][::-1] + TOPICS["invoice"] + ["remove my account"],
+        )
+    )
+    assert len(texts) == len(said)
+    with open(pairs, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([("text1", "text2", "gold"), *[(a, b, y) for (a, b), y in zip(texts, said)]])
+    labels = tmp_path / "lab" / "deeper" / "labels.csv"
+    args = ["label", corpus / "model", "--pairs", pairs, "--out", labels, "--oracle-column", "gold", "--budget", "4"]
+    line = assert_user_error(invoke(*args))  # 'maybe' is on the last line, which a budget of 4 never reaches
+    assert line == f"error: {pairs}:12: column 'gold': label must be 0/1, true/false or yes/no, got 'maybe'"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pairs.csv"]  # no labels file, no folder
+    assert_user_error(invoke("label", tmp_path / "nomodel", *args[2:]), "nomodel")  # an earlier failure: the same
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pairs.csv"]
+    pairs.write_text(pairs.read_text().replace(",maybe", ",no"))
+    ran = invoke(*args)
+    assert ran.returncode == 0, ran.stderr
+    with open(labels, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4 and all(r["label"] == str(int(int(r["id1"]) <= 6)) for r in rows)  # yes on lines 2-6
+
+
 def test_command_errors_are_one_line(corpus, tmp_path):
     base = ["label", corpus / "model", "--out", tmp_path / "l.csv"]
     ran = invoke(*base, "--data", corpus / "corpus.csv", "--pairs", corpus / "corpus.csv")
@@ -344,7 +375,10 @@ def test_command_errors_are_one_line(corpus, tmp_path):
 def labelling(model, corpus_file, labels, *args, port=None):
     """``siamese label`` in a subprocess on 127.0.0.1; yields (base URL, process)."""
     port = port or free_port()
-    log = open(Path(labels).with_suffix(".log"), "a")
+    folder = Path(labels).parent
+    while not folder.exists():  # --out in a folder the first answer makes
+        folder = folder.parent
+    log = open(folder / (Path(labels).stem + ".log"), "a")
     proc = subprocess.Popen(
         [str(SCRIPT), "label", str(model), "--data", str(corpus_file), "--column", "text", "--out", str(labels),
          "-k", "4", "--port", str(port), *args],
@@ -380,18 +414,42 @@ def call(base, path, body=None, *, token=True, headers=()):
     return json_call(base, path, body, headers=sent)
 
 
+PAIR_FIELDS = {"index", "text1", "text2", "id1", "id2", "similarity", "threshold", "threshold_from", "duplicate"}
+STATS_FIELDS = set(
+    "answers duplicates candidates model_threshold model_flags target_precision learned_on threshold calibration "
+    "precision recall flags precision_interval recall_interval precision_margin more_answers target_threshold "
+    "target_recall target_flags".split()
+)
+
+
+def documented_example() -> str:
+    """The Python example of docs/labelling.md's "HTTP API" section."""
+    text = (REPO / "docs" / "labelling.md").read_text(encoding="utf-8")
+    return re.search(r"```python\n(.*?)```", text[text.index("## HTTP API") :], re.S)[1]
+
+
 @pytest.mark.slow
 def test_http_api_answers_undo_two_tabs_and_save(corpus, tmp_path):
-    labels = tmp_path / "labels.csv"
+    """Every call docs/labelling.md's "HTTP API" documents, as it documents them (its example too)."""
+    labels = tmp_path / "lab" / "labels.csv"  # its folder is made by the first answer
     with labelling(corpus / "model", corpus / "corpus.csv", labels) as (base, _):
+        assert json_call(base, "/health")[1]["answers"] == 0  # no token needed
         _, a = call(base, "/api/next?tab=a")
+        assert set(a) == {"pair", "stats", "labels"} and set(a["pair"]) == PAIR_FIELDS
+        assert a["labels"] == str(labels) and set(a["stats"]) <= STATS_FIELDS
         _, b = call(base, "/api/next?tab=b")
         assert a["pair"]["index"] != b["pair"]["index"]  # two tabs are shown different pairs
         _, again = call(base, "/api/next?tab=a")
         assert again["pair"]["index"] == a["pair"]["index"]  # a reload shows the same pair
+        # a skip: not written, and said so
+        _, shown = call(base, "/api/next?tab=s")
+        status, skipped = call(base, "/api/answer", {"index": shown["pair"]["index"], "label": "s", "tab": "s"})
+        assert status == 200 and skipped["saved"] is False and skipped["skipped"] is True
+        assert skipped["stats"]["answers"] == 0 and skipped["pair"]["index"] != shown["pair"]["index"]
+        assert not labels.parent.exists()  # nothing written yet, not even the folder
         status, done = call(base, "/api/answer", {"index": a["pair"]["index"], "label": "d", "tab": "a"})
-        assert status == 200 and done["saved"] and done["stats"]["answers"] == 1
-        assert len(LabelStore(labels)) == 1  # on disk before the answer came back
+        assert status == 200 and done["saved"] is True and done["skipped"] is False and done["stats"]["answers"] == 1
+        assert len(LabelStore(labels)) == 1  # on disk, its folder made, before the answer came back
         # both tabs answer the same pair at once: one row
         index = b["pair"]["index"]
         results = []
@@ -409,6 +467,8 @@ def test_http_api_answers_undo_two_tabs_and_save(corpus, tmp_path):
         winner = next(tab for tab, _, r in results if r["saved"])
         status, undone = call(base, "/api/undo", {"tab": winner})  # a tab undoes its own last answer
         assert status == 200 and undone["pair"]["index"] == index and undone["stats"]["answers"] == 1
+        assert undone["undone"] is True
+        assert call(base, "/api/undo", {"tab": "never answered"})[0] == 409
         topic = {t: k for k, texts in TOPICS.items() for t in texts}
         pair = undone["pair"]
         for _ in range(30):  # answer truthfully until the calibration can be fitted
@@ -417,18 +477,34 @@ def test_http_api_answers_undo_two_tabs_and_save(corpus, tmp_path):
             pair = state["pair"]
             if state["stats"]["calibration"] is not None:
                 break
+        assert set(state["stats"]["calibration"]) == {"method", "cv_log_loss", "cv_ece"}
+        assert set(state["stats"]) <= STATS_FIELDS and "precision" in state["stats"]
         status, saved = call(base, "/api/save", {"choice": "fitted"})
         assert status == 200, saved
-        # bad requests are 4xx, never 5xx
+        assert set(saved) == {"saved", "stats"} and set(saved["saved"]) == {"path", "threshold", "calibration", "next"}
+        # learning: a bag-of-words model cannot, in one line
+        assert call(base, "/api/learn") == (200, {"learn": {"state": "idle"}})
+        status, body = call(base, "/api/learn", {})
+        assert status == 422 and "bow encoder" in body["detail"]
+        # bad requests are 4xx, never 5xx; only this page's token, only this machine's names
         assert call(base, "/api/answer", {"index": 10**6, "label": "d"})[0] == 422
         assert call(base, "/api/answer", {"index": 0, "label": "x"})[0] == 422
         assert call(base, "/api/save", {"choice": "nope"})[0] == 422
+        assert call(base, "/api/learn", {}, token=False)[0] == 403
+        assert call(base, "/api/next", token=False, headers={"X-Siamese-Token": "guessed"})[0] == 403
+        assert call(base, "/api/learn", {}, headers={"Host": "evil.example"})[0] == 421
         page = urllib.request.urlopen(base + "/")
         assert "script-src 'sha256-" in page.headers["content-security-policy"]
+        answers = len(LabelStore(labels))
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(documented_example().replace("http://127.0.0.1:8000", base), {})
+        assert printed.getvalue().startswith(f"True {answers + 1} {{")  # saved, counted, and the next pair
+        assert len(LabelStore(labels)) == answers + 1
     from siamese import SiameseModel
 
     model = SiameseModel.load(saved["saved"]["path"])
     assert model.threshold == pytest.approx(saved["saved"]["threshold"])
     assert model.calibrator is not None and model.info["threshold_choice"]["by"] == "label"
-    assert Path(saved["saved"]["path"]) == tmp_path / "labels-model"
+    assert Path(saved["saved"]["path"]) == tmp_path / "lab" / "labels-model"
     assert SiameseModel.load(corpus / "model").calibrator is None  # the input model is untouched

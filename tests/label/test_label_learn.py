@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO, SCRIPT, free_port, invoke
-from test_label import TOPICS, call, corpus, labelling  # noqa: F401  (corpus: the fixture)
+from test_label import TOPICS, call, corpus  # noqa: F401  (corpus: the fixture)
 
 from siamese.errors import ConfigError, DataError, SiameseError
 from siamese.label.learning import Learner, disagreement
@@ -171,16 +171,6 @@ def test_learn_refuses_in_one_line_and_a_failure_in_the_thread_is_a_line(corpus,
     state = learner.status()
     assert state["state"] == "failed" and "\n" not in state["message"] and "bow encoder" in state["message"]
     assert not (tmp_path / "learned").exists() and session.model is model  # nothing half-done
-
-
-@pytest.mark.slow
-def test_the_learn_route_refuses_a_bag_of_words_model_and_needs_the_token(corpus, tmp_path):  # noqa: F811
-    with labelling(corpus / "model", corpus / "corpus.csv", tmp_path / "labels.csv") as (base, _):
-        assert call(base, "/api/learn") == (200, {"learn": {"state": "idle"}})
-        status, body = call(base, "/api/learn", {})
-        assert status == 422 and "bow encoder" in body["detail"]
-        assert call(base, "/api/learn", {}, token=False)[0] == 403
-        assert call(base, "/api/learn", {}, headers={"Host": "evil.example"})[0] == 421
 
 
 def test_learn_out_is_never_an_input_nor_the_save_folder(corpus, tmp_path):  # noqa: F811
