@@ -18,6 +18,8 @@ from ..io.manifest import Field
 from .loss import LossConfig
 from .options import check_bounds, option
 
+MODEL_FORMAT = "siamese-model/1"  # config.json's "format" in a Siamese model folder
+
 # What an unset epochs / batch size / learning rate means, per kind of model (one place: the
 # trainers and the help read it).
 KIND_DEFAULTS = {

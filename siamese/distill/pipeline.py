@@ -33,7 +33,7 @@ def distill(
     :func:`default_corpus`), optionally fine-tuned on labelled pairs, with its decision threshold
     chosen on ``val_pairs`` (one set or several, both labels). ``device``: where the teacher and
     the student run (auto: a GPU when there is one)."""
-    from ..models.sentence_encoder import set_threshold, validation_parts
+    from ..models.pretrained_folder import set_threshold, validation_parts
     from ..models.siamese import ModelConfig
     from ..training.bi_encoder import TrainConfig, train
     from ..training.teacher import load_teacher

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import tempfile
 import zipfile
@@ -223,13 +224,40 @@ def refuse_cross(path: str | os.PathLike) -> None:
 
 def require_model_folder(path: str | os.PathLike) -> None:
     """Refuse, before any heavy import, a path with no config.json; a pretrained model's name
-    (``minilm``) is pointed to :func:`siamese.from_pretrained`, which builds it."""
+    (``minilm``) or a sentence-transformers / Hugging Face folder is pointed to
+    :func:`siamese.from_pretrained`, which builds a model from it."""
+    name = os.fspath(path)
+    foreign = foreign_folder(path)
+    if foreign is not None:
+        raise ModelError(
+            f"{name}: a {foreign} folder, not a siamese model folder; build one with "
+            f"siamese.from_pretrained({name!r}) (CLI: siamese pretrained {shlex.quote(name)} --out FOLDER), "
+            "then load FOLDER"
+        )
     if (Path(path) / "config.json").is_file():
         return
-    name = os.fspath(path)
     if name in NAMED:
         raise ModelError(
             f"{name}: not a model folder but a pretrained model's name; build it with "
             f"siamese.from_pretrained({name!r}) (CLI: siamese pretrained {name} --out FOLDER), then load FOLDER"
         )
     raise ModelError(f"{path}: not a siamese model folder (no config.json)")
+
+
+def foreign_folder(path: str | os.PathLike) -> str | None:
+    """The kind, "sentence-transformers" or "Hugging Face", of a folder of theirs (a ``modules.json``, or a
+    config.json with a ``model_type``, and no siamese ``format``), else None. An unreadable
+    config.json is None here: loading the folder says what is wrong with it."""
+    folder = Path(path)
+    config = folder / "config.json"
+    if config.is_file():
+        try:
+            raw = read_json_object(config, ModelError)
+        except ModelError:
+            return None
+        if raw.get("format") is not None:
+            return None  # ours (or a format of ours from another version: loading says which)
+        if (folder / "modules.json").is_file():
+            return "sentence-transformers"
+        return "Hugging Face" if "model_type" in raw else None
+    return "sentence-transformers" if (folder / "modules.json").is_file() else None

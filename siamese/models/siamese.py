@@ -23,9 +23,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import save_file
 
-from ..config.configs import MANIFEST_FIELDS, ModelConfig
+from ..config.configs import MANIFEST_FIELDS, MODEL_FORMAT, ModelConfig
 from ..data.glove import embedding_matrix, load_glove
-from ..data.records import check_texts
+from ..data.pairs import Pairs, PairsLike
 from ..data.vocabulary import PretrainedVectorizer, Vectorizer, pad
 from ..decision.calibrator import Calibrator
 from ..decision.threshold import check_threshold
@@ -41,12 +41,23 @@ from ..version import __version__
 from .encoders import Encoder, TransformerEncoder, build_encoder, encoder_class
 from .encoders.transformer import weights_follow
 from .heads import HEADS, build_head, clip_threshold
+from .inputs import (
+    VECTORS,
+    TextsOrVectors,
+    any_tensor,
+    check_text_items,
+    one_pair,
+    pair_sides,
+    stack_vectors,
+    text_list,
+    vector_list,
+)
 from .st_layout import encoder_weights, write_layout
 
 if TYPE_CHECKING:
     from ..evaluation.explain import Explanation
 
-FORMAT = "siamese-model/1"
+FORMAT = MODEL_FORMAT
 # The decision threshold before one is chosen on validation pairs. It is fitted state, like the
 # calibration: kept on the model (config.json's top-level "threshold"), not in the architecture.
 DEFAULT_THRESHOLD = 0.7
@@ -139,6 +150,33 @@ class SiameseModel:
         config.encoder_options = saved
         return cls(vectorizer, encoder, config, info)
 
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_folder: str | os.PathLike,
+        val_pairs: PairsLike | Sequence[Pairs] | None = None,
+        *,
+        max_length: int | None = None,
+        metric: str = "accuracy",
+        device: str = "auto",
+        progress: bool = False,
+    ) -> SiameseModel:
+        """A cosine Siamese model on a pretrained sentence encoder, untrained: ``minilm``, ``mpnet`` (or
+        their own names, ``all-MiniLM-L6-v2``, ...) or a local sentence-transformers or Hugging Face
+        folder, with the folder's pooling. Its threshold is chosen on ``val_pairs`` (one set or several;
+        both labels needed) to maximise ``metric``; without them it stays at the default.
+        ``info["pretrained"]`` records what it was built from and what the threshold was chosen on.
+        ``device``: where the validation pairs are encoded (auto: a GPU when there is one); ``progress``:
+        their encoding's progress on stderr. The same as :func:`siamese.from_pretrained`, under the name
+        Hugging Face code calls. A folder this returns saved (``model.save``) opens with :meth:`load`."""
+        from .pretrained_folder import build_pretrained, set_threshold, validation_parts
+
+        parts = validation_parts(val_pairs)
+        model, info = build_pretrained(cls, name_or_folder, max_length=max_length)
+        model.to(device)
+        model.info["pretrained"] = {**info, "threshold_choice": set_threshold(model, parts, metric, progress=progress)}
+        return model
+
     def to(self, device: str | torch.device | None = "auto") -> SiameseModel:
         """Move the weights to ``device`` (auto, cpu, cuda, cuda:N, mps; see :mod:`siamese.runtime.devices`)."""
         device = resolve_device(device)
@@ -209,8 +247,8 @@ class SiameseModel:
         if device is not None and resolve_device(device) != self.device:
             self.to(device)
         single = isinstance(texts, str)
-        texts = [texts] if single else list(texts)
-        check_texts(texts)
+        texts = [texts] if single else text_list(texts, "encode")
+        check_text_items(texts, "encode takes a text or a list of texts")
         if prompt:
             texts = [prompt + t for t in texts]
         out = self._encode(texts, batch_size, bool(progress or show_progress_bar), precision)
@@ -322,8 +360,8 @@ class SiameseModel:
 
     def similarity(
         self,
-        a: str | Sequence[str] | np.ndarray | torch.Tensor,
-        b: str | Sequence[str] | np.ndarray | torch.Tensor,
+        a: TextsOrVectors,
+        b: TextsOrVectors,
         *,
         batch_size: int | None = None,
     ) -> np.ndarray | torch.Tensor:
@@ -332,9 +370,11 @@ class SiameseModel:
         [-1, 1], or a duplicate probability in [0, 1] for the manhattan and classifier heads.
 
         ``a`` and ``b``: texts (a ``str`` is one text), or vectors from :meth:`encode` (NumPy or
-        torch, one row per text or a single vector). A torch tensor in gives a (CPU) tensor out,
-        else a NumPy array. One score per aligned pair ``(a[i], b[i])``: :meth:`similarity_pairwise`."""
-        tensor = _any_tensor(a, b)
+        torch, one row per text or a single vector, or a list of 1-D vectors as
+        ``encode(..., convert_to_numpy=False)`` returns). A torch tensor in (or a list of them)
+        gives a (CPU) tensor out, else a NumPy array. One score per aligned pair ``(a[i], b[i])``:
+        :meth:`similarity_pairwise`."""
+        tensor = any_tensor(a, b)
         a, b = self._vectors(a, batch_size), self._vectors(b, batch_size)
         if self.config.head == "cosine":  # one product of the unit rows
             unit = torch.nn.functional.normalize
@@ -347,14 +387,14 @@ class SiameseModel:
 
     def similarity_pairwise(
         self,
-        a: str | Sequence[str] | np.ndarray | torch.Tensor,
-        b: str | Sequence[str] | np.ndarray | torch.Tensor,
+        a: TextsOrVectors,
+        b: TextsOrVectors,
         *,
         batch_size: int | None = None,
     ) -> np.ndarray | torch.Tensor:
         """The head's score of each aligned pair ``(a[i], b[i])`` (as sentence-transformers'
         ``similarity_pairwise``): the diagonal of :meth:`similarity`, without the rest."""
-        tensor = _any_tensor(a, b)
+        tensor = any_tensor(a, b)
         a, b = self._vectors(a, batch_size), self._vectors(b, batch_size)
         if len(a) != len(b):
             raise ValueError(
@@ -365,7 +405,10 @@ class SiameseModel:
         return torch.from_numpy(scores) if tensor else scores
 
     def _vectors(self, x, batch_size: int | None) -> torch.Tensor:
-        """Texts encoded, or vectors as they are: a 2-D float32 tensor."""
+        """Texts encoded, or vectors as they are: a 2-D float32 tensor. A list of 1-D vectors (what
+        ``encode(..., convert_to_numpy=False)`` returns) is their matrix."""
+        if vector_list(x):
+            x = stack_vectors(x)
         if isinstance(x, (np.ndarray, torch.Tensor)):
             vectors = torch.as_tensor(x).detach().float()
             if vectors.dim() == 1:
@@ -375,7 +418,8 @@ class SiameseModel:
                     f"vectors of shape {tuple(x.shape)}: expected (n, {self.dim}) from this model's encode"
                 )
             return vectors
-        texts = [x] if isinstance(x, str) else list(x)
+        texts = [x] if isinstance(x, str) else text_list(x, "similarity", VECTORS)
+        check_text_items(texts, f"similarity takes texts, or {VECTORS}")
         return torch.from_numpy(self.encode(texts, batch_size=batch_size))
 
     @torch.inference_mode()
@@ -387,8 +431,8 @@ class SiameseModel:
 
     def probability(
         self,
-        a: str | Sequence[str] | np.ndarray | torch.Tensor,
-        b: str | Sequence[str] | np.ndarray | torch.Tensor,
+        a: TextsOrVectors,
+        b: TextsOrVectors,
         *,
         batch_size: int | None = None,
     ) -> np.ndarray | None:
@@ -401,21 +445,24 @@ class SiameseModel:
 
     def predict(
         self,
-        pairs_or_a: Sequence[tuple[str, str]] | Sequence[str],
+        pairs_or_a: tuple[str, str] | Sequence[tuple[str, str]] | Sequence[str] | PairsLike,
         b: Sequence[str] | None = None,
         *,
         threshold: float | None = None,
-    ) -> np.ndarray:
+    ) -> np.ndarray | bool:
         """True where a pair is a duplicate: similarity above the threshold (the model's unless
-        given). Takes a list of ``(text1, text2)`` pairs, or two aligned lists of texts."""
-        if b is None:
-            pairs = list(pairs_or_a)
-            if not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in pairs):
-                raise ValueError("predict takes a list of (text1, text2) pairs, or two lists of texts")
-            a, b = [p[0] for p in pairs], [p[1] for p in pairs]
-        else:
-            a = pairs_or_a
+        given). Takes one pair ``(text1, text2)`` (one ``bool``, as sentence-transformers'
+        ``CrossEncoder.predict`` gives one score), or, for one verdict per pair (a bool array):
+        a list of ``(text1, text2)`` pairs, two aligned lists of texts, a table (a pandas
+        DataFrame, a Hugging Face ``Dataset``, a dict of columns) whose two text columns are named
+        as a pair file's (text1/text2, sentence1/sentence2, question1/question2, ...; a label
+        column is not needed, nor read), or :class:`siamese.Pairs`."""
         t = self.threshold if threshold is None else check_threshold(threshold)
+        if b is not None:
+            return self.similarity_pairwise(pairs_or_a, b) > t
+        if one_pair(pairs_or_a):
+            return bool(self.similarity_pairwise([pairs_or_a[0]], [pairs_or_a[1]])[0] > t)
+        a, b = pair_sides(pairs_or_a)
         return self.similarity_pairwise(a, b) > t
 
     def explain(self, text1: str, text2: str, *, similarity: float | None = None) -> Explanation:
@@ -644,10 +691,6 @@ def _check_transformer_shapes(path: Path, config: ModelConfig, options: dict) ->
     expected = expected_shapes({"": encoder.model})
     check_shapes(hf_weights, read_header(hf_weights, ModelError), expected, ModelError)
     check_shapes(weights, read_header(weights, ModelError), expected_shapes({HEAD_PREFIX: head}), ModelError)
-
-
-def _any_tensor(*xs) -> bool:
-    return any(isinstance(x, torch.Tensor) for x in xs)
 
 
 # sentence-transformers' encode keywords that have no siamese counterpart, each refused with the siamese way.

@@ -280,8 +280,8 @@ def _test_as_is_and_learned(model, source, labels, test, metric: str) -> tuple[d
     both = {"as_is": evaluate(as_is, test), "learned": evaluate(model, test)}
     a, b = both["as_is"], both["learned"]
     line = (
-        f"held-out test split ({a['n']} pairs, test.csv): accuracy as-is {a['accuracy']:.4f} -> learned "
-        f"{b['accuracy']:.4f}, ROC-AUC {a['roc_auc']:.4f} -> {b['roc_auc']:.4f}"
+        f"held-out test split ({a['n']} pairs, test.csv): accuracy as-is {a['accuracy']:.3f} -> learned "
+        f"{b['accuracy']:.3f}, ROC-AUC {a['roc_auc']:.3f} -> {b['roc_auc']:.3f}"
     )
     return both, line
 
