@@ -18,6 +18,9 @@ ROC-AUC), never on the test split. One JSON line per set and seed.
     python bench/learn_recipe_selection.py --budget 200 --variant 'inbatch1={"in_batch": 1.0}' \\
         mqp:0 twitter-url:0 msrp:0 sick:0 paws-qqp:0 semeval-cqa:0 ... (seeds 0-2) \\
         > bench/results/learn-recipe-selection-inbatch-200.jsonl
+    # a pull towards the pretrained weights (L2-SP, in place of weight decay): left off
+    python bench/learn_recipe_selection.py --budget 200 --variant 'pull0.1={"pull": 0.1, "weight_decay": 0.0}' \\
+        ... twitter-url:0 ... semeval-cqa:1 > bench/results/learn-recipe-selection-pull-200.jsonl
     # sentence-transformers' recipe (bench/learn.py's st contender) on the same pool pairs
     python bench/learn_recipe_selection.py --no-default --st sick:0 sick:1 msrp:0
     # the default recipe's cosines blended with MiniLM's: a*tuned + (1-a)*MiniLM (a=1: the fine-tune alone),
