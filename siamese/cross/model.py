@@ -34,13 +34,15 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from ..config.configs import ModelConfig
+from ..data.pairs import PairsLike
 from ..decision.calibrator import Calibrator
-from ..decision.threshold import sigmoid
+from ..decision.threshold import check_threshold, sigmoid
 from ..errors import ConfigError, ModelError
 from ..io.atomic import atomic_dir, atomic_file, naming
 from ..io.extras import require
 from ..io.manifest import read_manifest
 from ..models.encoders.transformer import rebuild_transformer
+from ..models.inputs import verdicts
 from ..models.pretrained import model_folder, quiet_loading, require_safetensors
 from ..models.siamese import FORMAT as SIAMESE_FORMAT
 from ..models.siamese import SiameseModel
@@ -278,9 +280,19 @@ class CrossEncoder:
         n = len(texts_a)
         return sigmoid((both[:n] + both[n:]) / 2).astype(np.float32)
 
-    def predict(self, texts_a: Sequence[str], texts_b: Sequence[str], *, threshold: float | None = None) -> np.ndarray:
-        t = self.threshold if threshold is None else threshold
-        return self.similarity_pairwise(texts_a, texts_b) > t
+    def predict(
+        self,
+        pairs_or_a: tuple[str, str] | Sequence[tuple[str, str]] | Sequence[str] | PairsLike,
+        texts_b: Sequence[str] | None = None,
+        *,
+        threshold: float | None = None,
+    ) -> np.ndarray | bool:
+        """True where a pair is a duplicate: its score above the threshold (the model's unless given). Takes what
+        :meth:`SiameseModel.predict <siamese.models.siamese.SiameseModel.predict>` takes: one pair ``(text1, text2)``
+        (one ``bool``), or a list of pairs, two aligned lists of texts, a table with two text columns or
+        :class:`siamese.Pairs` (one verdict per pair). Scores themselves: :meth:`similarity_pairwise`."""
+        t = self.threshold if threshold is None else check_threshold(threshold)
+        return verdicts(self.similarity_pairwise, pairs_or_a, texts_b, t)
 
     def set_threshold(self, threshold: float) -> float:
         """The decision threshold, clipped to [0, 1] (the scores are probabilities); returns it."""

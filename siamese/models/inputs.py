@@ -111,3 +111,14 @@ def pair_sides(pairs) -> tuple[list[str], list[str]]:
         if not (isinstance(row, (tuple, list)) and len(row) == 2):
             raise ValueError(f"{_PREDICT_TAKES}; item {i} is {type(row).__name__} {_short(row)}")
     return [r[0] for r in rows], [r[1] for r in rows]
+
+
+def verdicts(score_pairwise, pairs_or_a, b, threshold: float):
+    """``score_pairwise(a, b) > threshold`` for what ``predict`` takes: one pair ``(text1, text2)`` (one bool),
+    two aligned lists, a list of pairs, a table or :class:`~siamese.data.pairs.Pairs` (a bool array)."""
+    if b is not None:
+        return score_pairwise(pairs_or_a, b) > threshold
+    if one_pair(pairs_or_a):
+        return bool(score_pairwise([pairs_or_a[0]], [pairs_or_a[1]])[0] > threshold)
+    a, b = pair_sides(pairs_or_a)
+    return score_pairwise(a, b) > threshold

@@ -46,11 +46,10 @@ from .inputs import (
     TextsOrVectors,
     any_tensor,
     check_text_items,
-    one_pair,
-    pair_sides,
     stack_vectors,
     text_list,
     vector_list,
+    verdicts,
 )
 from .st_layout import encoder_weights, write_layout
 
@@ -458,12 +457,7 @@ class SiameseModel:
         as a pair file's (text1/text2, sentence1/sentence2, question1/question2, ...; a label
         column is not needed, nor read), or :class:`siamese.Pairs`."""
         t = self.threshold if threshold is None else check_threshold(threshold)
-        if b is not None:
-            return self.similarity_pairwise(pairs_or_a, b) > t
-        if one_pair(pairs_or_a):
-            return bool(self.similarity_pairwise([pairs_or_a[0]], [pairs_or_a[1]])[0] > t)
-        a, b = pair_sides(pairs_or_a)
-        return self.similarity_pairwise(a, b) > t
+        return verdicts(self.similarity_pairwise, pairs_or_a, b, t)
 
     def explain(self, text1: str, text2: str, *, similarity: float | None = None) -> Explanation:
         """Which words of each text drove their similarity: a :class:`siamese.evaluation.explain.Explanation`

@@ -56,6 +56,23 @@ def test_scores_are_symmetric_probabilities_and_survive_save_and_load(cross_mode
     assert info["calibration"]["fitted"] and 0 < model.threshold < 1
 
 
+def test_predict_takes_what_a_bi_encoder_s_predict_takes(cross_model, small):
+    """It took only two lists; sentence-transformers' CrossEncoder.predict takes a list of pairs."""
+    import pandas as pd
+
+    model, _ = cross_model
+    _, val = small
+    a, b = val.text1[:6], val.text2[:6]
+    expected = (model.similarity_pairwise(a, b) > model.threshold).tolist()
+    assert model.predict(a, b).tolist() == expected
+    assert model.predict(list(zip(a, b))).tolist() == expected
+    assert model.predict(pd.DataFrame({"question1": a, "question2": b})).tolist() == expected
+    assert model.predict((a[0], b[0])) is expected[0]
+    assert model.predict(list(zip(a, b)), threshold=0.0).all()
+    with pytest.raises(ValueError, match="predict takes a pair"):
+        model.predict(5)
+
+
 def test_a_special_token_typed_into_a_text_keeps_the_pair_apart(cross_model):
     """A "[SEP]" in a user's text is its characters: each pair still has exactly one text a and one
     text b, "[CLS] a [SEP] b [SEP]", with b's token types 1."""
