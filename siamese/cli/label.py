@@ -81,6 +81,7 @@ def label(
         text1=text1,
         text2=text2,
         device=device,
+        oracle_column=oracle_column if pairs is not None else None,
     )
     if oracle_column is not None and budget is not None:
         report = replay_run(session, columns, oracle_column, budget)

@@ -28,13 +28,15 @@ def open_session(
     text1: str | None = None,
     text2: str | None = None,
     device: str = "auto",
+    oracle_column: str | None = None,
     progress: bool = True,
 ):
     """``(session, columns)``: a :class:`~siamese.label.session.LabelSession` over ``data``'s nearest pairs (``k``
     neighbours per text; ``column`` of a CSV) or ``pairs``' pairs, its answers appended to the labels file ``out``
     (resumed when it exists), the page's Save writing to ``save_to`` (default: OUT's name + ``-model``) and its Learn
     to ``learn_out`` (+ ``-learned``); ``columns``: each candidate text's other columns, for :func:`replay_run`.
-    Nothing is written until an answer is given; a bad path is refused first."""
+    Nothing is written until an answer is given; a bad path is refused first, and with ``oracle_column`` (a replay
+    of ``pairs``' own labels) a bad label before the pairs are encoded."""
     from ..io.atomic import check_not_input, check_target
     from .learning import Learner
 
@@ -56,16 +58,18 @@ def open_session(
         raise ConfigError(f"--learn-out {learn_out}: is --save-to's folder; give each model a folder of its own")
     session, columns = _session(
         model_dir, data, column, pairs, dict(format=format, text1=text1, text2=text2), out, save_to, k,
-        target_precision, seed, device, reuse, progress,
+        target_precision, seed, device, reuse, progress, oracle_column,
     )  # fmt: skip
     session.source, session.from_pairs = str(source), pairs is not None
     session.learner = Learner(session, Learner.origin(session.model), learn_out)
     return session, columns
 
 
-def _session(model_dir, data, column, pairs, read, out, save_to, k, target_precision, seed, device, reuse, progress):
+def _session(
+    model_dir, data, column, pairs, read, out, save_to, k, target_precision, seed, device, reuse, progress, oracle
+):  # fmt: skip
     from ..models.loading import load_model
-    from .session import LabelSession, corpus, given_pairs
+    from .session import LabelSession, check_oracle_labels, corpus, given_pairs, read_given_pairs
     from .store import LabelStore
 
     if data is not None:  # a --data whose text column cannot be told is refused before the labels file is made
@@ -74,6 +78,9 @@ def _session(model_dir, data, column, pairs, read, out, save_to, k, target_preci
         rows = text_rows(data, column)
         next(rows, None)
         rows.close()
+    given = read_given_pairs(pairs, **read) if pairs is not None else None
+    if given is not None and oracle is not None:
+        check_oracle_labels(given, oracle, str(pairs))  # a bad answer is refused before the (slow) encoding
     store = LabelStore(out)  # a bad labels file is refused before the (slow) encoding
     model = load_model(model_dir, device=device)
     if data is not None:
@@ -81,7 +88,7 @@ def _session(model_dir, data, column, pairs, read, out, save_to, k, target_preci
 
         candidates, columns = corpus(model, data, column, k=k, progress=progress, reuse=open_reuse(reuse, model))
     else:
-        candidates, columns = given_pairs(model, pairs, **read)
+        candidates, columns = given_pairs(model, pairs, read=given)
     session = LabelSession(model, candidates, store, save_to=save_to, target_precision=target_precision, seed=seed)
     return session, columns
 

@@ -334,21 +334,38 @@ def corpus(
     return found, [r.columns for r in kept]
 
 
-def given_pairs(model, path: str | os.PathLike, *, format="auto", text1=None, text2=None):
-    """The pairs of a file as candidates (ids: their line numbers) and each pair's other columns."""
+def read_given_pairs(path: str | os.PathLike, *, format="auto", text1=None, text2=None) -> dict:
+    """A pair file's rows, before any model sees them: ``lines``, ``first``, ``second`` and each row's ``fields``."""
     from ..data.pairs import open_pairs, resolve_format
 
     fmt = resolve_format(path, format, text1, text2, labelled=False)
-    lines, first, second, fields = [], [], [], []
+    read: dict[str, list] = {"lines": [], "first": [], "second": [], "fields": []}
     with open_pairs(path, fmt, labelled=False) as stream:
         for row in stream.rows:
-            lines.append(row.line)
-            first.append(row.text1)
-            second.append(row.text2)
-            fields.append(dict(zip(stream.header, row.fields)))
-    if not first:
+            read["lines"].append(row.line)
+            read["first"].append(row.text1)
+            read["second"].append(row.text2)
+            read["fields"].append(dict(zip(stream.header, row.fields)))
+    if not read["first"]:
         raise DataError(f"{path}: no pairs after the header")
-    return pair_candidates(first, second, model.similarity_pairwise(first, second), lines), fields
+    return read
+
+
+def given_pairs(model, path: str | os.PathLike, *, format="auto", text1=None, text2=None, read: dict | None = None):
+    """The pairs of a file as candidates (ids: their line numbers) and each pair's other columns (``read``: the
+    file's :func:`read_given_pairs`, when the caller has it already)."""
+    read = read or read_given_pairs(path, format=format, text1=text1, text2=text2)
+    first, second = read["first"], read["second"]
+    return pair_candidates(first, second, model.similarity_pairwise(first, second), read["lines"]), read["fields"]
+
+
+def check_oracle_labels(read: dict, column: str, source="") -> list[int]:
+    """Every row's 0/1 label in ``column`` of a pair file's :func:`read_given_pairs`, each checked as the pair
+    readers check a label column (``FILE:LINE: column 'x': ...``)."""
+    fields = read["fields"]
+    if column not in fields[0]:
+        raise DataError(f"{source}: no oracle column {column!r} (found: {column_list(list(fields[0]))})")
+    return [parse_label(row[column], source, line, column) for row, line in zip(fields, read["lines"])]
 
 
 def oracle(candidates: Candidates, columns: list[dict], column: str, *, pairs: bool, source="") -> Callable:
@@ -359,8 +376,8 @@ def oracle(candidates: Candidates, columns: list[dict], column: str, *, pairs: b
         found = column_list(list(columns[0])) if columns else "none"
         raise DataError(f"{source}: no oracle column {column!r} (found: {found})")
     if pairs:  # ids are the pairs' lines in the file
-        labels = [parse_label(columns[n][column], source, candidates.ids[n][0], column) for n in range(len(columns))]
-        return labels.__getitem__
+        read = {"fields": columns, "lines": [candidates.ids[n][0] for n in range(len(columns))]}
+        return check_oracle_labels(read, column, source).__getitem__
 
     def label(n: int) -> int | None:
         a, b = (columns[i][column].strip() for i in (candidates.first[n], candidates.second[n]))
@@ -385,4 +402,4 @@ def replay(session: LabelSession, label: Callable[[int], int | None], budget: in
     return session.stats()
 
 
-__all__ = ["LabelSession", "corpus", "given_pairs", "oracle", "replay"]
+__all__ = ["LabelSession", "check_oracle_labels", "corpus", "given_pairs", "oracle", "read_given_pairs", "replay"]
