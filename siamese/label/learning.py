@@ -101,7 +101,7 @@ class Learner:
 
         started = time.perf_counter()
         try:
-            model = learn(pairs, source, options=self.options)
+            model = learn(pairs, source, options=self.options, progress=False)  # the page shows its own state
             info = model.info["learned"]
             model.save(out, overwrite=False)
             kept = info["chosen"] == "as-is" and self.session.model.path is not None

@@ -468,12 +468,13 @@ def learn(
     source: str | os.PathLike = "minilm",
     *,
     options: LearnOptions | None = None,
-    progress: bool = False,
+    progress: bool = True,
 ):
     """A Siamese model learned from labelled ``pairs`` starting from ``source`` (``minilm``,
     ``mpnet``, a sentence-transformers folder or a Siamese transformer model folder), never worse
     by cross-validation than ``source`` as it is with a threshold fitted on the same pairs. Returns
-    the model (threshold set; ``info["learned"]`` says what was measured and chosen)."""
+    the model (threshold set; ``info["learned"]`` says what was measured and chosen). ``progress``: lines on stderr
+    (bars in a terminal or a notebook), as :func:`siamese.train` writes them; False for silence."""
     from ..io.progress import tqdm
     from ..models.pretrained import CROSS_FORMAT, folder_format, model_folder
     from ..models.sentence_encoder import load_bi_encoder
