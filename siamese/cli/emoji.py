@@ -1,7 +1,7 @@
 """``siamese emoji …``: train the emoji VAE, encode and generate emojis, train the text→emoji
 model and suggest emojis for a text. Errors and ``--json`` behave as in the main commands.
 
-Each command but ``generate`` parses its options, calls its function of siamese/emoji/files.py
+Each command parses its options, calls its function of siamese/emoji/files.py
 (the same keywords, whose defaults are the options' defaults) and prints the report."""
 
 from __future__ import annotations
@@ -12,8 +12,14 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..emoji.files import encode_files, evaluate_files, suggest_files, train_files, train_vae_files
-from ..errors import ConfigError
+from ..emoji.files import (
+    encode_files,
+    evaluate_files,
+    generate_files,
+    suggest_files,
+    train_files,
+    train_vae_files,
+)
 from .common import DeviceOpt, JsonOpt, OverwriteFileOpt, OverwriteOpt, emit, user_errors
 
 # mounted as `siamese emoji` by siamese/cli/root.py (this module does not import the app: no cycle)
@@ -33,6 +39,7 @@ def _defaults(function) -> dict[str, Any]:
 _VAE = _defaults(train_vae_files)
 _TRAIN = _defaults(train_files)
 _SUGGEST = _defaults(suggest_files)
+_GENERATE = _defaults(generate_files)
 
 
 @emoji_app.command("train-vae")
@@ -96,56 +103,49 @@ def encode(
 def generate(
     vae_dir: Annotated[Path, typer.Argument(help="VAE folder (from train-vae).")],
     out: Annotated[Path, typer.Option("--out", help="Folder for the PNG sheets (created if needed).")],
-    samples: Annotated[int, typer.Option(min=0, help="Gaussian samples to decode (0 = none).")] = 100,
+    samples: Annotated[int, typer.Option(min=0, help="Gaussian samples to decode (0 = none).")] = _GENERATE["samples"],
     patterns: Annotated[
         str, typer.Option(help="2-D grid patterns, comma-separated: A, B, C (empty = none).")
-    ] = "A,B,C",
-    ticks: Annotated[int, typer.Option(min=2, help="Grid points per axis.")] = 20,
-    low: float = -2.0,
-    high: float = 2.0,
+    ] = _GENERATE["patterns"],
+    ticks: Annotated[int, typer.Option(min=2, help="Grid points per axis.")] = _GENERATE["ticks"],
+    low: float = _GENERATE["low"],
+    high: float = _GENERATE["high"],
     reconstructions: Annotated[
         int, typer.Option(min=0, help="Emojis shown beside their reconstructions (the VAE's validation emojis first).")
-    ] = 24,
+    ] = _GENERATE["reconstructions"],
     between: Annotated[
         Optional[str],
         typer.Option(help="Interpolate between two emojis: 'FROM,TO' as code points or characters, e.g. 1f389,1f621."),
     ] = None,
-    steps: Annotated[int, typer.Option(min=2, help="Interpolation steps.")] = 12,
-    scale: Annotated[int, typer.Option(min=1, max=8, help="Pixel scale of each emoji in the sheets.")] = 1,
+    steps: Annotated[int, typer.Option(min=2, help="Interpolation steps.")] = _GENERATE["steps"],
+    scale: Annotated[int, typer.Option(min=1, max=8, help="Pixel scale of each emoji in the sheets.")] = _GENERATE[
+        "scale"
+    ],
     images: ImagesOpt = None,
-    seed: int = 0,
+    seed: int = _GENERATE["seed"],
     device: DeviceOpt = "auto",
     overwrite: OverwriteFileOpt = False,
     as_json: JsonOpt = False,
 ):
     """Decode Gaussian samples, 2-D grids, reconstructions and an interpolation to PNGs."""
-    from ..emoji.generate import write_sheets
-    from ..emoji.vae import EmojiVAE
-    from ..io.atomic import check_not_input
-
-    check_not_input(out, [vae_dir, images])
-    ends = None
-    if between is not None:
-        ends = tuple(part.strip() for part in between.split(",") if part.strip())
-        if len(ends) != 2:
-            raise ConfigError(f"--between takes two emojis separated by a comma, got {between!r}")
-    written = write_sheets(
-        EmojiVAE.load(vae_dir, device=device),
+    report = generate_files(
+        vae_dir,
         out,
         samples=samples,
-        patterns=tuple(p.strip().upper() for p in patterns.split(",") if p.strip()),
+        patterns=patterns,
         ticks=ticks,
         low=low,
         high=high,
         reconstructions=reconstructions,
-        between=ends,
+        between=between,
         steps=steps,
         scale=scale,
         images=images,
         seed=seed,
+        device=device,
         overwrite=overwrite,
     )
-    emit({"out": str(out), "files": [str(f) for f in written]}, as_json, [f"wrote {f}" for f in written])
+    emit(report.result, as_json, report.lines)
 
 
 @emoji_app.command("train")

@@ -1,7 +1,8 @@
 """Emoji runs from files to folders, as ``siamese emoji …`` makes them: :func:`train_vae_files` trains the VAE
-on the emoji images into a folder, :func:`encode_files` writes every emoji's code to a CSV, :func:`train_files`
-trains the text→emoji model on tweets and reports it beside the baselines, :func:`evaluate_files` scores a model
-on labelled tweets and :func:`suggest_files` ranks emojis for a text. Each takes the command's options as
+on the emoji images into a folder, :func:`encode_files` writes every emoji's code to a CSV, :func:`generate_files`
+decodes new emojis into PNG sheets, :func:`train_files` trains the text→emoji model on tweets and reports it
+beside the baselines, :func:`evaluate_files` scores a model on labelled tweets and :func:`suggest_files` ranks
+emojis for a text. Each takes the command's options as
 keywords (the same names and defaults: the command takes its defaults from here), checks its outputs before any
 work, and returns a :class:`~siamese.io.report.RunReport` holding what the command prints.
 
@@ -143,6 +144,58 @@ def write_codes_csv(path: str | os.PathLike, names: list[str], codes) -> None:
             for name, code in zip(names, codes):
                 writer.writerow([name, name_to_char(name), *(f"{v:.6g}" for v in code)])
         as_umask_allows(tmp)
+
+
+def generate_files(
+    vae_dir: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    samples: int = 100,
+    patterns: str = "A,B,C",
+    ticks: int = 20,
+    low: float = -2.0,
+    high: float = 2.0,
+    reconstructions: int = 24,
+    between: str | None = None,
+    steps: int = 12,
+    scale: int = 1,
+    images: str | os.PathLike | None = None,
+    seed: int = 0,
+    device: str = "auto",
+    overwrite: bool = False,
+) -> RunReport:
+    """Decode Gaussian samples, the 2-D grids of ``patterns`` (comma-separated: A, B, C; empty for none),
+    reconstructions and an interpolation ``between`` two emojis (``"FROM,TO"``, code points or characters) of the
+    VAE in ``vae_dir`` into PNG sheets in the folder ``out``; a sheet already there is replaced only with
+    ``overwrite``. As ``siamese emoji generate`` does; the report's ``value`` is the written paths."""
+    from ..errors import ConfigError
+    from ..io.atomic import check_not_input
+    from .generate import write_sheets
+    from .vae import EmojiVAE
+
+    check_not_input(out, [vae_dir, images])
+    ends = None
+    if between is not None:
+        ends = tuple(part.strip() for part in between.split(",") if part.strip())
+        if len(ends) != 2:
+            raise ConfigError(f"--between takes two emojis separated by a comma, got {between!r}")
+    written = write_sheets(
+        EmojiVAE.load(vae_dir, device=device),
+        out,
+        samples=samples,
+        patterns=tuple(p.strip().upper() for p in patterns.split(",") if p.strip()),
+        ticks=ticks,
+        low=low,
+        high=high,
+        reconstructions=reconstructions,
+        between=ends,  # type: ignore[arg-type]  # two, checked above
+        steps=steps,
+        scale=scale,
+        images=images,
+        seed=seed,
+        overwrite=overwrite,
+    )
+    return RunReport({"out": str(out), "files": [str(f) for f in written]}, [f"wrote {f}" for f in written], written)
 
 
 def train_files(

@@ -338,6 +338,12 @@ def test_train_vae_encode_generate_commands(tmp_path, emoji_dir):
     assert (tmp_path / "sheets" / "samples.png").read_bytes() == before  # nothing of the user's replaced unasked
     rewritten = run_json(*again, "--reconstructions", 0, "--overwrite")
     assert len(rewritten["files"]) == 2 and (tmp_path / "sheets" / "samples.png").read_bytes() != before
+    from siamese.emoji.files import generate_files  # what the command runs, from Python: the same sheets
+
+    report = generate_files(vae_dir, tmp_path / "py", samples=4, patterns="A", reconstructions=0)
+    assert [p.split("/")[-1] for p in report.result["files"]] == ["samples.png", "grid_A.png"]
+    for name in ("samples.png", "grid_A.png"):
+        assert (tmp_path / "py" / name).read_bytes() == (tmp_path / "sheets" / name).read_bytes()
 
 
 def test_bad_inputs_exit_with_one_line_and_write_nothing(tmp_path, small_vae, emoji_dir, data_dir):
@@ -836,6 +842,7 @@ def test_the_emoji_commands_take_their_options_and_defaults_from_the_library(dat
     functions = {
         "train-vae": files.train_vae_files,
         "encode": files.encode_files,
+        "generate": files.generate_files,
         "train": files.train_files,
         "evaluate": files.evaluate_files,
         "suggest": files.suggest_files,
