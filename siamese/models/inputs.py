@@ -114,8 +114,11 @@ def pair_sides(pairs) -> tuple[list[str], list[str]]:
 
 
 def verdicts(score_pairwise, pairs_or_a, b, threshold: float):
-    """``score_pairwise(a, b) > threshold`` for what ``predict`` takes: one pair ``(text1, text2)`` (one bool),
+    """``score_pairwise(a, b) > threshold`` for what ``predict`` takes: one pair ``(text1, text2)`` or two texts
+    ``text1, text2`` (one bool),
     two aligned lists, a list of pairs, a table or :class:`~siamese.data.pairs.Pairs` (a bool array)."""
+    if isinstance(pairs_or_a, str) and isinstance(b, str):  # predict(text1, text2): one pair, as (text1, text2)
+        pairs_or_a, b = (pairs_or_a, b), None
     if b is not None:
         return score_pairwise(pairs_or_a, b) > threshold
     if one_pair(pairs_or_a):

@@ -450,7 +450,7 @@ class SiameseModel:
         threshold: float | None = None,
     ) -> np.ndarray | bool:
         """True where a pair is a duplicate: similarity above the threshold (the model's unless
-        given). Takes one pair ``(text1, text2)`` (one ``bool``, as sentence-transformers'
+        given). Takes one pair ``(text1, text2)``, or two texts (one ``bool``, as sentence-transformers'
         ``CrossEncoder.predict`` gives one score), or, for one verdict per pair (a bool array):
         a list of ``(text1, text2)`` pairs, two aligned lists of texts, a table (a pandas
         DataFrame, a Hugging Face ``Dataset``, a dict of columns) whose two text columns are named

@@ -188,6 +188,7 @@ def test_predict_takes_one_pair_a_table_or_pairs(minilm):
     assert minilm.predict([p[0] for p in PAIRS], [p[1] for p in PAIRS]).tolist() == expected
     one = minilm.predict(PAIRS[0])  # was: "predict takes a list of (text1, text2) pairs"
     assert one is True and minilm.predict(PAIRS[1]) is False
+    assert minilm.predict(*PAIRS[0]) is True and minilm.predict(*PAIRS[1]) is False  # two texts: one pair too
     assert minilm.predict(list(PAIRS[0])) is True  # as sentence-transformers' CrossEncoder reads a list of two texts
     unlabelled = pd.DataFrame({"id": [7, 8], "question1": [a for a, _ in PAIRS], "question2": [b for _, b in PAIRS]})
     assert minilm.predict(unlabelled).tolist() == expected  # no label column needed
