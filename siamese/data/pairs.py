@@ -488,20 +488,26 @@ def as_pairs(value: PairsLike, what: str = "pairs") -> Pairs:
         if hasattr(row, "texts") and hasattr(row, "label"):  # sentence-transformers' InputExample
             row = (*row.texts, row.label)
         ok = isinstance(row, (tuple, list)) and len(row) == 3 and isinstance(row[0], str) and isinstance(row[1], str)
-        if not ok or not _zero_or_one(row[2]):
-            raise DataError(f"{what}: row {i}: expected (text1, text2, label) with label 0 or 1, got {row!r:.80}")
+        label = _label01(row[2]) if ok else None
+        if label is None:
+            raise DataError(
+                f"{what}: row {i}: expected (text1, text2, label) with label 0/1, true/false or yes/no, got {row!r:.80}"
+            )
         t1.append(row[0])
         t2.append(row[1])
-        labels.append(int(row[2]))
+        labels.append(label)
     return Pairs(t1, t2, np.array(labels, dtype=np.int8), source=what)
 
 
-def _zero_or_one(y: Any) -> bool:
-    """0 or 1 as any number type says it (1, 1.0, True, numpy's); pandas' missing value (NA) is neither."""
+def _label01(y: Any) -> int | None:
+    """0 or 1 as any number type says it (1, 1.0, True, numpy's) or as a pair file's label reads (``"yes"``,
+    ``"1"``, ``"true"``: :data:`LABEL_VALUES`), else None (pandas' missing value, NA, is neither)."""
+    if isinstance(y, str):
+        return LABEL_VALUES.get(y.strip().lower())
     try:
-        return bool(y in (0, 1))
+        return int(y) if y in (0, 1) else None
     except TypeError:  # pd.NA refuses to be a bool
-        return False
+        return None
 
 
 def table_columns(value: Any) -> list[str] | None:
@@ -522,14 +528,15 @@ def _pairs_from_columns(table: Any, columns: list[str], what: str) -> Pairs:
             f"label; sentence1, sentence2, label; ...); its columns: {column_list(columns)}"
         )
     text1, text2, label = found
-    t1, t2, labels = (list(table[c]) for c in (text1, text2, label))
+    t1, t2, raw = (list(table[c]) for c in (text1, text2, label))
+    labels = [_label01(y) for y in raw]
     for i, (a, b, y) in enumerate(zip(t1, t2, labels)):
-        if not (isinstance(a, str) and isinstance(b, str)) or not _zero_or_one(y):
+        if not (isinstance(a, str) and isinstance(b, str)) or y is None:
             raise DataError(
-                f"{what}: row {i}: expected texts in {text1!r}, {text2!r} and 0 or 1 in {label!r}, "
-                f"got {(a, b, y)!r:.80}"
+                f"{what}: row {i}: expected texts in {text1!r}, {text2!r} and 0/1, true/false or yes/no in "
+                f"{label!r}, got {(a, b, raw[i])!r:.80}"
             )
-    return Pairs(t1, t2, np.array([int(y) for y in labels], dtype=np.int8), source=what)
+    return Pairs(t1, t2, np.array(labels, dtype=np.int8), source=what)
 
 
 def _words(name: str) -> list[str]:

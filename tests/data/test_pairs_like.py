@@ -33,10 +33,10 @@ def test_a_path_and_rows_give_the_pairs_the_file_holds(data_dir):
 @pytest.mark.parametrize(
     "value, error, message",
     [
-        ([("a", "b", 2)], DataError, "labels: row 0: expected (text1, text2, label) with label 0 or 1, got ('a', 'b'"),
+        ([("a", "b", 2)], DataError, "labels: row 0: expected (text1, text2, label) with label 0/1, true/false or yes"),
         ([("a", "b", 1), ("a", "b")], DataError, "labels: row 1: expected (text1, text2, label)"),
         ([("a", None, 1)], DataError, "labels: row 0"),
-        ([("a", "b", "1")], DataError, "labels: row 0"),
+        ([("a", "b", "maybe")], DataError, "labels: row 0"),
         (42, TypeError, "labels: expected siamese.Pairs (siamese.read_pairs), a pair file's path, (text1, text2"),
         ({"text1": ["a"]}, DataError, "labels: a table needs two text columns and a label column"),
         ({"text1": ["a"], "text2": ["b"], "label": [0.5]}, DataError, "labels: row 0: expected texts in 'text1'"),
@@ -60,6 +60,10 @@ def test_tables_and_input_examples_as_sentence_transformers_users_hold_them(data
     for value in (columns, frame, examples):
         got = as_pairs(value)
         assert got.text1 == read.text1 and got.text2 == read.text2 and got.labels.tolist() == read.labels.tolist()
+    # labels as a pair file writes them, in a table read as text (dtype=str) or typed by hand: as read_pairs reads them
+    said = frame.assign(is_duplicate=[["no", "Yes", "0", "1", "true"][i % 5] for i in range(40)])
+    assert as_pairs(said).labels.tolist() == [[0, 1, 0, 1, 1][i % 5] for i in range(40)]
+    assert as_pairs([("a", "b", "yes"), ("c", "d", "0")]).labels.tolist() == [1, 0]
     with pytest.raises(DataError, match="row 3: expected texts in 'question1'"):
         as_pairs(frame.assign(is_duplicate=[0.5 if i == 3 else 1 for i in range(40)]))
     missing = frame.assign(is_duplicate=pd.array([1] * 39 + [None], dtype="Int64"))  # pandas' NA is no label
