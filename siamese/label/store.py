@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ..data.records import normalise
 from ..errors import DataError, OutputError
-from ..io.atomic import check_writable, create_new, fsync_dir, unused_name
+from ..io.atomic import check_file_target, create_new, fsync_dir, unused_name
 
 COLUMNS = ("text1", "text2", "label", "id1", "id2", "similarity", "time")
 log = logging.getLogger("siamese.label")
@@ -192,12 +192,7 @@ class LabelStore:
     def _check_can_create(self) -> None:
         """Refuse, before any work, a new labels file that could not be made (a file where a folder should be, a
         read-only folder); nothing is left there."""
-        folder = self.path.absolute().parent
-        while not folder.exists() and folder != folder.parent:
-            folder = folder.parent
-        if not folder.is_dir():
-            raise OutputError(f"{self.path}: cannot write there ({folder} is a file, not a folder)")
-        check_writable(self.path)
+        check_file_target(self.path, overwrite=True)  # not there yet: only whether it can be written
 
     def _make_folders(self) -> None:
         """The folders the labels file goes in (``--out lab/labels.csv``), as ``train --out a/b`` makes its own."""
