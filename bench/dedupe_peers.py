@@ -19,7 +19,7 @@ Tools (each as its users call it):
 Matched operating point: every tool re-thresholded to 10 % false merges on MQP (the lowest
 threshold at or under it, by bisection), recall read on the other sets.
 
-    .venv/bin/python bench/dedupe_peers.py distill [--load 2]     # siamese distill vs model2vec's distill
+    .venv/bin/python bench/dedupe_peers.py distill [--load 2]     # siamese distill (and --epochs 0) vs model2vec's
     .venv/bin/python bench/dedupe_peers.py dedupe [--fractions 0.25 0.5 1]
     .venv/bin/python bench/dedupe_peers.py million                  # the cascade on 1M texts
 """
@@ -434,7 +434,16 @@ def distill(args) -> None:
     result = {"machine": machine(), "rows": []}
     out_file = args.out
     WORK.mkdir(parents=True, exist_ok=True)
-    variants = [("siamese distill", [PY, "-m", "siamese", "distill", "--out"], {}, WORK / "student-distilled")]
+    variants = [
+        ("siamese distill", [PY, "-m", "siamese", "distill", "--out"], {}, WORK / "student-distilled"),
+        # model2vec's recipe in siamese: the teacher's token vectors alone, no corpus text encoded
+        (
+            "siamese distill --epochs 0",
+            [PY, "-m", "siamese", "distill", "--epochs", "0", "--out"],
+            {},
+            WORK / "student-tokens",
+        ),
+    ]
     if args.before:  # threads that spin while they wait (OMP_WAIT_POLICY unset, as before the fix)
         unset = "import os; import siamese.cli.root as r; os.environ.pop('OMP_WAIT_POLICY'); r.app(prog_name='siamese')"
         variants.append(

@@ -6,6 +6,7 @@ corpus only (ROC-AUC on MSRP val, SemEval dev and MQP, Spearman's rho on STS-B d
     python bench/distill_corpus_size.py 128274:6 128274:0 16000:6 16000:12 24000:10 24000:12 \
         32000:6 32000:10 32000:12 64000:6
     (SIZE:EPOCHS; the teacher's vectors are kept in runs/distill-corpus-size/targets.npy between runs)
+    python bench/distill_corpus_size.py model2vec     # model2vec's distillation of MiniLM, judged alike
 """
 
 from __future__ import annotations
@@ -39,6 +40,27 @@ def judge(model, sets: dict) -> dict:
     return out
 
 
+def judge_model2vec(sets: dict) -> dict:
+    """model2vec's distillation of the same MiniLM (its README's call, 256 PCA dimensions), its vectors made
+    unit length as a cosine reads them."""
+    from model2vec.distill import distill
+
+    from siamese.models.pretrained import model_folder
+
+    started = time.perf_counter()
+    static = distill(model_name=str(model_folder("minilm")), pca_dims=256)
+    seconds = time.perf_counter() - started
+
+    class Unit:
+        def encode(self, texts):
+            v = static.encode(texts)
+            return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+    scores = judge(Unit(), sets)
+    mean = round(float(np.mean(list(scores.values()))), 4)
+    return {"model2vec": True, "seconds": round(seconds), **scores, "mean": mean}
+
+
 def main() -> None:
     import torch
 
@@ -62,6 +84,9 @@ def main() -> None:
         print(json.dumps({"teacher_seconds": round(time.perf_counter() - started), "texts": len(corpus)}), flush=True)
     sets = {name: datasets.load(name) for name in VALIDATION}
     for spec in sys.argv[1:]:
+        if spec == "model2vec":
+            print(json.dumps(judge_model2vec(sets)), flush=True)
+            continue
         size, epochs = (int(x) for x in spec.split(":"))
         config = StaticConfig(epochs=epochs, corpus_sample=size)  # the sample drawn as `siamese distill` draws it
         started = time.perf_counter()

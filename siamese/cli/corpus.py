@@ -68,16 +68,19 @@ def encode(
     emit(report.result, as_json, report.lines)
 
 
+IndexIdColumnOpt = Annotated[
+    Optional[str],
+    typer.Option("--id-column", help="CSV column of unique ids that search results show (default: the position)."),
+]
+
+
 @user_errors
 def index_build(
     model_dir: Annotated[Path, typer.Argument(help="Model folder.")],
     data: Annotated[Path, typer.Option("--data", help="Texts: a .txt file (one per line) or a CSV/TSV column.")],
     out: Annotated[Path, typer.Option("--out", help="Index folder to write.")],
     column: TextColumnOpt = None,
-    id_column: Annotated[
-        Optional[str],
-        typer.Option("--id-column", help="CSV column of unique ids that search results show (default: the position)."),
-    ] = None,
+    id_column: IndexIdColumnOpt = None,
     kind: Annotated[
         str,
         typer.Option(
@@ -138,6 +141,7 @@ def index_add(
         Optional[Path], typer.Option("--model", help="Model folder (default: the one that built the index).")
     ] = None,
     column: TextColumnOpt = None,
+    id_column: IndexIdColumnOpt = None,
     allow_duplicates: Annotated[
         bool,
         typer.Option(
@@ -157,6 +161,7 @@ def index_add(
         data,
         model_dir=model_dir,
         column=column,
+        id_column=id_column,
         allow_duplicates=allow_duplicates,
         reuse=reuse,
         device=device,

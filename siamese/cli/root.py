@@ -10,6 +10,7 @@ import contextlib
 import os
 import signal
 import sys
+from typing import Any
 
 # OpenMP threads that spin while they wait for each other burn the cores they wait for when other
 # processes share them: MiniLM encoding on 2 threads of a loaded 2-core machine took 4-6x longer
@@ -79,7 +80,7 @@ def main(args: list[str] | None = None) -> None:
     try:
         try:
             try:
-                app(args)
+                code = _app(args)
             except SystemExit as e:
                 code = e.code
         except Stopped as e:
@@ -91,6 +92,32 @@ def main(args: list[str] | None = None) -> None:
         code = 128 + e.signum
         _after_command()
     sys.exit(code)
+
+
+def _app(args: list[str] | None) -> int:
+    """The app, its usage mistakes (an unknown option, a value out of range, a missing argument) one line
+    starting with ``error:``, as every other mistake is, where Click draws a box under a usage."""
+    # Click's classes, or the copy of Click that newer Typers carry: found from one Typer exports
+    usage_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+    click_exception: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    help_asked: Any = getattr(sys.modules[usage_error.__module__], "NoArgsIsHelpError", ())
+    try:
+        done = app(args, standalone_mode=False)
+    except help_asked as e:  # `siamese`, `siamese index`: the help, as asked
+        from typer import rich_utils
+
+        rich_utils.rich_format_error(e)
+        return e.exit_code
+    except click_exception as e:
+        ctx = getattr(e, "ctx", None)
+        where = ctx.command_path if ctx is not None else "siamese"
+        message = " ".join(e.format_message().split())
+        print(f"error: {where}: {message} (see {where} --help)", file=sys.stderr)
+        return e.exit_code
+    except typer.Abort:
+        print("error: aborted", file=sys.stderr)
+        return 1
+    return done if isinstance(done, int) else 0  # typer.Exit(code) comes back as its code
 
 
 def _after_command() -> None:

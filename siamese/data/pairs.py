@@ -592,15 +592,28 @@ def read_texts(path: str | os.PathLike, column: str | None = None, *, skip_empty
 
 
 def text_rows(
-    path: str | os.PathLike, column: str | None = None, *, skip_empty: bool = True, fields: bool = False
+    path: str | os.PathLike,
+    column: str | None = None,
+    *,
+    skip_empty: bool = True,
+    fields: bool = False,
+    skipped: list[int] | None = None,
 ) -> Iterator[tuple[int, str, dict[str, str]]]:
     """``(row number, text, other columns)`` for each text of a .txt file or a CSV/TSV column.
 
     The row number counts data rows from 1 (a .txt file's line, a CSV's record after the header);
     the other columns (a CSV's fields by header name, the text column left out) are collected
-    only with ``fields=True``. Raises DataError for a missing file or column and a file with no texts.
+    only with ``fields=True``. The row numbers of empty texts skipped are appended to ``skipped``.
+    Raises DataError for a missing file or column, a JSON file, and a file with no texts.
     """
     path = Path(path)
+    if column is not None and not column.strip():  # '' would mean "find it" below
+        raise DataError(f"{path}: the text column's name is empty; name a column, or leave --column out to find it")
+    if path.suffix.lower() in (".json", ".jsonl", ".ndjson"):  # read as lines, each text would be a JSON record
+        raise DataError(
+            f"{path}: a JSON file; texts are read from a .txt file (one per line) or a CSV/TSV column: "
+            "write the texts out as one of those"
+        )
     found = False
     if path.suffix.lower() in (".csv", ".tsv"):
         with open_table(path, skip_blank=skip_empty) as (header, rows):  # its delimiter: table_delimiter
@@ -623,6 +636,8 @@ def text_rows(
                     yield n, row[i], ({h: v for h, v in zip(header, row) if h != name} if fields else {})
                 elif not skip_empty:
                     raise DataError(f"{path}:{line}: column {name!r}: empty text")
+                elif skipped is not None:
+                    skipped.append(n)
     else:
         with open_text(path) as f:
             for n, line in enumerate(f, 1):
@@ -633,6 +648,8 @@ def text_rows(
                     yield n, line, {}
                 elif not skip_empty:
                     raise DataError(f"{path}:{n}: empty line (one text per line)")
+                elif skipped is not None:
+                    skipped.append(n)
     if not found:
         raise DataError(f"{path}: no texts")
 

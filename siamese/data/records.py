@@ -9,11 +9,13 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import DataError
-from .pairs import column_list, text_rows
+from .pairs import column_list, table_columns, text_column, text_rows
 
 
 @dataclass
@@ -33,19 +35,30 @@ class Record:
         return out
 
 
-def read_records(path: str | os.PathLike, column: str | None = None, id_column: str | None = None) -> list[Record]:
+def read_records(
+    path: str | os.PathLike,
+    column: str | None = None,
+    id_column: str | None = None,
+    *,
+    skipped: list[int] | None = None,
+) -> list[Record]:
     """Texts of a .txt file or a CSV/TSV column as records keeping the row's other columns.
 
-    Ids come from ``id_column`` (a CSV column; each must be unique) or else are the row numbers
-    in the file (from 1, header not counted). Empty texts are skipped.
+    Ids come from ``id_column`` (a CSV column; each must be given and unique) or else are the row
+    numbers in the file (from 1, header not counted). Empty texts are skipped; their row numbers are
+    appended to ``skipped`` (see :func:`skipped_line`).
     """
+    if id_column is not None and id_column == column:
+        raise DataError(f"{path}: {id_column!r} is named as both the text column and the id column")
     records, seen = [], {}
-    for n, text, fields in text_rows(path, column, fields=True):
+    for n, text, fields in text_rows(path, column, fields=True, skipped=skipped):
         if id_column is not None:
             if id_column not in fields:
                 where = "a .txt file has no columns" if not fields else f"found: {column_list(list(fields))}"
                 raise DataError(f"{path}: no id column {id_column!r} ({where})")
             rid = fields.pop(id_column)
+            if not rid.strip():
+                raise DataError(f"{path}: row {n}: column {id_column!r} is empty (every text needs its id)")
             if rid in seen:
                 raise DataError(f"{path}: row {n}: id {rid!r} repeats row {seen[rid]} (ids must be unique)")
             seen[rid] = n
@@ -53,6 +66,37 @@ def read_records(path: str | os.PathLike, column: str | None = None, id_column: 
             rid = str(n)
         records.append(Record(len(records), rid, text, fields))
     return records
+
+
+def skipped_line(path: str | os.PathLike, rows: Sequence[int]) -> str | None:
+    """What a command says of the empty texts it skipped: ``skipped 2 empty texts (q.csv rows 404, 405)``."""
+    if not rows:
+        return None
+    shown = ", ".join(map(str, rows[:10])) + (f" and {len(rows) - 10} more" if len(rows) > 10 else "")
+    return f"skipped {len(rows)} empty text{'s' * (len(rows) != 1)} ({path} row{'s' * (len(rows) != 1)} {shown})"
+
+
+def table_records(table: Any, column: str | None = None, id_column: str | None = None) -> list[Record]:
+    """A table's texts (a pandas DataFrame, Hugging Face Dataset or dict of columns) as records: the texts of
+    ``column`` (default: the one named like texts, as a CSV's), ids from ``id_column`` (default: positions from
+    0, as a list's), the other columns kept."""
+    header = table_columns(table)
+    assert header is not None, "table_records takes a table"
+    name = column or text_column(Path("the table"), header)
+    for wanted, what in ((name, "text"), (id_column, "id")):
+        if wanted is not None and wanted not in header:
+            raise DataError(f"the table has no {what} column {wanted!r} (columns: {column_list(header)})")
+    if id_column is not None and id_column == name:
+        raise DataError(f"the table: {id_column!r} is named as both the text column and the id column")
+    texts = list(table[name])
+    check_texts(texts, f"the table's column {name!r}")
+    ids = [str(i) for i in range(len(texts))] if id_column is None else [str(v) for v in table[id_column]]
+    seen: dict[str, int] = {}
+    for i, rid in enumerate(ids):
+        if seen.setdefault(rid, i) != i:
+            raise DataError(f"the table: row {i}: id {rid!r} repeats row {seen[rid]} (ids must be unique)")
+    others = {c: list(table[c]) for c in header if c not in (name, id_column)}
+    return [Record(i, ids[i], t, {c: str(v[i]) for c, v in others.items()}) for i, t in enumerate(texts)]
 
 
 def unused_id_column(records: list[Record]) -> str | None:

@@ -24,6 +24,8 @@ def check_threshold(value: float, what: str = "threshold") -> float:
     """``value`` as a threshold a similarity is compared with: finite and in [-1, 1] (a cosine; probabilities and
     the other heads' scores lie in [0, 1]). Outside it a run calls nothing or everything a duplicate, and writes a
     folder its readers refuse; a percentage (90 for 0.9) is the usual slip, and the message says so."""
+    if isinstance(value, (str, bytes, bool)):  # float("0.9") would pass: a number is asked for
+        raise ConfigError(f"{what} must be a number in [-1, 1], got {type(value).__name__} {value!r:.40}")
     value = float(value)
     if math.isfinite(value) and -1.0 <= value <= 1.0:
         return value

@@ -128,10 +128,14 @@ def distill_run(run: DistillRun, config: StaticConfig | None = None, *, progress
         "seconds": info["seconds"],
         "fine_tuned": "fine_tune" in info,
     }
+    learned = (
+        f"learned on {_sampled(info)} in {info['seconds']:.0f} s (epoch {kept['epoch']} kept; held-out cosine "
+        f"to the teacher {kept['val_cosine'] or 0:.3f})"
+        if info["epochs"]
+        else f"the teacher's token vectors alone (--epochs 0), in {info['seconds']:.0f} s"
+    )
     lines = [
-        f"student of {result['teacher']}: {info['tokens']:,} tokens x {student.dim}, learned on "
-        f"{_sampled(info)} in {info['seconds']:.0f} s (epoch {kept['epoch']} kept; held-out cosine "
-        f"to the teacher {kept['val_cosine'] or 0:.3f})",
+        f"student of {result['teacher']}: {info['tokens']:,} tokens x {student.dim}, {learned}",
         threshold_line(choice["threshold"], {}, choice["val_pairs"]),
         f"saved to {run.out}",
     ]

@@ -3,17 +3,19 @@ words (:class:`siamese.models.encoders.BagOfWordsEncoder`), so it encodes at bag
 
 Two steps, after model2vec (Tulkens & van Dongen 2024) and its tokenlearn recipe:
 
-1. **Start** each token's vector at the teacher's own embedding of that token alone, projected
-   on the main directions of the teacher's sentence vectors (PCA, uncentred so cosines keep their
-   meaning), and each token's weight at its SIF weight ``a / (a + p(token))`` from the corpus.
+1. **Start** each token's vector at the teacher's own embedding of that token alone, less the
+   mean of the corpus's tokens, on their main directions (PCA, as model2vec), and each token's
+   weight at its SIF weight ``a / (a + p(token))`` from the corpus. With ``epochs=0`` this is the
+   student, and the teacher never reads a corpus text (model2vec's recipe and cost).
    The tokens are the teacher's own subwords (WordPiece) plus the corpus's most frequent words
    that the teacher cuts into pieces, each then with a vector of its own; a word never seen still
    gets its pieces' vectors. (``vocabulary="words"``: a word vocabulary learned from the corpus,
    for teachers without WordPiece; on validation it was worse: Quora 0.76 vs 0.82.)
 2. **Train** the vectors and weights so that the student's vector of each corpus text points
-   where the teacher's (projected) vector points (loss ``1 − cos(student, teacher)``), and so that
-   within a batch the student finds the same texts close as the teacher does (a KL term on the
-   softmax of the batch's cosines, after relational distillation, Park et al. 2019). The teacher
+   where the teacher's (projected) vector points (loss
+   ``1 − cos(student, teacher)``), and so that within a batch the student finds the same texts
+   close as the teacher does (a KL term on the softmax of the batch's cosines, after relational
+   distillation, Park et al. 2019). The teacher
    is run once per distinct text; the student never sees a label here.
 
 Labelled pairs can then fine-tune the student like any bag-of-words model
@@ -79,29 +81,18 @@ def distill_static(
         rows = np.sort(np.random.default_rng(config.seed).choice(distinct, config.corpus_sample, replace=False))
         texts = [texts[i] for i in rows]
         targets = None if targets is None else np.asarray(targets)[rows]
-    log = tqdm.write if progress else (lambda *_: None)
+    read = f" and {len(texts):,} texts" if config.epochs else ""  # epochs 0: the tokens alone
     started = time.perf_counter()
-    if config.vocabulary == "subwords":
-        vectorizer, added = subword_vectorizer(teacher, texts, config)
-        tokens = vectorizer.vocab_size
-        log(f"distill: teacher vectors of {tokens:,} tokens ({added:,} of them corpus words) and {len(texts):,} texts")
-        token_table = token_vectors(teacher, vectorizer, tokens - added, progress, beat)
-    else:
-        vectorizer = Vectorizer.fit(texts, max_vocab=config.max_vocab, lowercase=True, max_length=config.max_length)
-        words = vectorizer.vocabulary()
-        log(f"distill: teacher vectors of {len(words) - 2:,} words and {len(texts):,} texts")
-        token_table = np.zeros((len(words), teacher.dim), dtype=np.float32)
-        beat.stage("teacher: corpus words", len(words) - 2)
-        token_table[2:] = _encode(teacher, words[2:], progress, beat)  # [PAD] and [UNK] are not words
-    if targets is None:
+    vectorizer, token_table = _vocabulary(teacher, texts, config, progress, beat, read)
+    beat.stage("student: tokenizing the corpus", len(texts))
+    ids = vectorizer.encode(texts)  # once: the SIF counts and every training batch come from these
+    counts = np.bincount(np.concatenate(ids), minlength=vectorizer.vocab_size)
+    blank = [PAD_ID] + ([UNK_ID] if config.vocabulary == "words" else [])  # no vector: no evidence either way
+    mean, projection = token_directions(token_table, counts, config.dim, blank)
+    if config.epochs and targets is None:
         beat.stage("teacher: corpus texts", len(texts))
         targets = _encode(teacher, texts, progress, beat)
-    targets = np.asarray(targets, dtype=np.float32)
     teacher_seconds = time.perf_counter() - started
-    # The main directions of the teacher's sentence vectors, uncentred: the cosine of two
-    # projections stays close to the cosine of the originals (Quora sample: 0.8848 vs 0.8850 at 256).
-    _, _, vt = np.linalg.svd(targets[:: max(1, len(targets) // 50_000)], full_matrices=False)
-    projection = vt[: config.dim].T.astype(np.float32)  # (teacher width, dim)
     model_config = ModelConfig(
         encoder="bow",
         dim=config.dim,
@@ -113,21 +104,24 @@ def distill_static(
         tokenizer=config.vocabulary,
         encoder_options={"embedding_dim": config.dim},
     )
-    beat.stage("student: tokenizing the corpus", len(texts))
-    ids = vectorizer.encode(texts)  # once: the SIF counts and every training batch come from these
-    counts = np.bincount(np.concatenate(ids), minlength=vectorizer.vocab_size)
     encoder = BagOfWordsEncoder(
-        vectorizer.vocab_size, embedding_dim=config.dim, word_counts=counts, embeddings=token_table @ projection
+        vectorizer.vocab_size,
+        embedding_dim=config.dim,
+        word_counts=counts,
+        embeddings=(token_table - mean) @ projection,
     )
     with torch.no_grad():
-        encoder.embedding.weight[PAD_ID] = 0
-        if config.vocabulary == "words":
-            encoder.embedding.weight[UNK_ID] = 0  # an unknown word is no evidence either way
+        encoder.embedding.weight[blank] = 0
     model = SiameseModel(vectorizer, encoder, model_config).to(
         teacher.device
     )  # the student learns where the teacher ran
-    goal = torch.nn.functional.normalize(to_device(torch.from_numpy(targets @ projection), model.device), dim=-1)
-    history = fit_to_teacher(model, ids, goal, config, progress, beat)
+    if config.epochs:
+        # The teacher's own sentence vectors on those directions, not centred: the student then scores on the
+        # teacher's scale, where a threshold (dedupe's 0.9, a cascade's floor) means what it means for the teacher.
+        goal = to_device(torch.from_numpy(np.asarray(targets, dtype=np.float32) @ projection), model.device)
+        history = fit_to_teacher(model, ids, F.normalize(goal, dim=-1), config, progress, beat)
+    else:  # model2vec's recipe: the teacher never reads a corpus text
+        history = [{"epoch": 0, "val_loss": None, "val_cosine": None, "kept": True}]
     model.info = {
         "distillation": {
             "kind": "static",
@@ -142,6 +136,42 @@ def distill_static(
         }
     }
     return model
+
+
+def _vocabulary(
+    teacher: SiameseModel, texts: list[str], config: StaticConfig, progress: bool, beat: Heartbeat, read: str
+) -> tuple[Vectorizer | PretrainedVectorizer, np.ndarray]:
+    """The student's tokens (see :func:`subword_vectorizer`; or a word vocabulary of the corpus) and the
+    teacher's vector of each, one row per token id."""
+    log = tqdm.write if progress else (lambda *_: None)
+    if config.vocabulary == "subwords":
+        vectorizer, added = subword_vectorizer(teacher, texts, config)
+        tokens = vectorizer.vocab_size
+        log(f"distill: teacher vectors of {tokens:,} tokens ({added:,} of them corpus words){read}")
+        return vectorizer, token_vectors(teacher, vectorizer, tokens - added, progress, beat)
+    words_vectorizer = Vectorizer.fit(texts, max_vocab=config.max_vocab, lowercase=True, max_length=config.max_length)
+    words = words_vectorizer.vocabulary()
+    log(f"distill: teacher vectors of {len(words) - 2:,} words{read}")
+    token_table = np.zeros((len(words), teacher.dim), dtype=np.float32)
+    beat.stage("teacher: corpus words", len(words) - 2)
+    token_table[2:] = _encode(teacher, words[2:], progress, beat)  # [PAD] and [UNK] are not words
+    return words_vectorizer, token_table
+
+
+def token_directions(
+    table: np.ndarray, counts: np.ndarray, dim: int, blank: Sequence[int] = (PAD_ID,)
+) -> tuple[np.ndarray, np.ndarray]:
+    """The mean of the corpus's token vectors (the rows of ``table`` with ``counts``, less the
+    ``blank`` ones) and their ``dim`` main directions, as model2vec's PCA: a start of
+    ``(table - mean) @ directions``. The mean is a direction every token shares; left in, it
+    pulls every text towards every other (validation AUC/ρ mean 0.672 with it, 0.709 without,
+    model2vec's own 0.709; trained on 8,000 texts, 0.715 and 0.732: docs/benchmarks.md)."""
+    seen = counts > 0
+    seen[list(blank)] = False
+    rows = table[seen] if seen.sum() > dim else table  # a tiny corpus: every token's vector
+    mean = rows.mean(0)
+    _, _, vt = np.linalg.svd(rows - mean, full_matrices=False)
+    return mean.astype(np.float32), vt[:dim].T.astype(np.float32)
 
 
 def relational_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -227,9 +227,11 @@ def _check_parent(target: Path) -> None:
         raise OutputError(f"{target}: cannot write there ({parent} is a file, not a folder)")
 
 
-def check_target(target: Path, *, overwrite: bool = False, kind: str | None = None) -> None:
+def check_target(target: Path, *, overwrite: bool = False, kind: str | None = None, can_overwrite: bool = True) -> None:
     """Refuse a target that is a file, a folder holding anything but a siamese folder, or a siamese
-    folder of another ``kind`` than the one to be written (a model over an index; unless ``overwrite``)."""
+    folder of another ``kind`` than the one to be written (a model over an index; unless ``overwrite``).
+    ``can_overwrite``: whether the caller takes ``overwrite`` (its messages offer it only then)."""
+    hint = ", or pass --overwrite (overwrite=True in Python) to replace it" if can_overwrite else ""
     _check_parent(target)
     if target.is_symlink() and not target.exists():
         raise OutputError(f"{target}: a broken symbolic link is there, not a folder")
@@ -240,7 +242,7 @@ def check_target(target: Path, *, overwrite: bool = False, kind: str | None = No
         article = "an" if kind[0] in "aeiou" else "a"
         raise OutputError(
             f"{target}: holds a siamese {found}, which writing {article} {kind} would replace; "
-            "choose another folder, or pass --overwrite (overwrite=True in Python) to replace it"
+            f"choose another folder{hint}"
         )
     if target.is_dir() and not overwrite:
         # a siamese folder may hold only what siamese writes; any other folder must be empty
@@ -253,12 +255,9 @@ def check_target(target: Path, *, overwrite: bool = False, kind: str | None = No
             what = (
                 f"the {found} folder also holds files siamese did not write ({shown}), which replacing it would delete"
                 if found
-                else f"the folder holds files that are not a siamese model or index ({shown})"
+                else f"the folder holds files siamese did not write ({shown})"
             )
-            raise OutputError(
-                f"{target}: {what}; move them or choose another folder, or pass --overwrite (overwrite=True in "
-                "Python) to replace it"
-            )
+            raise OutputError(f"{target}: {what}; move them or choose another folder{hint}")
     if target.resolve() == Path(target.resolve().anchor):
         raise OutputError(f"{target}: cannot replace the root folder")
     check_writable(_through_link(target))

@@ -49,9 +49,16 @@ def stack_vectors(vectors: Sequence[np.ndarray | torch.Tensor]) -> torch.Tensor:
 def text_list(texts, method: str, also: str | None = None) -> list:
     """``texts`` as a list, or a TypeError saying what ``method`` takes (a number, None, bytes or a dict is no
     list of texts: ``list(5)`` would say only that an int is not iterable)."""
-    if isinstance(texts, (bytes, dict)) or not isinstance(texts, Iterable):
-        takes = "a text or a list of texts" + (f", or {also}" if also else "")
-        raise TypeError(f"{method} takes {takes}; got {type(texts).__name__} {_short(texts)}")
+    takes = "a text or a list of texts" + (f", or {also}" if also else "")
+    columns = None if isinstance(texts, dict) else table_columns(texts)
+    if columns is not None:  # iterating a DataFrame gives its column names, not its texts
+        one = f"df[{columns[0]!r}]" if len(columns) == 1 else "one of its columns, e.g. df['text']"
+        raise TypeError(
+            f"{method} takes {takes}; got a table ({type(texts).__name__}, columns: {column_list(columns)}): pass {one}"
+        )
+    if isinstance(texts, (bytes, dict, set, frozenset)) or not isinstance(texts, Iterable):
+        what = "a set (its order is not defined)" if isinstance(texts, (set, frozenset)) else type(texts).__name__
+        raise TypeError(f"{method} takes {takes}; got {what} {_short(texts)}")
     return list(texts)
 
 

@@ -241,6 +241,9 @@ class SiameseModel:
         ``precision="float32"``. Those siamese has no counterpart for (quantized precisions,
         token embeddings, named prompts, a process pool) are refused in one line."""
         _refuse_st_keywords(precision, prompt_name, output_value, pool, chunk_size)
+        whole = isinstance(batch_size, (int, np.integer)) and not isinstance(batch_size, bool)
+        if batch_size is not None and not (whole and batch_size >= 1):
+            raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
         if precision == "float32":  # sentence-transformers' name for unquantized vectors
             precision = "fp32"
         if device is not None and resolve_device(device) != self.device:

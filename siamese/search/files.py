@@ -63,7 +63,7 @@ def dedupe_files(
     run or index folder of the same model whose vectors are taken instead of encoding the texts
     it holds (an earlier run at ``out`` is reused without it). The report's ``value`` is the
     :class:`~siamese.search.run.DedupeRun`."""
-    from ..data.records import read_records, unused_id_column
+    from ..data.records import read_records, skipped_line, unused_id_column
     from ..io.atomic import check_not_input, check_target
     from ..models.loading import load_verifier
     from ..models.static_reader import open_static
@@ -73,7 +73,7 @@ def dedupe_files(
 
     out = Path(out)
     check_not_input(out, [p for p in (model_dir, data, against, verify) if p is not None])  # never over its inputs
-    check_target(out, kind="dedupe run")
+    check_target(out, kind="dedupe run", can_overwrite=False)  # a dedupe run replaces its own folder unasked
     extra = {}
     if verify is not None:
         if against is not None:
@@ -81,7 +81,8 @@ def dedupe_files(
         extra = {"verify": load_verifier(verify, device=device), "verify_band": verify_band}
     options = dict(threshold=threshold, floor=floor, k=k, kind=kind, progress=progress)
     options["engine"] = corpus_engine(engine, address, device, progress)
-    records = read_records(data, column, id_column)
+    skipped: list[int] = []
+    records = read_records(data, column, id_column, skipped=skipped)
     sources = {"data": str(data), "column": column, "id_column": id_column}
     # A static student encodes without torch (less memory and start-up); Ray and an index folder take the full model.
     light = options["engine"] is None and not (against is not None and Path(against).is_dir())
@@ -109,6 +110,8 @@ def dedupe_files(
     if "reused" in run.meta:
         summary["reused"] = run.meta["reused"]
     report = _report(run, summary, explain)
+    if (line := skipped_line(data, skipped)) is not None:
+        report.lines.append(line)
     if id_column is None and (named := unused_id_column(records)) is not None:
         # a join back to the file needs its own ids; they were not taken unasked (they may repeat)
         report.lines.append(f"ids are row numbers from 1; --id-column {named} gives the file's own {named!r} values")
@@ -188,9 +191,9 @@ def encode_files(
     from ..data.pairs import read_texts
     from ..io.atomic import check_file_target
     from ..models.siamese import SiameseModel
-    from .vectors import check_vectors_file, encode_to_file
+    from .vectors import check_npy_name, check_vectors_file, encode_to_file
 
-    out = check_file_target(check_vectors_file(out), overwrite=overwrite, inputs=[data, model_dir])
+    out = check_npy_name(check_file_target(check_vectors_file(out), overwrite=overwrite, inputs=[data, model_dir]))
     model = SiameseModel.load(model_dir, device=device)
     texts = read_texts(data, column, skip_empty=False)  # row i of the output is text i: no silent skips
     runner = corpus_engine(engine, address, device, progress)
@@ -227,7 +230,7 @@ def index_files(
     time), each distinct text once, its id ``id_column``'s value or else its position. ``reuse``: a dedupe run or
     index folder whose vectors of the same texts are taken instead of encoded again (by default those of the index
     ``out`` replaces, when the same model wrote it). As ``siamese index build`` does."""
-    from ..data.records import read_records
+    from ..data.records import read_records, skipped_line
     from ..io.atomic import check_not_input, check_target
     from ..models.siamese import SiameseModel
     from .index import DuplicateIndex
@@ -241,7 +244,8 @@ def index_files(
     model = SiameseModel.load(model_dir, device=device)
     index = DuplicateIndex(model, kind=kind)
     index.shard_size = shard_size
-    records = read_records(data, column, id_column)
+    skipped: list[int] = []
+    records = read_records(data, column, id_column, skipped=skipped)
     texts, ids = [r.text for r in records], [r.id for r in records] if id_column else None
     known = open_reuse(reuse, model) if reuse is not None else earlier_output(out, model)
     runner = corpus_engine(engine, address, device, progress)
@@ -253,6 +257,7 @@ def index_files(
     result = {"out": str(out), "size": len(index), "skipped": len(texts) - len(index), "kind": kind}
     result.update(_reused(known))
     lines = [f"indexed {len(index)} texts ({kind}) into {out}; {len(texts) - len(index)} repeats skipped"]
+    lines += [line] if (line := skipped_line(data, skipped)) is not None else []
     return RunReport(result, lines + _reused_line(known), index)
 
 
@@ -262,6 +267,7 @@ def add_files(
     *,
     model_dir: str | os.PathLike | None = None,
     column: str | None = None,
+    id_column: str | None = None,
     allow_duplicates: bool = False,
     reuse: str | os.PathLike | None = None,
     device: str = "auto",
@@ -269,13 +275,18 @@ def add_files(
 ) -> RunReport:
     """Append the texts of ``data`` to the index folder ``index_dir`` (rewritten atomically, under its lock),
     encoding only texts it does not hold yet (all with ``allow_duplicates``), with its own model unless
-    ``model_dir`` names one; ``reuse``: a run or index folder whose vectors are taken. As ``siamese index add``."""
-    from ..data.pairs import read_texts
+    ``model_dir`` names one; each text's id ``id_column``'s value (none may be in the index already) or else its
+    position. ``reuse``: a run or index folder whose vectors are taken. As ``siamese index add``."""
+    from ..data.records import read_records, skipped_line
+    from ..io.atomic import check_not_input
     from ..models.siamese import SiameseModel
     from .index import add_to_index
     from .reuse import KnownVectors
 
-    texts = read_texts(data, column)
+    check_not_input(index_dir, [data])  # the folder is rewritten: a file inside it is no input
+    skipped: list[int] = []
+    records = read_records(data, column, id_column, skipped=skipped)
+    texts, ids = [r.text for r in records], [r.id for r in records] if id_column else None
     model = SiameseModel.load(model_dir, device=device) if model_dir else None
     opened: list = []
 
@@ -287,6 +298,7 @@ def add_files(
         index_dir,
         texts,
         model,
+        ids=ids,
         allow_duplicates=allow_duplicates,
         progress=progress,
         device=device,
@@ -296,6 +308,10 @@ def add_files(
     result = {"out": str(index_dir), "added": added, "skipped": len(texts) - added, "size": len(index)}
     result.update(_reused(used))
     lines = [f"added {added} texts ({len(texts) - added} already indexed, skipped); {index_dir} now holds {len(index)}"]
+    lines += [line] if (line := skipped_line(data, skipped)) is not None else []
+    before = len(index) - added
+    if id_column is None and added and index.ids[:before] != [str(i) for i in range(before)]:
+        lines.append("the new texts' ids are their positions; the index's other ids are not: --id-column names yours")
     return RunReport(result, lines + _reused_line(used), index)
 
 

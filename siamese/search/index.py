@@ -18,9 +18,9 @@ import faiss
 import numpy as np
 
 from ..data.input_files import open_text
-from ..data.records import normalise
+from ..data.records import check_texts, normalise
 from ..decision.threshold import check_threshold
-from ..errors import ConfigError, ModelError, OutputError, SearchIndexError
+from ..errors import ConfigError, DataError, ModelError, OutputError, SearchIndexError
 from ..io.atomic import atomic_dir, clear_leftovers, naming, target_lock
 from ..io.manifest import Field, check_fields, read_manifest
 from ..version import __version__
@@ -138,6 +138,10 @@ class DuplicateIndex:
         ids = [str(len(self.texts) + i) for i in range(len(texts))] if ids is None else [str(i) for i in ids]
         if not texts:
             return 0
+        if taken := set(ids) & set(self.ids):  # a hit's id names one text
+            raise DataError(
+                f"id {sorted(taken)[0]!r} is in the index already ({len(taken)} such ids); ids must be unique"
+            )
         if self.kind == "ondisk":
             self._add_pending(texts, ids, engine, progress, reuse)
             self._keys().update(keys)
@@ -228,6 +232,13 @@ class DuplicateIndex:
             raise ConfigError("an on-disk index is searched once saved: save() it, then DuplicateIndex.load() it")
         if isinstance(queries, str):
             queries = [queries]
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"k must be a whole number >= 1, got {k!r}")
+        queries = list(queries)
+        check_texts(queries, "queries")
+        empty = next((i for i, q in enumerate(queries) if not q.strip()), None)
+        if empty is not None:
+            raise DataError(f"queries: item {empty} is empty; a query needs words")
         if not len(self):
             return [[] for _ in queries]
         t = self.model.threshold if threshold is None else check_threshold(threshold)
@@ -285,10 +296,15 @@ class DuplicateIndex:
 
     @classmethod
     def load(
-        cls, path: str | os.PathLike, model: SiameseModel | None = None, *, device: str = "auto"
+        cls, path: str | os.PathLike, model: SiameseModel | str | os.PathLike | None = None, *, device: str = "auto"
     ) -> DuplicateIndex:
-        """Open an index; with no ``model``, the model folder recorded at build time is loaded."""
+        """Open an index with ``model`` (loaded, a model folder or a pretrained name); with none, the model folder
+        recorded at build time is loaded."""
         path = Path(path)
+        if isinstance(model, (str, os.PathLike)):
+            from ..models.sentence_encoder import load_bi_encoder
+
+            model = load_bi_encoder(model, device=device)
         clear_leftovers(path)  # what a killed build or add of this index left beside it
         meta = read_manifest(path, "index.json", FORMAT, SearchIndexError, "index")
         check_fields(meta, MANIFEST_FIELDS, path / "index.json", SearchIndexError)
@@ -367,6 +383,7 @@ def add_to_index(
     texts: Sequence[str],
     model: SiameseModel | None = None,
     *,
+    ids: Sequence[str] | None = None,
     allow_duplicates: bool = False,
     progress: bool = False,
     device: str = "auto",
@@ -381,7 +398,7 @@ def add_to_index(
     with target_lock(path):
         index = DuplicateIndex.load(path, model, device=device)
         known = reuse(index.model) if callable(reuse) else reuse  # a folder is opened once the model is known
-        added = index.add(texts, allow_duplicates=allow_duplicates, progress=progress, reuse=known)
+        added = index.add(texts, ids, allow_duplicates=allow_duplicates, progress=progress, reuse=known)
         index.save(path)
     return index, added
 

@@ -33,10 +33,18 @@ def check_vectors_file(path: str | os.PathLike) -> Path:
     return path
 
 
+def check_npy_name(path: Path) -> Path:
+    """Vectors are written as NumPy's ``.npy``: a file named otherwise (``v.txt``, ``v.csv``) would hold
+    what its name says it does not."""
+    if path.suffix.lower() != ".npy":
+        raise DataError(f"{path}: vectors are written as NumPy .npy; name the file {path.stem}.npy")
+    return path
+
+
 def write_vectors(path: str | os.PathLike, vectors: np.ndarray, *, overwrite: bool = False) -> Path:
     """Save ``vectors`` as float32 ``.npy`` at exactly ``path`` (a temporary file renamed into place); a file
     already there is replaced only with ``overwrite``."""
-    path = check_file_target(check_vectors_file(path), overwrite=overwrite)
+    path = check_npy_name(check_file_target(check_vectors_file(path), overwrite=overwrite))
     try:
         with atomic_file(path) as tmp:
             with open(tmp, "wb") as f:  # a file object: np.save(name) would add ".npy"
@@ -63,7 +71,7 @@ def encode_to_file(
     only), ``texts_per_second`` and ``out``. ``engine`` (e.g. :class:`siamese.search.ray_engine.RayEngine`):
     the encoding runs there and its vectors stream into the file (a memory map), so they never
     sit in memory all at once. A file already at ``out`` is replaced only with ``overwrite``."""
-    out = check_file_target(check_vectors_file(out), overwrite=overwrite)  # before the encoding, not after it
+    out = check_npy_name(check_file_target(check_vectors_file(out), overwrite=overwrite))  # before the encoding
     started = time.perf_counter()
     if engine is not None:
         texts = list(texts)

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import anyio.to_thread
+import numpy as np
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
@@ -46,13 +47,17 @@ class Limits:
 
 
 HOST_HINT = "open it by its address ({address}), or start it with --allow-host NAME (behind a proxy)"
-# a threshold is on the head's scale (a cosine, a probability, a cross-encoder's logit): never near this
-THRESHOLD_BOUND = 1e6
+
+
+# As every threshold elsewhere (siamese.decision.threshold.check_threshold): a cosine, or a
+# probability; strict, so "0.5" and true are refused rather than read as numbers.
+def _threshold():
+    return Field(None, ge=-1.0, le=1.0, strict=True, description="In [-1, 1]; null: the model's threshold")
 
 
 class PairsRequest(BaseModel):
     pairs: list[tuple[str, str]] = Field(..., description="[[text_a, text_b], ...]")
-    threshold: float | None = Field(None, ge=-THRESHOLD_BOUND, le=THRESHOLD_BOUND)
+    threshold: float | None = _threshold()
     explain: bool = Field(False, description="Add each pair's per-word weights (see siamese.evaluation.explain)")
 
 
@@ -64,8 +69,8 @@ EXPLAINING_AT_ONCE = 2
 
 class SearchRequest(BaseModel):
     query: str
-    k: int = Field(5, ge=1)
-    threshold: float | None = Field(None, ge=-THRESHOLD_BOUND, le=THRESHOLD_BOUND)
+    k: int = Field(5, ge=1, strict=True)
+    threshold: float | None = _threshold()
 
 
 class EmbedRequest(BaseModel):
@@ -406,9 +411,12 @@ def _vector_routes(app: FastAPI, model, live: Reloader, checks: _Checks, model_n
         checks.texts(texts, "input")
         if req.encoding_format not in ("float", "base64"):
             raise HTTPException(422, f"encoding_format must be 'float' or 'base64', got {req.encoding_format!r}")
-        if req.dimensions is not None and req.dimensions != model.dim:
-            raise HTTPException(422, f"this model gives {model.dim} dimensions, not {req.dimensions}")
+        if req.dimensions is not None and not 1 <= req.dimensions <= model.dim:
+            raise HTTPException(422, f"'dimensions' is {req.dimensions}; this model gives 1 to {model.dim}")
         vectors = model.encode(texts)
+        if req.dimensions is not None and req.dimensions < model.dim:  # the first ones, unit length, as OpenAI's
+            vectors = vectors[:, : req.dimensions]
+            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         tokens = sum(len(ids) for ids in model.vectorizer.encode(texts))
         data = []
         for i, v in enumerate(vectors):

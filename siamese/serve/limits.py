@@ -190,6 +190,8 @@ class BodyLimits:
                 return await reply(send, 422, f"request body: {e}")
             except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, too many digits
                 return await reply(send, 422, f"request body is not valid JSON: {str(e)[:200]}")
+            if b"content-type" not in dict(scope["headers"]):  # said nothing: read as the JSON it was checked to be
+                scope = {**scope, "headers": [*scope["headers"], (b"content-type", b"application/json")]}
 
         replayed = False
 

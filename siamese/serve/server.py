@@ -81,6 +81,10 @@ def check_address(host: str, port: int) -> None:
         raise ConfigError(f"cannot listen on {host}:{port} ({e.strerror or e})") from None
 
 
+# seconds that requests in flight get to finish once the server is told to stop (SIGTERM, Ctrl-C)
+GRACEFUL_SHUTDOWN_S = 5
+
+
 def run(
     app,
     *,
@@ -104,6 +108,9 @@ def run(
         access_log=False,
         timeout_keep_alive=keep_alive,
         server_header=False,
+        # On SIGTERM or Ctrl-C, requests in flight get this long to finish, then are cancelled: a queue of
+        # abandoned requests kept the process encoding for minutes past `docker stop`'s 10 s.
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
     check_address(host, port)  # uvicorn would log a bind error and exit 1 or 3 instead of one line and 2
     sock = config.bind_socket()  # bound here: the log names the real port, even for --port 0

@@ -54,8 +54,18 @@ def test_installed_script_and_python_m_show_every_command():
             "emoji",
         ):
             assert f" {name} " in proc.stdout, (name, proc.stdout)
-    usage = subprocess.run([str(SCRIPT), "train", "--no-such-option"], capture_output=True, text=True, timeout=120)
-    assert usage.returncode == 2 and "No such option" in usage.stderr and usage.stdout == ""
+    # a usage mistake is one line starting with error:, as every other mistake (it was a box of five lines)
+    for args, fragment in [
+        (["train", "--no-such-option"], "siamese train: No such option: --no-such-option"),
+        (["dedupe", "m", "--data", "q.csv", "--out", "o", "--threshold", "90"], "90 % is 0.9"),
+        (["search", "idx", "a question", "-k", "0"], "'-k'"),
+        (["index", "add"], "siamese index add: Missing argument"),
+    ]:
+        usage = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=120)
+        assert usage.returncode == 2 and usage.stdout == "", (args, usage.stderr)
+        assert usage.stderr.startswith("error: ") and usage.stderr.count("\n") == 1 and fragment in usage.stderr
+    bare = subprocess.run([str(SCRIPT), "index"], capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 2 and "Usage: siamese index" in bare.stdout + bare.stderr  # the help, as asked
 
 
 @pytest.mark.slow  # subprocesses

@@ -12,6 +12,7 @@ import pytest
 import torch
 from conftest import EXPLAIN_PAIRS, assert_exact_shares
 from scipy.stats import spearmanr
+from sklearn.decomposition import PCA
 from typer.testing import CliRunner
 
 from siamese import ModelConfig, SiameseModel, datasets, train
@@ -65,7 +66,8 @@ def test_training_brings_the_student_closer_to_the_teacher_on_held_out_texts(stu
     history = student.info["distillation"]["history"]
     assert history[0]["epoch"] == 0 and len(history) == 4
     start, best = history[0]["val_cosine"], max(h["val_cosine"] for h in history)
-    assert best > start + 0.05, history
+    assert best > start + 0.03, history  # from a centred start already ~0.73 on these 3,000 STS texts
+    assert min(h["val_loss"] for h in history) < 0.75 * history[0]["val_loss"], history
 
 
 def test_relational_loss_is_the_kl_between_the_batchs_softmaxed_cosines():
@@ -143,17 +145,25 @@ def test_the_tokenizer_is_the_teachers_wordpiece_plus_corpus_words_without_speci
     assert np.linalg.norm(student.encode(["zyxwvutsrq glorbification"])[0]) > 0.99
 
 
-def test_the_start_is_the_teachers_token_vector_projected(teacher, corpus):
-    untrained = distill_static(teacher, corpus[:500], StaticConfig(dim=384, epochs=0, extra_words=0), progress=False)
+def test_the_start_is_the_teachers_token_vectors_centred_on_their_main_directions(teacher, corpus):
+    untrained = distill_static(teacher, corpus[:500], StaticConfig(dim=48, epochs=0, extra_words=0), progress=False)
+    info = untrained.info["distillation"]
+    assert info["history"] == [{"epoch": 0, "val_loss": None, "val_cosine": None, "kept": True}]
     tok = untrained.vectorizer.tokenizer
-    word = "guitar"
-    row = untrained.encoder.embedding.weight[tok.token_to_id(word)].detach().numpy()
-    reference = teacher.encode([word])[0]  # [CLS] guitar [SEP], mean-pooled, unit length
-    # Full width: the projection is a rotation, so the row's cosine to the rotated teacher vector is 1;
-    # compare through the Gram structure, which a rotation keeps.
-    other = untrained.encoder.embedding.weight[tok.token_to_id("piano")].detach().numpy()
-    cos = lambda a, b: float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
-    assert cos(row, other) == pytest.approx(cos(reference, teacher.encode(["piano"])[0]), abs=2e-3)
+    ids = untrained.vectorizer.encode(corpus[:500])
+    seen = np.unique(np.concatenate(ids))
+    seen = seen[seen != tok.token_to_id("[PAD]")]
+    # An independent reference: scikit-learn's PCA of the teacher's vectors of the seen tokens alone
+    # ([CLS] token [SEP], mean-pooled), as model2vec distils.
+    special = teacher.vectorizer.tokenizer.encode("", add_special_tokens=True).ids
+    batch = torch.tensor([[special[0], int(i), *special[1:]] for i in seen])
+    with torch.no_grad():
+        vectors = teacher.encoder(batch, torch.full((len(seen),), batch.shape[1])).float().numpy()
+    reference = PCA(48).fit(vectors).transform(vectors)
+    rows = untrained.encoder.embedding.weight[torch.as_tensor(seen)].detach().numpy()
+    for k in range(8):  # the main directions (a PCA's sign is arbitrary; bf16 blurs the minor ones)
+        assert abs(np.corrcoef(rows[:, k], reference[:, k])[0, 1]) > 0.98, k
+    assert abs(rows.mean(0)).max() < 1e-3 * abs(rows).mean()  # centred on the corpus's tokens
 
 
 def test_saved_and_loaded_the_student_gives_the_same_vectors(student, tmp_path):
@@ -326,6 +336,38 @@ def test_cli_distill_then_every_command_uses_the_student(corpus, tmp_path, data_
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["search", str(tmp_path / "idx"), corpus[7], "-k", "1", "--json"])
     assert result.exit_code == 0 and corpus[7] in result.stdout
+
+
+def test_cli_epochs_0_is_model2vecs_recipe_the_teacher_reads_no_corpus_text(corpus, tmp_path, data_dir, monkeypatch):
+    from siamese.models.siamese import SiameseModel as Model
+
+    read: list[str] = []
+    encode = Model.encode
+    monkeypatch.setattr(
+        Model, "encode", lambda self, texts, *a, **k: (read.extend(texts), encode(self, texts, *a, **k))[1]
+    )
+    (tmp_path / "corpus.txt").write_text("\n".join(corpus[:1000]))
+    out = tmp_path / "student"
+    args = ["distill", "--out", str(out), "--data", str(tmp_path / "corpus.txt"), "--dim", "48", "--epochs", "0"]
+    result = runner.invoke(
+        app, [*args, "--extra-words", "300", "--val-data", str(data_dir / "msrp" / "msr-para-val.tsv")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "the teacher's token vectors alone (--epochs 0)" in result.output
+    info = json.loads((out / "config.json").read_text())["info"]["distillation"]
+    added = info["tokens"] - 30522  # MiniLM's own WordPiece tokens, then the corpus words
+    assert 0 < added <= 300
+    texts = set(corpus[:1000])
+    # The teacher read the corpus words (a token each) and the validation pairs, never a corpus text.
+    assert len(read) > added and not texts & set(read) - set(read[:added])
+    similarity = {}
+    for other in ("A man is playing a guitar.", "The stock market fell sharply today."):
+        result = runner.invoke(app, ["predict", str(out), "A man plays a guitar.", other, "--json"])
+        assert result.exit_code == 0, result.output
+        similarity[other] = json.loads(result.stdout)["similarity"]
+    assert similarity["A man is playing a guitar."] > similarity["The stock market fell sharply today."] + 0.4, (
+        similarity
+    )
 
 
 def test_cli_refusals_write_nothing(tmp_path, data_dir):

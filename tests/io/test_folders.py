@@ -73,7 +73,7 @@ def test_folder_of_user_files_is_refused_and_untouched(tmp_path):
     target = tmp_path / "mine"
     target.mkdir()
     (target / "thesis.txt").write_text("years of work")
-    with pytest.raises(OutputError, match="not a siamese model or index.*--overwrite"):
+    with pytest.raises(OutputError, match="files siamese did not write.*--overwrite"):
         small_model().save(target)
     assert names(target) == ["thesis.txt"]
     assert (target / "thesis.txt").read_text() == "years of work"

@@ -91,7 +91,7 @@ def test_one_line_dedupe_of_a_list(minilm, data_dir):
     assert {len(questions), len(questions) + 1} <= duplicates  # the copies are not kept
     assert all(d.similarity > 0.9 for c in found.clusters for d in c.duplicates)
     assert found.kept == [t for row, t in enumerate(texts) if row not in duplicates]
-    with pytest.raises(TypeError, match="list of texts or a text file's path, not one str \\(no file 'one text'\\)"):
+    with pytest.raises(TypeError, match="list of texts or a text file's path, not one text \\('one text'\\)"):
         siamese.dedupe("one text", model=minilm)
 
 

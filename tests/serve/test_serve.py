@@ -75,6 +75,10 @@ def test_openai_client(server):
     assert resp.usage.prompt_tokens > 0
     resp = client.embeddings.create(model="siamese", input=texts[0], encoding_format="float")
     assert np.allclose(resp.data[0].embedding, model.encode(texts[:1])[0], atol=1e-6)
+    # shortened as OpenAI's own: the first dimensions, unit length (encode(..., truncate_dim=8, normalize_embeddings))
+    resp = client.embeddings.create(model="siamese", input=texts, dimensions=8)
+    short = model.encode(texts, truncate_dim=8, normalize_embeddings=True)
+    assert np.allclose([d.embedding for d in resp.data], short, atol=1e-6) and short.shape == (2, 8)
 
 
 @pytest.mark.parametrize(
@@ -88,7 +92,15 @@ def test_openai_client(server):
         ("/search", {"query": "x", "k": 1000}, 422, "at most 100"),
         ("/embed", {"texts": []}, 422, "empty"),
         ("/v1/embeddings", {"input": ["ok"], "encoding_format": "int8"}, 422, "encoding_format"),
-        ("/v1/embeddings", {"input": "ok", "dimensions": 7}, 422, "dimensions"),
+        ("/v1/embeddings", {"input": "ok", "dimensions": 100_000}, 422, "dimensions"),
+        ("/v1/embeddings", {"input": "ok", "dimensions": 0}, 422, "dimensions"),
+        # thresholds are cosines or probabilities, as everywhere else; a number in a string is not a number
+        ("/search", {"query": "x", "threshold": 2}, 422, "threshold"),  # was a 500
+        ("/search", {"query": "x", "threshold": -1.0000001}, 422, "threshold"),
+        ("/similarity", {"pairs": [["a", "b"]], "threshold": 90}, 422, "threshold"),  # was answered
+        ("/similarity", {"pairs": [["a", "b"]], "threshold": "0.5"}, 422, "threshold"),
+        ("/similarity", {"pairs": [["a", "b"]], "threshold": True}, 422, "threshold"),
+        ("/search", {"query": "x", "k": "3"}, 422, "k"),
     ],
 )
 def test_bad_requests_get_clear_4xx(server, path, body, status, fragment):

@@ -340,6 +340,12 @@ def test_a_body_that_is_not_sent_as_json_is_415(hardened):
         assert status == 415 and "Content-Type: application/json" in json.loads(data)["detail"], kind
     for kind in ("application/json; charset=utf-8", "application/merge-patch+json"):
         assert client.call("POST", "/embed", b'{"texts": ["a"]}', headers={"Content-Type": kind})[0] == 200, kind
+    # no Content-Type at all (a bare client): read as the JSON it is, not a 422 "not a valid dictionary"
+    conn = http.client.HTTPConnection("127.0.0.1", hardened.port, timeout=30)
+    conn.request("POST", "/embed", body=b'{"texts": ["a"]}', headers=client.headers)
+    answer = conn.getresponse()
+    assert answer.status == 200 and json.loads(answer.read())["dim"] > 0
+    conn.close()
 
 
 def test_scores_stay_in_the_heads_range(hardened):
@@ -413,6 +419,37 @@ def test_explanations_wait_in_the_queue_count():
     with pytest.raises(Overloaded, match="shutting down"):
         with batcher.admitted():
             pass
+
+
+def test_a_closed_batcher_answers_the_queue_instead_of_encoding_it():
+    """On a stop (SIGTERM), requests still queued are answered 'shutting down' at once: encoding a queue of
+    abandoned requests kept a server busy for minutes past `docker stop`'s grace."""
+    from siamese.serve.batcher import Overloaded
+
+    calls = []
+
+    def slow(texts):
+        calls.append(len(texts))
+        time.sleep(0.5)
+        return np.zeros((len(texts), 2))
+
+    batcher = Batcher(slow, BatchConfig(max_batch=1, wait_ms=0))
+
+    def one(i):
+        try:
+            return batcher.encode([f"text {i}"])
+        except Overloaded as e:
+            return e
+
+    with ThreadPoolExecutor(10) as pool:
+        futures = [pool.submit(one, i) for i in range(10)]
+        time.sleep(0.2)  # the first in its model call, nine queued
+        started = time.monotonic()
+        batcher.close()
+        results = [f.result() for f in futures]
+    assert time.monotonic() - started < 2 and len(calls) <= 2, calls
+    refused = [r for r in results if isinstance(r, Overloaded)]
+    assert len(refused) >= 8 and all("shutting down" in str(r) for r in refused)
 
 
 # -- security headers, API keys ----------------------------------------------------------------
