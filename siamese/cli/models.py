@@ -35,7 +35,12 @@ def export(
     format: Annotated[str, typer.Option("--format", help="onnx: the encoder runs in ONNX Runtime.")] = "onnx",
     quantize: Annotated[
         Optional[str],
-        typer.Option(help="int8: dynamic int8 quantisation of the matmuls (faster, 4x smaller, vectors slightly off)."),
+        typer.Option(
+            help=(
+                "int8: dynamic int8 quantisation of the matmuls (faster; their weights 4x smaller, the token table "
+                "not: MiniLM 90 to 59 MB; vectors slightly off)."
+            )
+        ),
     ] = None,
     overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,

@@ -224,6 +224,10 @@ def detect_format(path: str | os.PathLike, *, labelled: bool = True) -> PairForm
     if named is not None:
         return named
     check_delimiter(path, first, table)  # a semicolon-separated file is told so
+    names = [h.strip() for h in first.split(table)]
+    twice = next((n for i, n in enumerate(names) if n and n in names[:i]), None)
+    if twice is not None:  # text1,text2,text1: which would be meant?
+        raise DataError(f"{path}:1: column {twice!r} appears twice in the header")
     raise DataError(
         f"{path}: cannot tell the format from the first line {first[:80]!r}; "
         f"pass --format ({', '.join(FORMATS)}) or name the columns with --text1/--text2"

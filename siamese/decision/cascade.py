@@ -206,6 +206,8 @@ def check_band(band: BandSpec | Band) -> None:
         raise ConfigError(f"verify band {band!r}: a width of 0 or more, 'auto' or None (every pair)")
     if not math.isfinite(band) or band < 0:
         raise ConfigError(f"verify band {band!r}: a width must be a finite number of 0 or more")
+    if band > 1:  # similarities and probabilities span at most [-1, 1]: past 1 it is every pair, unsaid
+        raise ConfigError(f"verify band {band!r}: a width is at most 1; --verify-all verifies every pair")
 
 
 def resolve_band(

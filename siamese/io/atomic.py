@@ -232,6 +232,9 @@ def check_target(target: Path, *, overwrite: bool = False, kind: str | None = No
     folder of another ``kind`` than the one to be written (a model over an index; unless ``overwrite``).
     ``can_overwrite``: whether the caller takes ``overwrite`` (its messages offer it only then)."""
     hint = ", or pass --overwrite (overwrite=True in Python) to replace it" if can_overwrite else ""
+    here = Path.cwd().resolve()
+    if here.is_relative_to(target.resolve()):  # `--out .`: the folder is swapped whole, from under the shell
+        raise OutputError(f"{target}: is the folder you are in, or holds it; write to a folder of its own")
     _check_parent(target)
     if target.is_symlink() and not target.exists():
         raise OutputError(f"{target}: a broken symbolic link is there, not a folder")

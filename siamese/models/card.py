@@ -125,12 +125,15 @@ def _recipe(info: dict) -> str:
     if "distillation" in info:
         d = info["distillation"]
         teacher = d.get("teacher", {})
-        lines.append(
-            f"- Distilled from `{teacher.get('source', teacher) if isinstance(teacher, dict) else teacher}` "
+        named = teacher.get("name") or teacher.get("source", teacher) if isinstance(teacher, dict) else teacher
+        learned = (
             f"on {d.get('corpus_texts', '?'):,}"
             + (f" of {d['corpus_distinct']:,}" if d.get("corpus_distinct", 0) > d.get("corpus_texts", 0) else "")
-            + f" texts ({d.get('seconds', 0):.0f} s)."
+            + " texts"
+            if d.get("epochs", 1)
+            else "from its token vectors alone (epochs 0: no corpus text encoded)"
         )
+        lines.append(f"- Distilled from `{named}` {learned} ({d.get('seconds', 0):.0f} s).")
     if "training" in info:
         t = info["training"]
         cfg = t.get("config", {})
@@ -185,10 +188,20 @@ def _loss_uses(loss: str | None) -> str:
 
 def _threshold(model) -> str:
     info = model.info
+    latest = info.get("threshold_choice") or {}  # set after the model was made: calibrate's target, the label page
+    if latest.get("by") == "calibrate" and latest.get("target") is not None:
+        on = (latest.get("data") or {}).get("source") or "labelled pairs"
+        metric = latest.get("metric", "recall")
+        reached = f" ({metric} {latest[metric]:.3f} there)" if isinstance(latest.get(metric), float) else ""
+        target = f"a target {metric} of {latest['target']}{reached}"
+        return f"**{model.threshold:.4f}**: set by `siamese calibrate` on {on} for {target}."
+    if latest.get("by") == "label":
+        return f"**{model.threshold:.4f}**: set from the answers given on `siamese label`'s page."
     choice = (
         (info.get("training") or {}).get("threshold_choice")
         or (info.get("learned") or {}).get("threshold_choice")
         or (info.get("pretrained") or {}).get("threshold_choice")
+        or (info.get("distillation") or {}).get("threshold_choice")
     )
     if choice and (choice.get("metric") or choice.get("chosen_on")):
         on = choice.get("chosen_on")

@@ -241,6 +241,8 @@ def require_model_folder(path: str | os.PathLike) -> None:
             f"{name}: not a model folder but a pretrained model's name; build it with "
             f"siamese.from_pretrained({name!r}) (CLI: siamese pretrained {name} --out FOLDER), then load FOLDER"
         )
+    if not Path(path).exists():
+        raise ModelError(f"{path}: no such folder (a model folder was expected)")
     raise ModelError(f"{path}: not a siamese model folder (no config.json)")
 
 

@@ -323,9 +323,13 @@ class DedupeRun:
         candidate pairs, and rewrite the results in the folder. Returns the new summary."""
         threshold = check_threshold(threshold)
         if threshold < self.meta["floor"]:
+            how = (
+                "a cascade's run is re-thresholded upward only: run the dedupe again at that threshold"
+                if "verified" in self.meta
+                else "run the dedupe again with a lower --floor"
+            )
             raise ConfigError(
-                f"{self.path}: threshold {threshold:g} is under this run's floor {self.meta['floor']:g}; "
-                "run the dedupe again with a lower --floor"
+                f"{self.path}: threshold {threshold:g} is under this run's floor {self.meta['floor']:g}; {how}"
             )
         self._set(threshold, clustering or self.clustering or DEFAULT_CLUSTERING, min_size or self.min_size or 2)
         with target_lock(self.path):  # a dedupe writing this folder meanwhile would replace it

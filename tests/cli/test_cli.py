@@ -238,7 +238,7 @@ def test_train_bad_validation_data_fails_before_training(tmp_path, data_dir):
 
 def test_evaluate_missing_model_folder(tmp_path, data_dir):
     proc = run("evaluate", tmp_path / "no-model", "--data", data_dir / "msrp/msr-para-val.tsv", check_ok=False)
-    assert_user_error(proc, str(tmp_path / "no-model"), "config.json")
+    assert_user_error(proc, str(tmp_path / "no-model"), "no such folder")
 
 
 def test_train_with_split_test_fraction_reports_held_out_metrics(tmp_path, data_dir):

@@ -103,6 +103,9 @@ def test_duplicate_header_name(tmp_path, quora):
     texts = write(tmp_path / "texts.csv", ["question,question\n", "a,b\n"])
     with pytest.raises(DataError, match="appears twice"):
         read_texts(texts)
+    # no format given: named so, not "cannot tell the format from the first line"
+    with pytest.raises(DataError, match="rep.csv:1: column 'text1' appears twice in the header"):
+        read_pairs(write(tmp_path / "rep.csv", ["text1,text2,text1\n", "a,b,c\n"]))
 
 
 PAIRS = [

@@ -331,6 +331,8 @@ def test_calibrate_for_a_target_precision(folder, data_dir):
     assert report["precision"] >= 0.85
     assert report["precision"] == pytest.approx(result["threshold_choice"]["precision"])
     assert model.info["threshold_choice"]["target"] == 0.85 and model.info["threshold_choice"]["by"] == "calibrate"
+    card = (folder / "README.md").read_text()  # was: the threshold "chosen on ... to maximise accuracy" still
+    assert f"**{model.threshold:.4f}**: set by `siamese calibrate` on" in card and "a target precision of 0.85" in card
     # the lowest such threshold: a little lower (the next score down) falls short of 0.85 or calls no new pair
     test = datasets.load("msrp-test", data_dir)
     s = model.similarity_pairwise(test.text1, test.text2)

@@ -160,6 +160,7 @@ def test_predict_says_whether_the_pair_was_verified_and_the_verifiers_score(firs
         (["--verify", "VERIFIER", "--verify-band", "0.1", "--verify-all"], "not both"),
         (["--verify", "VERIFIER", "--verify-band", "wide"], "--verify-band 'wide': a width"),
         (["--verify", "VERIFIER", "--verify-band", "-1"], "a width must be a finite number of 0 or more"),
+        (["--verify", "VERIFIER", "--verify-band", "5"], "a width is at most 1; --verify-all"),  # was: every pair
         (["--verify-all"], "--verify-all go with --verify MODEL"),
     ],
 )

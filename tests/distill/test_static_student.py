@@ -354,6 +354,8 @@ def test_cli_epochs_0_is_model2vecs_recipe_the_teacher_reads_no_corpus_text(corp
     )
     assert result.exit_code == 0, result.output
     assert "the teacher's token vectors alone (--epochs 0)" in result.output
+    card = (out / "README.md").read_text()  # was: "on 1,000 texts" and "the default, not chosen on validation pairs"
+    assert "Distilled from `minilm` from its token vectors alone" in card and "chosen on " + str(data_dir) in card, card
     info = json.loads((out / "config.json").read_text())["info"]["distillation"]
     added = info["tokens"] - 30522  # MiniLM's own WordPiece tokens, then the corpus words
     assert 0 < added <= 300
@@ -378,6 +380,19 @@ def test_cli_refusals_write_nothing(tmp_path, data_dir):
         (["--data", str(tmp_path / "missing.txt")], "no such file"),
         (["--data", str(tmp_path / "tiny.txt"), "--vocabulary", "letters"], "vocabulary"),
         (["--data", str(tmp_path / "enough.txt"), "--teacher", str(tmp_path / "nowhere")], "nowhere"),
+        # before the teacher's pass (was: after ~25 s of it), or ignored without --fine-tune
+        (["--data", str(tmp_path / "enough.txt"), "--fine-tune-loss", "cosent"], "goes with --fine-tune"),
+        (
+            [
+                "--data",
+                str(tmp_path / "enough.txt"),
+                "--fine-tune",
+                str(data_dir / "msrp" / "msr-para-val.tsv"),
+                "--fine-tune-loss",
+                "bogus",
+            ],
+            "unknown loss 'bogus'",
+        ),  # fmt: skip
     ]
     for extra, message in cases:
         result = runner.invoke(

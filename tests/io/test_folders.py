@@ -80,6 +80,23 @@ def test_folder_of_user_files_is_refused_and_untouched(tmp_path):
     assert names(tmp_path) == ["mine"]  # no temporary folder, no lock left
 
 
+def test_the_folder_you_are_in_is_never_an_output(tmp_path, monkeypatch):
+    """`--out .` swapped the shell's own folder for the model, deleting its files with --overwrite, and then
+    failed on a relative path ('model.onnx: No such file or directory') after writing."""
+    from conftest import assert_user_error, run
+
+    here = tmp_path / "proj"
+    (here / "data").mkdir(parents=True)
+    (here / "notes.txt").write_text("mine")
+    monkeypatch.chdir(here / "data")
+    for out, overwrite in ((".", True), ("..", True), (".", False)):
+        with pytest.raises(OutputError, match="is the folder you are in, or holds it"):
+            small_model().save(out, overwrite=overwrite)
+    monkeypatch.chdir(here)
+    assert_user_error(run("pretrained", "minilm", "--out", ".", "--overwrite", check_ok=False), "the folder you are in")
+    assert names(here) == ["data", "notes.txt"] and names(tmp_path) == ["proj"]
+
+
 def test_overwrite_replaces_a_foreign_folder(tmp_path):
     target = tmp_path / "mine"
     target.mkdir()
@@ -138,7 +155,7 @@ def test_cli_refuses_user_folder_and_file_before_any_work(tmp_path, data_dir, mo
         text=True,
         env=ENV,
     )
-    assert_user_error(proc, "--overwrite")
+    assert_user_error(proc, "is the folder you are in")  # not "pass --overwrite", which swapped it from under you
     assert names(mine) == ["keep.txt"]
     # with --overwrite the user asked for it
     run("index", "build", model_path, "--data", texts, "--out", mine, "--overwrite", "--quiet")

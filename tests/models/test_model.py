@@ -150,8 +150,11 @@ def saved(tmp_path) -> Path:
 
 
 def test_load_missing_folder(tmp_path):
-    with pytest.raises(ModelError, match="no config.json"):
+    with pytest.raises(ModelError, match="nowhere: no such folder"):  # was: "not a siamese model folder"
         SiameseModel.load(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelError, match="empty: not a siamese model folder \\(no config.json\\)"):
+        SiameseModel.load(tmp_path / "empty")
 
 
 def test_load_missing_config(saved):

@@ -16,6 +16,7 @@ import pytest
 from conftest import assert_user_error, run, run_json
 
 from siamese import ModelConfig, SiameseModel, read_texts
+from siamese.errors import ConfigError
 from siamese.models.sentence_encoder import from_pretrained
 from siamese.search import DedupeRun, dedupe
 from siamese.search.cascade import PROPOSE, best_links, choose_band
@@ -106,6 +107,8 @@ def test_the_cascade_decides_as_minilm_does_encoding_only_the_bands_texts(studen
     above = ~asked  # accepted without asking: the student was sure (above the band)
     assert np.all(first[above] > band["hi"]) and np.all(saved.pairs.similarity[above] > run.threshold)
     assert (run.threshold, band["lo"]) and saved.rethreshold(0.95)["pairs"] <= len(ours)
+    with pytest.raises(ConfigError, match="a cascade's run is re-thresholded upward only"):  # not "a lower --floor"
+        saved.rethreshold(0.8)
 
 
 def test_best_links_keeps_a_pair_among_the_k_best_of_either_text():
