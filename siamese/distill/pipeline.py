@@ -98,9 +98,9 @@ def distill_run(run: DistillRun, config: StaticConfig | None = None, *, progress
     if run.fine_tune is None and run.fine_tune_loss != DistillRun.fine_tune_loss:
         raise ConfigError("--fine-tune-loss goes with --fine-tune PAIRS (the pairs to fine-tune the student on)")
     if run.fine_tune is not None:  # the student is a cosine bag of words: refused now, not after the teacher's pass
-        from ..models.losses import check_head_and_loss
+        from ..models.losses import LOSSES, check_head_and_loss
 
-        check_head_and_loss("cosine", run.fine_tune_loss)
+        check_head_and_loss("cosine", run.fine_tune_loss, losses=LOSSES)
     texts = read_corpus(run.data, column=run.column) if run.data else None
     val = [read_pairs(p) for p in run.val_data] if run.val_data else validation_sets()
     tune = Pairs.concat([read_pairs(p) for p in run.fine_tune]) if run.fine_tune else None
