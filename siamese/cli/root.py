@@ -117,7 +117,7 @@ def _app(args: list[str] | None) -> int:
     except typer.Abort:
         print("error: aborted", file=sys.stderr)
         return 1
-    return done if isinstance(done, int) else 0  # typer.Exit(code) comes back as its code
+    return done if isinstance(done, int) and not isinstance(done, bool) else 0  # typer.Exit(code): its code
 
 
 def _after_command() -> None:
