@@ -187,7 +187,8 @@ def _verified_pair(model, verifier, text1: str, text2: str, result: dict, band, 
 
 def _span(band) -> str:
     """A band's range as a reader sees it."""
-    return f"{band.lo:.4f} to {band.hi:.4f}" if band.hi is not None else f"from {band.lo:.4f} up"
+    # no similarity or probability is above 1: a band reaching past it is every pair from its lower edge
+    return f"{band.lo:.4f} to {band.hi:.4f}" if band.hi is not None and band.hi < 1 else f"from {band.lo:.4f} up"
 
 
 def _one_of(argument: str | None, option: str | None, name: str) -> str:
@@ -324,12 +325,14 @@ def score(
 
 def _cascade_lines(summary: dict) -> list[str]:
     """What score --verify adds to its report: the verifier's work and, with labels, both sets of metrics."""
+    from ..decision.cascade import Band
+
     info, found = summary["verify"], summary["duplicates"]
     band = info["band"]
-    if band["hi"] is None:
-        where = "every pair" if band["lo"] is None else f"similarity from {band['lo']:.4f} up"
+    if band["lo"] is None:
+        where = "every pair"
     else:
-        where = f"similarity {band['lo']:.4f} to {band['hi']:.4f}"
+        where = f"similarity {_span(Band(band['lo'], band['hi']))}"
     lines = [
         f"verified {info['verified']} of {summary['pairs']} pairs with {info['model']} ({where}) in "
         f"{info['seconds']:.1f} s; {info['changed']} verdicts changed; duplicates: {found['cascade']} "

@@ -330,3 +330,11 @@ def test_pair_scorer_encodes_each_text_once_and_scores_in_chunks(verifier, mqp, 
     again = scorer(np.arange(n), np.arange(n) + n)  # every text known: nothing encoded
     assert scorer.encoded == before
     np.testing.assert_allclose(again, want, atol=2e-3)
+
+
+def test_a_band_reaching_past_1_is_said_to_run_from_its_lower_edge_up():
+    from siamese.cli.evaluate import _span
+    from siamese.decision.cascade import Band
+
+    assert _span(Band(0.4833, 1.1833)) == "from 0.4833 up"  # was "0.4833 to 1.1833", above any cosine
+    assert _span(Band(0.6, 0.9)) == "0.6000 to 0.9000" and _span(Band(0.6, None)) == "from 0.6000 up"
