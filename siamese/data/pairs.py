@@ -22,7 +22,7 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from ..errors import DataError
-from .input_files import check_delimiter, check_utf8, first_line, open_table, open_text, table_delimiter
+from .input_files import check_delimiter, check_header, check_utf8, first_line, open_table, open_text, table_delimiter
 
 
 @dataclass(frozen=True)
@@ -224,10 +224,7 @@ def detect_format(path: str | os.PathLike, *, labelled: bool = True) -> PairForm
     if named is not None:
         return named
     check_delimiter(path, first, table)  # a semicolon-separated file is told so
-    names = [h.strip() for h in first.split(table)]
-    twice = next((n for i, n in enumerate(names) if n and n in names[:i]), None)
-    if twice is not None:  # text1,text2,text1: which would be meant?
-        raise DataError(f"{path}:1: column {twice!r} appears twice in the header")
+    check_header(path, first.split(table))  # text1,text2,text1: named so, not as a format unknown
     raise DataError(
         f"{path}: cannot tell the format from the first line {first[:80]!r}; "
         f"pass --format ({', '.join(FORMATS)}) or name the columns with --text1/--text2"

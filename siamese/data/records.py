@@ -7,7 +7,7 @@ tabs and newlines to one space, ends trimmed); only the first of each is encoded
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,17 +50,23 @@ def read_records(
     """
     if id_column is not None and id_column == column:
         raise DataError(f"{path}: {id_column!r} is named as both the text column and the id column")
+    return _records(text_rows(path, column, fields=True, skipped=skipped), id_column, path)
+
+
+def _records(rows: Iterable[tuple[int, str, dict[str, str]]], id_column: str | None, where) -> list[Record]:
+    """Records of ``(row number, text, other columns)`` rows, their ids ``id_column``'s values (each given and
+    unique) or else the row numbers."""
     records, seen = [], {}
-    for n, text, fields in text_rows(path, column, fields=True, skipped=skipped):
+    for n, text, fields in rows:
         if id_column is not None:
             if id_column not in fields:
-                where = "a .txt file has no columns" if not fields else f"found: {column_list(list(fields))}"
-                raise DataError(f"{path}: no id column {id_column!r} ({where})")
+                found = "a .txt file has no columns" if not fields else f"found: {column_list(list(fields))}"
+                raise DataError(f"{where}: no id column {id_column!r} ({found})")
             rid = fields.pop(id_column)
             if not rid.strip():
-                raise DataError(f"{path}: row {n}: column {id_column!r} is empty (every text needs its id)")
+                raise DataError(f"{where}: row {n}: column {id_column!r} is empty (every text needs its id)")
             if rid in seen:
-                raise DataError(f"{path}: row {n}: id {rid!r} repeats row {seen[rid]} (ids must be unique)")
+                raise DataError(f"{where}: row {n}: id {rid!r} repeats row {seen[rid]} (ids must be unique)")
             seen[rid] = n
         else:
             rid = str(n)
@@ -90,13 +96,9 @@ def table_records(table: Any, column: str | None = None, id_column: str | None =
         raise DataError(f"the table: {id_column!r} is named as both the text column and the id column")
     texts = list(table[name])
     check_texts(texts, f"the table's column {name!r}")
-    ids = [str(i) for i in range(len(texts))] if id_column is None else [str(v) for v in table[id_column]]
-    seen: dict[str, int] = {}
-    for i, rid in enumerate(ids):
-        if seen.setdefault(rid, i) != i:
-            raise DataError(f"the table: row {i}: id {rid!r} repeats row {seen[rid]} (ids must be unique)")
-    others = {c: list(table[c]) for c in header if c not in (name, id_column)}
-    return [Record(i, ids[i], t, {c: str(v[i]) for c, v in others.items()}) for i, t in enumerate(texts)]
+    others = {c: list(table[c]) for c in header if c != name}
+    rows = ((i, t, {c: str(v[i]) for c, v in others.items()}) for i, t in enumerate(texts))
+    return _records(rows, id_column, "the table")  # ids: positions from 0, as a list's
 
 
 def unused_id_column(records: list[Record]) -> str | None:

@@ -12,10 +12,9 @@ Two steps, after model2vec (Tulkens & van Dongen 2024) and its tokenlearn recipe
    gets its pieces' vectors. (``vocabulary="words"``: a word vocabulary learned from the corpus,
    for teachers without WordPiece; on validation it was worse: Quora 0.76 vs 0.82.)
 2. **Train** the vectors and weights so that the student's vector of each corpus text points
-   where the teacher's (projected) vector points (loss
-   ``1 − cos(student, teacher)``), and so that within a batch the student finds the same texts
-   close as the teacher does (a KL term on the softmax of the batch's cosines, after relational
-   distillation, Park et al. 2019). The teacher
+   where the teacher's (projected) vector points (loss ``1 − cos(student, teacher)``), and so that
+   within a batch the student finds the same texts close as the teacher does (a KL term on the
+   softmax of the batch's cosines, after relational distillation, Park et al. 2019). The teacher
    is run once per distinct text; the student never sees a label here.
 
 Labelled pairs can then fine-tune the student like any bag-of-words model
@@ -164,8 +163,8 @@ def token_directions(
     """The mean of the corpus's token vectors (the rows of ``table`` with ``counts``, less the
     ``blank`` ones) and their ``dim`` main directions, as model2vec's PCA: a start of
     ``(table - mean) @ directions``. The mean is a direction every token shares; left in, it
-    pulls every text towards every other (validation AUC/ρ mean 0.672 with it, 0.709 without,
-    model2vec's own 0.709; trained on 8,000 texts, 0.715 and 0.732: docs/benchmarks.md)."""
+    pulls every text towards every other (validation AUC/ρ mean, token vectors alone: 0.677 with it,
+    0.706 without, model2vec's own 0.709; trained on 16,000 texts, 0.728 and 0.735: docs/benchmarks.md)."""
     seen = counts > 0
     seen[list(blank)] = False
     rows = table[seen] if seen.sum() > dim else table  # a tiny corpus: every token's vector

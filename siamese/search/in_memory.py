@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..data.pairs import table_columns
-from ..data.records import check_texts, table_records
+from ..data.records import check_texts, read_records, table_records
 from ..errors import DataError
 
 # what a path to texts ends with, so that a missing file is told apart from a text passed alone
@@ -79,8 +79,6 @@ def dedupe(
             if isinstance(texts, os.PathLike) or path.suffix.lower() in FILE_SUFFIXES or os.sep in str(texts):
                 raise DataError(f"{path}: no such file")
             raise TypeError(f"dedupe takes a list of texts or a text file's path, not one text ({str(texts)!r:.60})")
-        from ..data.records import read_records
-
         # a CSV's text column found by its name and the records' ids, as `siamese dedupe --data` reads them
         records: list = read_records(texts, column, id_column)
         texts = [r.text for r in records]

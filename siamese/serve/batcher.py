@@ -130,7 +130,7 @@ class Batcher:
         with self._cond:
             while not self._jobs and not self._closed:
                 self._cond.wait()
-            if self._closed:  # what waits is answered 503 below, not encoded: a stop is not held up by a queue
+            if self._closed:  # what waits is answered 'shutting down' (429) below, not encoded: a stop is not held up
                 return None
             deadline = self._jobs[0].submitted + self.config.wait_ms / 1000
             while self._queued_texts < self.config.max_batch and not self._closed:
