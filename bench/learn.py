@@ -47,6 +47,10 @@ each training in a fresh process; peak memory with and without scoring the test 
 
 ``--labels FILE``: the learning curve of your own labels instead (grouped test split of
 ``--test-share`` of them, the rest the pool): "does training help on my data?".
+
+``--base mpnet``: all-mpnet-base-v2 in MiniLM's place for *oracle*, *threshold*, *learn* (``train --from
+mpnet``) and *st*; MiniLM's own oracle is recorded beside it (``oracle_minilm``), since the goals are read
+against both.
 """
 
 from __future__ import annotations
@@ -193,17 +197,17 @@ def fitted_cut(scores, labels) -> float:
 # -- contenders that train: each in a fresh process (clean seconds and peak memory) ------------------------------
 
 
-def _child(kind: str, labels, test, seed: int, queue) -> None:
+def _child(kind: str, labels, test, seed: int, base: str, queue) -> None:
     import torch
 
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
     try:
-        queue.put(_train_and_score(kind, labels, test, seed))
+        queue.put(_train_and_score(kind, labels, test, seed, base))
     except Exception as e:  # noqa: BLE001 (recorded; a child that dies without a word would hang the parent)
         queue.put({"error": f"{type(e).__name__}: {e}"})
 
 
-def _train_and_score(kind: str, labels, test, seed: int) -> dict:
+def _train_and_score(kind: str, labels, test, seed: int, base: str = "minilm") -> dict:
     started, cpu = time.perf_counter(), time.process_time()
     if kind == "cascade-labels":
         from siamese.data.groups import grouped_split
@@ -218,7 +222,7 @@ def _train_and_score(kind: str, labels, test, seed: int) -> dict:
     if kind in ("learn", "cascade"):
         from siamese.training.learn import LearnOptions, learn
 
-        model = learn(labels, "minilm", options=LearnOptions(seed=seed, device="cpu"))
+        model = learn(labels, base, options=LearnOptions(seed=seed, device="cpu"))
         info = model.info["learned"]
         threshold = model.threshold
         extra = {k: info[k] for k in ("chosen", "epoch", "cross_validation") if k in info}
@@ -228,7 +232,7 @@ def _train_and_score(kind: str, labels, test, seed: int) -> dict:
         model, threshold = cross_recipe(labels, seed)
         extra = {"epoch": model.info["training"].get("best_epoch")}
     else:
-        model, threshold = st_recipe(labels, seed)
+        model, threshold = st_recipe(labels, seed, base=base)
         extra = {}
     seconds, cpu_s = time.perf_counter() - started, time.process_time() - cpu
     train_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # training's alone
@@ -261,10 +265,10 @@ def _cascade(model, verifier, test, started: float, cpu: float, band="auto") -> 
     }
 
 
-def trained(kind: str, labels, test, seed: int) -> dict:
+def trained(kind: str, labels, test, seed: int, base: str = "minilm") -> dict:
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(kind, labels, test, seed, queue))
+    proc = ctx.Process(target=_child, args=(kind, labels, test, seed, base, queue))
     proc.start()
     result = queue.get()
     proc.join()
@@ -286,7 +290,7 @@ def cross_recipe(labels, seed: int, *, epochs: int = 4):
     return model, model.threshold
 
 
-def st_recipe(labels, seed: int, *, epochs: int = 10, batch: int = 64, lr: float = 2e-5):
+def st_recipe(labels, seed: int, *, epochs: int = 10, batch: int = 64, lr: float = 2e-5, base: str = "minilm"):
     """sentence-transformers' OnlineContrastiveLoss recipe on the labels; (model, threshold)."""
     import contextlib
 
@@ -299,7 +303,7 @@ def st_recipe(labels, seed: int, *, epochs: int = 10, batch: int = 64, lr: float
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     a, b, y = labels.text1, labels.text2, np.asarray(labels.labels, int)
-    model = SentenceTransformer(str(model_folder("minilm")), device="cpu")
+    model = SentenceTransformer(str(model_folder(base)), device="cpu")
     loss = losses.OnlineContrastiveLoss(model, margin=0.5)
     named = list(model.named_parameters())
     plain = [p for n, p in named if "bias" in n or "LayerNorm" in n]
@@ -338,17 +342,27 @@ def st_recipe(labels, seed: int, *, epochs: int = 10, batch: int = 64, lr: float
 # -- the grid ----------------------------------------------------------------------------------------------------
 
 
-def run_set(name: str, pool, test, info: dict, budgets, seeds: range, contenders) -> dict:
+def run_set(name: str, pool, test, info: dict, budgets, seeds: range, contenders, base: str = "minilm") -> dict:
     from siamese.models.sentence_encoder import from_pretrained
 
-    base = from_pretrained("minilm")
-    pool_cos, test_cos = cosines(base, pool), cosines(base, test)
-    out = {"info": info, "oracle": metrics(test_cos, test.labels, best_cut(test_cos, test.labels)), "budgets": {}}
+    encoder = from_pretrained(base)
+    drawn = {(b, s): consistent(pool, labelled(pool, b, s)) for b in budgets for s in seeds}
+    scored = np.unique(np.concatenate(list(drawn.values()))) if "threshold" in contenders else np.zeros(0, np.int64)
+    pool_cos = np.full(len(pool), np.nan)  # only the labelled pairs are read (a larger encoder is slow)
+    if len(scored):
+        pool_cos[scored] = cosines(encoder, pool.subset(scored))
+    test_cos = cosines(encoder, test)
+    out = {"info": info, "base": base, "oracle": metrics(test_cos, test.labels, best_cut(test_cos, test.labels))}
+    if base != "minilm":  # the goals are read against MiniLM's own oracle too
+        minilm_cos = cosines(from_pretrained("minilm"), test)
+        out["oracle_minilm"] = metrics(minilm_cos, test.labels, best_cut(minilm_cos, test.labels))
+    out["budgets"] = {}
+    del encoder
     print(f"{name}: {info} oracle {out['oracle']['accuracy']:.4f}", flush=True)
     for budget in budgets:
         runs = []
         for seed in seeds:
-            rows = consistent(pool, labelled(pool, budget, seed))
+            rows = drawn[budget, seed]
             labels = pool.subset(rows)
             if len(set(labels.labels.tolist())) < 2:
                 continue
@@ -358,7 +372,7 @@ def run_set(name: str, pool, test, info: dict, budgets, seeds: range, contenders
             for kind in ("learn", "cross", "cascade", "cascade-labels", "st"):
                 if kind in contenders:
                     try:
-                        row[kind] = trained(kind, labels, test, seed)
+                        row[kind] = trained(kind, labels, test, seed, base)
                     except Exception as e:  # noqa: BLE001 (e.g. too few labels for the recipe: recorded)
                         row[kind] = {"error": str(e)}
             runs.append(row)
@@ -400,6 +414,8 @@ def table(results: dict) -> str:
                 m = r["oracle"] if c == "oracle" else b["mean"].get(c)
                 auc = f" ({m['roc_auc']:.3f})" if m and m.get("roc_auc") is not None else ""
                 cells.append(f"{m['accuracy']:.3f}{auc}" if m and "accuracy" in m else "")
+            if "oracle_minilm" in r:  # another base: MiniLM's own oracle beside it
+                cells[0] += f" [MiniLM {r['oracle_minilm']['accuracy']:.3f}]"
             learn = b["mean"].get("learn", {})
             cost = f"{learn['seconds']:.0f} / {learn['peak_mb']:.0f}" if "seconds" in learn else ""
             lines.append(f"| {name} | {budget} | " + " | ".join(cells) + f" | {cost} |")
@@ -417,8 +433,13 @@ def main() -> None:
     ap.add_argument("--merge", nargs="+", type=Path, help="combine the runs of earlier --out files into --out")
     ap.add_argument("--contenders", nargs="+", default=CONTENDERS, choices=CONTENDERS)
     ap.add_argument("--test-cap", type=int, default=2000)
+    ap.add_argument(
+        "--base", default="minilm", choices=["minilm", "mpnet"], help="the encoder of oracle, threshold, learn, st"
+    )
     ap.add_argument("--out", type=Path, default=HERE / "results" / "learn.json")
     args = ap.parse_args()
+    if args.base != "minilm" and set(args.contenders) & {"cross", "cascade", "cascade-labels"}:
+        ap.error("--base mpnet runs threshold, learn and st only (the cross-encoder recipe starts from MiniLM)")
     os.environ.setdefault("SIAMESE_DATA", str(HERE.parent.parent / "shared" / "data"))
     started = time.perf_counter()
     if args.merge:
@@ -428,10 +449,12 @@ def main() -> None:
     results = {}
     if args.labels:
         pool, test, info = load_labels(args.labels, args.test_share, args.test_cap)
-        results[Path(args.labels).name] = run_set(args.labels, pool, test, info, args.budgets, seeds, args.contenders)
+        results[Path(args.labels).name] = run_set(
+            args.labels, pool, test, info, args.budgets, seeds, args.contenders, args.base
+        )
     for name in [] if args.labels else args.sets:
         pool, test, info = load_set(name, args.test_cap)
-        results[name] = run_set(name, pool, test, info, args.budgets, seeds, args.contenders)
+        results[name] = run_set(name, pool, test, info, args.budgets, seeds, args.contenders, args.base)
     write(args.out, results, time.perf_counter() - started)
 
 
@@ -440,7 +463,7 @@ def merged(records: list[dict]) -> dict:
     results: dict = {}
     for record in records:
         for name, r in record["sets"].items():
-            into = results.setdefault(name, {"info": r["info"], "oracle": r["oracle"], "budgets": {}})
+            into = results.setdefault(name, {**{k: v for k, v in r.items() if k != "budgets"}, "budgets": {}})
             for budget, b in r["budgets"].items():
                 runs = {run["seed"]: run for run in into["budgets"].get(budget, {}).get("runs", [])}
                 for run in b["runs"]:

@@ -61,11 +61,11 @@ class Learner:
                 f"learning from answers fine-tunes a pretrained transformer bi-encoder (minilm, mpnet); this model "
                 f"has the {kind} encoder: label with such a model, or use `siamese train --data LABELS --from minilm`"
             )
-        from ..models.encoders.bert import supports
+        from ..training.learn import TRAINABLE, trainable_network
 
-        if not supports(model.encoder.hf_config):
+        if trainable_network(model.encoder.hf_config) is None:
             return (
-                f"learning from answers fine-tunes BERT-family encoders such as minilm; this model's transformer is "
+                f"learning from answers fine-tunes {TRAINABLE}; this model's transformer is "
                 f"{model.encoder.hf_config.get('model_type')!r}: use `siamese train --data LABELS --from minilm`"
             )
         if self.source is None:

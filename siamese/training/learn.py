@@ -41,6 +41,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -147,13 +148,25 @@ def _capped_batches(order: np.ndarray, lengths: list[int], batch: int, tokens: i
         yield rows
 
 
+TRAINABLE = "BERT-family encoders such as minilm, and MPNet such as mpnet"  # what trainable_network covers
+
+
+def trainable_network(hf_config: dict) -> type[Any] | None:  # Bert or MPNet
+    """The plain-PyTorch network whose top layers the recipe trains for this transformer (None: none fits)."""
+    from ..models.encoders import bert, mpnet
+
+    for fits, network in ((bert.supports, bert.Bert), (mpnet.supports, mpnet.MPNet)):
+        if fits(hf_config):
+            return network
+    return None
+
+
 class _Tower:
     """The pretrained encoder split at ``frozen`` layers: the frozen bottom run once per text
     (:meth:`states`), the top trained on those states (:meth:`top`), and written back (:meth:`write_back`)."""
 
     def __init__(self, model: SiameseModel, frozen: int | None, device: torch.device, precision: str):
         from ..models.encoders import TransformerEncoder
-        from ..models.encoders.bert import Bert, supports
 
         encoder = model.encoder
         if not isinstance(encoder, TransformerEncoder) or model.config.head != "cosine":
@@ -162,12 +175,13 @@ class _Tower:
                 f"transformer model folder; this one has the {model.config.encoder} encoder and "
                 f"{model.config.head} head"
             )
-        if not supports(encoder.hf_config):
+        network = trainable_network(encoder.hf_config)
+        if network is None:
             raise ConfigError(
                 f"--from: a {encoder.hf_config.get('model_type')!r} transformer cannot be fine-tuned by this recipe "
-                "yet (it trains BERT-family encoders such as minilm)"
+                f"yet (it trains {TRAINABLE})"
             )
-        self.net = Bert(encoder.hf_config, pooler=False)
+        self.net = network(encoder.hf_config, pooler=False)
         missing, _ = self.net.load_state_dict(encoder.model.state_dict(), strict=False)
         if missing:
             raise ModelError(f"--from: the encoder's weights lack {missing[0]}")
@@ -193,6 +207,7 @@ class _Tower:
             padded, sizes = pad([ids[i] for i in rows], 0)
             x_ids, lengths = torch.from_numpy(padded).to(self.device), torch.from_numpy(sizes).to(self.device)
             mask = torch.arange(x_ids.shape[1], device=self.device)[None, :] < lengths[:, None]
+            keep = self.net.attention_mask(mask)
             with self.cast():
                 x = self.net.embeddings(x_ids)
                 for k, layer in enumerate(self.net.encoder.layer):
@@ -200,7 +215,7 @@ class _Tower:
                         kept = x.to(torch.bfloat16).cpu()
                         for j, r in enumerate(rows):
                             states[r] = kept[j, : len(ids[r])].clone()
-                    x = layer(x, mask[:, None, None, :])
+                    x = layer(x, keep)
             vectors[rows] = self._pool(x, mask).cpu().numpy()
             if bar is not None:
                 bar.update(len(rows))
@@ -247,7 +262,8 @@ class _Top(torch.nn.Module):
             x[i, : len(s)] = s.float()
             mask[i, : len(s)] = True
         x, mask = x.to(tower.device), mask.to(tower.device)
-        keep = mask[:, None, None, :]
+        with torch.no_grad():  # MPNet's position bias: the frozen network's, not trained
+            keep = tower.net.attention_mask(mask)
         # Long texts: each layer's activations are recomputed in the backward pass instead of kept (a
         # batch of 256-token texts holds ~0.3 GB per layer; the recompute costs a forward pass).
         recompute = self.training and torch.is_grad_enabled() and width > RECOMPUTE_ABOVE

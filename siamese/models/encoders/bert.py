@@ -193,10 +193,15 @@ class Bert(nn.Module):
                     module.bias.zero_()
         return self
 
+    def attention_mask(self, keep: torch.Tensor) -> torch.Tensor:
+        """The mask every layer takes: the keys each query may attend to (``keep``: (batch, tokens), True at
+        real tokens)."""
+        return keep[:, None, None, :]
+
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
     ) -> SimpleNamespace:
-        keep = attention_mask.bool()[:, None, None, :]  # the keys each query may attend to
+        keep = self.attention_mask(attention_mask.bool())
         x = self.embeddings(input_ids, token_type_ids)
         for layer in self.encoder.layer:
             x = layer(x, keep)
