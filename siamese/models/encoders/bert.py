@@ -139,9 +139,11 @@ class _Intermediate(nn.Module):
 
 
 class _Layer(nn.Module):
-    def __init__(self, c):
+    """attention → feed-forward; ``attention``: the attention block's class (MPNet's differs: mpnet.py)."""
+
+    def __init__(self, c, attention: type[nn.Module] = _Attention):
         super().__init__()
-        self.attention = _Attention(c)
+        self.attention = attention(c)
         self.intermediate = _Intermediate(c)
         self.output = _Output(c, c.intermediate_size)
 
@@ -151,9 +153,9 @@ class _Layer(nn.Module):
 
 
 class _Encoder(nn.Module):
-    def __init__(self, c):
+    def __init__(self, c, attention: type[nn.Module] = _Attention):
         super().__init__()
-        self.layer = nn.ModuleList(_Layer(c) for _ in range(c.num_hidden_layers))
+        self.layer = nn.ModuleList(_Layer(c, attention) for _ in range(c.num_hidden_layers))
 
 
 class _Pooler(nn.Module):

@@ -17,7 +17,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .bert import _ACTIVATIONS, _Embedding, _Intermediate, _LayerNorm, _Linear, _Output
+from . import bert
+from .bert import _ACTIVATIONS, _Embedding, _LayerNorm, _Linear
 
 PADDING_IDX = 1  # MPNet's <pad>; positions start after it
 
@@ -97,22 +98,9 @@ class _Attention(nn.Module):
         return self.LayerNorm(self.dropout(self.attn(x, bias)) + x)
 
 
-class _Layer(nn.Module):
+class _Encoder(bert._Encoder):
     def __init__(self, c):
-        super().__init__()
-        self.attention = _Attention(c)
-        self.intermediate = _Intermediate(c)
-        self.output = _Output(c, c.intermediate_size)
-
-    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        x = self.attention(x, bias)
-        return self.output(self.intermediate(x), x)
-
-
-class _Encoder(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.layer = nn.ModuleList(_Layer(c) for _ in range(c.num_hidden_layers))
+        super().__init__(c, _Attention)
         self.relative_attention_bias = _Embedding(c.relative_attention_num_buckets, c.num_attention_heads)
 
 
