@@ -233,7 +233,8 @@ class _Tower:
         return _Top(self, copy.deepcopy(list(self.net.encoder.layer)[self.frozen :]))
 
     def write_back(self, top: _Top, model: SiameseModel) -> None:
-        """The trained top layers into ``model``'s encoder (the same parameter names as BertModel's)."""
+        """The trained top layers into ``model``'s encoder (the same parameter names as BertModel's / MPNetModel's).
+        The tower's own network shares those tensors, so it changes too: the last call on a tower."""
         state = {
             f"encoder.layer.{self.frozen + i}.{name}": t.detach().cpu()
             for i, layer in enumerate(top.layers)
