@@ -89,20 +89,24 @@ class _SelfAttention(nn.Module):
         self.value = _Linear(c.hidden_size, c.hidden_size)
 
     def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        b, t, d = x.shape
+        return attend(x, self.query, self.key, self.value, self.heads, keep, self.dropout if self.training else 0.0)
 
-        def split(layer: _Linear) -> torch.Tensor:  # (batch, heads, tokens, head width)
-            return layer(x).view(b, t, self.heads, d // self.heads).transpose(1, 2)
 
-        out = F.scaled_dot_product_attention(
-            split(self.query),
-            split(self.key),
-            split(self.value),
-            attn_mask=keep,
-            dropout_p=self.dropout if self.training else 0.0,
-            scale=1 / math.sqrt(d // self.heads),
-        )
-        return out.transpose(1, 2).reshape(b, t, d)
+def attend(x: torch.Tensor, query, key, value, heads: int, mask: torch.Tensor, dropout: float) -> torch.Tensor:
+    """Multi-head scaled dot-product attention of ``x`` (batch, tokens, width) through its three projections;
+    ``mask``: boolean (keys to attend to) or float (added to the scores). Shared with mpnet.py."""
+    b, t, d = x.shape
+
+    def split(layer) -> torch.Tensor:  # (batch, heads, tokens, head width)
+        return layer(x).view(b, t, heads, d // heads).transpose(1, 2)
+
+    q = split(query)
+    if mask.is_floating_point():  # SDPA wants a float mask in the queries' dtype (bf16 under autocast)
+        mask = mask.to(q.dtype)
+    out = F.scaled_dot_product_attention(
+        q, split(key), split(value), attn_mask=mask, dropout_p=dropout, scale=1 / math.sqrt(d // heads)
+    )
+    return out.transpose(1, 2).reshape(b, t, d)
 
 
 class _Output(nn.Module):

@@ -70,21 +70,7 @@ class _SelfAttention(nn.Module):
         self.o = _Linear(c.hidden_size, c.hidden_size)
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        b, t, d = x.shape
-
-        def split(layer: _Linear) -> torch.Tensor:  # (batch, heads, tokens, head width)
-            return layer(x).view(b, t, self.heads, d // self.heads).transpose(1, 2)
-
-        q = split(self.q)
-        out = F.scaled_dot_product_attention(
-            q,
-            split(self.k),
-            split(self.v),
-            attn_mask=bias.to(q.dtype),  # SDPA wants a float mask in the queries' dtype (bf16 under autocast)
-            dropout_p=self.dropout if self.training else 0.0,
-            scale=1 / math.sqrt(d // self.heads),
-        )
-        return self.o(out.transpose(1, 2).reshape(b, t, d))
+        return self.o(bert.attend(x, self.q, self.k, self.v, self.heads, bias, self.dropout if self.training else 0.0))
 
 
 class _Attention(nn.Module):
