@@ -5,7 +5,7 @@ corpus only (ROC-AUC on MSRP val, SemEval dev and MQP, Spearman's rho on STS-B d
 
     python bench/distill_corpus_size.py 128274:6 128274:0 16000:6 16000:12 24000:10 24000:12 \
         32000:6 32000:10 32000:12 64000:6
-    (SIZE:EPOCHS; the teacher's vectors are kept in runs/distill-corpus-size/targets.npy between runs)
+    (SIZE:EPOCHS[:SEED]; the teacher's vectors are kept in runs/distill-corpus-size/targets.npy between runs)
     python bench/distill_corpus_size.py model2vec     # model2vec's distillation of MiniLM, judged alike
 """
 
@@ -87,14 +87,15 @@ def main() -> None:
         if spec == "model2vec":
             print(json.dumps(judge_model2vec(sets)), flush=True)
             continue
-        size, epochs = (int(x) for x in spec.split(":"))
-        config = StaticConfig(epochs=epochs, corpus_sample=size)  # the sample drawn as `siamese distill` draws it
+        size, epochs, *seed = (int(x) for x in spec.split(":"))
+        seed = seed[0] if seed else 0  # the sample, the held-out texts, the batches
+        config = StaticConfig(epochs=epochs, corpus_sample=size, seed=seed)  # drawn as `siamese distill` draws it
         started = time.perf_counter()
         model = distill_static(teacher, corpus, config, targets=targets, progress=False)
         seconds = time.perf_counter() - started
         scores = judge(model, sets)
         used = model.info["distillation"]["corpus_texts"]
-        row = {"texts": used, "epochs": epochs, "seconds_with_given_targets": round(seconds), **scores}
+        row = {"texts": used, "epochs": epochs, "seed": seed, "seconds_with_given_targets": round(seconds), **scores}
         print(json.dumps({**row, "mean": round(float(np.mean(list(scores.values()))), 4)}), flush=True)
 
 

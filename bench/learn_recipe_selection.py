@@ -26,6 +26,9 @@ ROC-AUC), never on the test split. One JSON line per set and seed.
     # the default recipe's cosines blended with MiniLM's: a*tuned + (1-a)*MiniLM (a=1: the fine-tune alone),
     # each blend's threshold the best cut of the labels' blended cosines
     python bench/learn_recipe_selection.py --blend 0 0.25 0.5 0.75 1 sick:0 msrp:0 ...
+    # from all-mpnet-base-v2 (--base mpnet): the whole network and more epochs, beside sentence-transformers' recipe
+    python bench/learn_recipe_selection.py --base mpnet --st --variant 'frozen0={"frozen_layers": 0}' \\
+        --variant 'epochs8={"epochs": 8}' sick:0 ... > bench/results/learn-recipe-selection-mpnet-200.jsonl
 """
 
 from __future__ import annotations
@@ -59,16 +62,19 @@ def main() -> None:
     ap.add_argument("--variant", type=variant, action="append", default=[], help="NAME=JSON of LearnOptions keywords")
     ap.add_argument("--no-default", action="store_true", help="leave out the default recipe")
     ap.add_argument("--st", action="store_true", help="also sentence-transformers' recipe (bench/learn.py's st)")
+    ap.add_argument("--base", default="minilm", choices=["minilm", "mpnet"], help="the encoder to start from")
     ap.add_argument("--blend", type=float, nargs="+", default=[], help="the default's cosines blended with MiniLM's")
     ap.add_argument("specs", nargs="+", metavar="SET:SEED")
     args = ap.parse_args()
+    if args.blend and args.base != "minilm":
+        ap.error("--blend mixes the fine-tune's cosines with MiniLM's: it needs --base minilm")
     variants = ([] if args.no_default else [("default", {})]) + args.variant
     for spec in args.specs:
         name, seed, labels, rest, _ = bench.train_side(spec, args.budget)
-        row: dict = {"set": name, "seed": seed, "labels": len(labels), "rest": len(rest)}
+        row: dict = {"set": name, "seed": seed, "base": args.base, "labels": len(labels), "rest": len(rest)}
         for label, keywords in variants:
             started = time.perf_counter()
-            model = learn(labels, "minilm", options=LearnOptions(**{"seed": seed, "device": "cpu", **keywords}))
+            model = learn(labels, args.base, options=LearnOptions(**{"seed": seed, "device": "cpu", **keywords}))
             tuned = bench.cosines(model, rest)
             scored = bench.metrics(tuned, rest.labels, model.threshold)
             learned = model.info["learned"]
@@ -83,7 +89,7 @@ def main() -> None:
                 row["blend"] = blends(model, tuned, labels, rest, args.blend)
         if args.st:
             started = time.perf_counter()
-            encoder, threshold = bench.st_recipe(labels, seed)
+            encoder, threshold = bench.st_recipe(labels, seed, base=args.base)
             scored = bench.metrics(bench.cosines(encoder, rest), rest.labels, threshold)
             row["st"] = {
                 "accuracy": round(scored["accuracy"], 4),
