@@ -20,6 +20,7 @@ Matched operating point: every tool re-thresholded to 10 % false merges on MQP (
 threshold at or under it, by bisection), recall read on the other sets.
 
     .venv/bin/python bench/dedupe_peers.py distill [--load 2]     # siamese distill (and --epochs 0) vs model2vec's
+        [--also "--corpus-sample 64000 --epochs 6"]               # another siamese distill beside them
     .venv/bin/python bench/dedupe_peers.py dedupe [--fractions 0.25 0.5 1]
     .venv/bin/python bench/dedupe_peers.py million                  # the cascade on 1M texts
 """
@@ -444,6 +445,10 @@ def distill(args) -> None:
             WORK / "student-tokens",
         ),
     ]
+    for extra in args.also:  # e.g. an earlier default beside today's: --also "--corpus-sample 64000 --epochs 6"
+        flags = extra.split()
+        out = WORK / "-".join(f.lstrip("-") for f in flags)
+        variants.append((f"siamese distill {extra}", [PY, "-m", "siamese", "distill", *flags, "--out"], {}, out))
     if args.before:  # threads that spin while they wait (OMP_WAIT_POLICY unset, as before the fix)
         unset = "import os; import siamese.cli.root as r; os.environ.pop('OMP_WAIT_POLICY'); r.app(prog_name='siamese')"
         variants.append(
@@ -512,6 +517,7 @@ def main() -> None:
     t = sub.add_parser("distill")
     t.add_argument("--load", type=int, nargs="+", default=[0, 2], help="busy processes beside each round")
     t.add_argument("--before", action="store_true", help="also siamese distill with spinning OpenMP threads")
+    t.add_argument("--also", action="append", default=[], metavar="FLAGS", help="also siamese distill FLAGS")
     t.add_argument("--out", type=Path, default=RESULTS / "dedupe_peers-distill.json", help="results file (JSON)")
     for p in (d, m, t):
         p.add_argument("--student", type=Path, default=Path("runs/student"))
