@@ -87,8 +87,8 @@ def main() -> None:
         if spec == "model2vec":
             print(json.dumps(judge_model2vec(sets)), flush=True)
             continue
-        size, epochs, *seed = (int(x) for x in spec.split(":"))
-        seed = seed[0] if seed else 0  # the sample, the held-out texts, the batches
+        size, epochs, *rest = (int(x) for x in spec.split(":"))
+        seed = rest[0] if rest else 0  # the sample, the held-out texts, the batches
         config = StaticConfig(epochs=epochs, corpus_sample=size, seed=seed)  # drawn as `siamese distill` draws it
         started = time.perf_counter()
         model = distill_static(teacher, corpus, config, targets=targets, progress=False)
