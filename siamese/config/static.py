@@ -26,10 +26,12 @@ class StaticConfig:
     # A seeded sample of the corpus: the teacher's pass over the texts is most of distillation's
     # time. 64,000 of the default corpus's 128,274 texts gave the same student on the sets it does not
     # contain (validation AUC/ρ mean 0.736 vs 0.735; dedupe recall at a matched point on MQP and
-    # Quora equal) in 60 % of the time; 32,000 lost 1-2 points of dedupe recall (docs/benchmarks.md).
+    # Quora equal) in 60 % of the time; 16,000 (with 12 epochs) lost 2.8-3.5 points of dedupe recall on InsuranceQA
+    # and Quora for 2.7x less time, 8,000 fell under a model2vec student on MQP and Quora (docs/benchmarks.md).
     corpus_sample: int = option(
         64_000,
-        "Corpus texts the student learns from: a seeded random sample when the corpus has more (0: all).",
+        "Corpus texts the student learns from: a seeded random sample when the corpus has more (0: all; 16000 with "
+        "--epochs 12: ~2.7x faster, a little weaker).",
         min=0,
     )
     epochs: int = option(
