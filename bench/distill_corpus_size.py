@@ -61,6 +61,19 @@ def judge_model2vec(sets: dict) -> dict:
     return {"model2vec": True, "seconds": round(seconds), **scores, "mean": mean}
 
 
+def corpus_targets(teacher, corpus: list[str]) -> np.ndarray:
+    """The teacher's vectors of the default corpus, computed once and kept in WORK/targets.npy."""
+    cached = WORK / "targets.npy"
+    if cached.exists():
+        return np.load(cached)
+    WORK.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    targets = teacher.encode(corpus)
+    np.save(cached, targets)
+    print(json.dumps({"teacher_seconds": round(time.perf_counter() - started), "texts": len(corpus)}), flush=True)
+    return targets
+
+
 def main() -> None:
     import torch
 
@@ -72,16 +85,8 @@ def main() -> None:
 
     torch.set_num_threads(2)
     teacher = load_bi_encoder("minilm", device="cpu")
-    corpus = list(dict.fromkeys(t for t in default_corpus() if t.strip()))
-    WORK.mkdir(parents=True, exist_ok=True)
-    cached = WORK / "targets.npy"
-    if cached.exists():
-        targets = np.load(cached)
-    else:
-        started = time.perf_counter()
-        targets = teacher.encode(corpus)
-        np.save(cached, targets)
-        print(json.dumps({"teacher_seconds": round(time.perf_counter() - started), "texts": len(corpus)}), flush=True)
+    corpus = default_corpus()
+    targets = corpus_targets(teacher, corpus)
     sets = {name: datasets.load(name) for name in VALIDATION}
     for spec in sys.argv[1:]:
         if spec == "model2vec":

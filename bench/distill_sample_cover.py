@@ -6,8 +6,8 @@ to ``--cover-share`` of the sample; the rest drawn at random. Each student is ju
 `bench/dedupe_peers.py dedupe` on the 25 % corpus, recall at the matched point.
 
     python bench/distill_sample_cover.py random:16000:12:0 cover:16000:12:0 random:64000:6:0 ...
-    (KIND:SIZE:EPOCHS:SEED; MiniLM's vectors of the corpus are kept in runs/distill-corpus-size/targets.npy,
-    as bench/distill_corpus_size.py keeps them; lines appended to bench/results/distill-sample-cover.jsonl)
+    (KIND:SIZE:EPOCHS:SEED; MiniLM's vectors of the corpus are bench/distill_corpus_size.py's,
+    kept in runs/distill-corpus-size/targets.npy; lines appended to bench/results/distill-sample-cover.jsonl)
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 ROOT = Path(__file__).resolve().parents[1]
-TARGETS = ROOT / "runs" / "distill-corpus-size" / "targets.npy"
 WORK = ROOT / "runs" / "distill-cover"
 RESULTS = ROOT / "bench" / "results"
 
@@ -68,6 +67,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
+    from distill_corpus_size import corpus_targets  # bench/ is this script's first sys.path entry
 
     from siamese.config.static import StaticConfig
     from siamese.distill.corpus import default_corpus
@@ -77,33 +77,29 @@ def main() -> None:
 
     torch.set_num_threads(2)
     teacher = load_bi_encoder("minilm", device="cpu")
-    corpus = list(dict.fromkeys(t for t in default_corpus() if t.strip()))
-    if TARGETS.exists():
-        targets = np.load(TARGETS)
-    else:
-        TARGETS.parent.mkdir(parents=True, exist_ok=True)
-        targets = teacher.encode(corpus)
-        np.save(TARGETS, targets)
+    corpus = default_corpus()  # distinct non-empty texts, in the order the cached targets follow
+    targets = corpus_targets(teacher, corpus)
     ids = None
     for spec in args.specs:
         kind, size, epochs, seed = spec.split(":")
         size, epochs, seed = int(size), int(epochs), int(seed)
-        if kind == "random":  # as distill_static draws its sample
-            rows = np.sort(np.random.default_rng(seed).choice(len(corpus), size, replace=False))
+        if kind == "random":  # distill_static draws the sample, as `siamese distill --corpus-sample` does
+            texts, given, config = corpus, targets, StaticConfig(epochs=epochs, corpus_sample=size, seed=seed)
         elif kind == "cover":
             if ids is None:  # the corpus's tokens as distillation of the whole corpus would cut them
                 ids = subword_vectorizer(teacher, corpus, StaticConfig())[0].encode(corpus)
             rows = covering_rows(ids, size, seed, args.cover, args.min_df, args.cover_share)
+            texts, given = [corpus[i] for i in rows], targets[rows]
+            config = StaticConfig(epochs=epochs, corpus_sample=0, seed=seed)
         else:
             raise SystemExit(f"{spec}: KIND is random or cover")
         started = time.perf_counter()
-        config = StaticConfig(epochs=epochs, corpus_sample=0, seed=seed)
-        student = distill_static(teacher, [corpus[i] for i in rows], config, targets=targets[rows], progress=False)
+        student = distill_static(teacher, texts, config, targets=given, progress=False)
         seconds = round(time.perf_counter() - started, 1)
         set_threshold(student, validation_parts(None))
-        folder = WORK / spec.replace(":", "-")
-        student.save(folder, overwrite=True)
         name = spec.replace(":", "-")
+        folder = WORK / name
+        student.save(folder, overwrite=True)
         result = RESULTS / f"distill-sample-cover-{name}.json"
         cmd = [sys.executable, str(ROOT / "bench" / "dedupe_peers.py"), "dedupe", "--fractions", "0.25"]
         cmd += ["--tools", "student", "--student", str(folder), "--out", str(result)]
