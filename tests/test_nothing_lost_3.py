@@ -744,6 +744,39 @@ def test_sigterm_as_the_temporary_file_or_folder_is_created_leaves_nothing(work,
     assert proc.stderr == "stopped by SIGTERM\n" and debris(tmp_path) == [] and not out.exists()
 
 
+@pytest.mark.parametrize("where", ["a __del__", "an import"])
+def test_sigterm_where_python_cannot_raise_stops_the_command_a_moment_later(work, tmp_path, where):
+    """CI once saw SIGTERM handled inside the import system's weak-reference callback: Python printed the
+    raised Stopped as 'Exception ignored in ...' with its traceback and the command carried on; under
+    torch's import a raise aborted the process. Here the signal comes exactly there, as the command
+    creates its temporary file: it is delivered again a moment later, and the command stops cleanly."""
+    out = tmp_path / "s.csv"
+    (tmp_path / "mod").mkdir()
+    (tmp_path / "mod" / "slow_module.py").write_text(
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(0.3)\n"
+    )
+    args = ["score", work / "M", "--data", work / "pairs.csv", "--out", out, "--quiet"]
+    hook = (
+        f"import os, signal, sys, time; sys.path.insert(0, {str(tmp_path / 'mod')!r})\n"
+        "class Finalized:\n"
+        "    def __del__(self):\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        time.sleep(0.3)\n"
+        "real_open = os.open\n"
+        "def open_(path, flags, *a, **k):\n"
+        "    if str(path).endswith('.tmp') and not hasattr(os, 'signalled'):\n"
+        "        os.signalled = True\n"
+        + ("        Finalized()\n" if where == "a __del__" else "        import slow_module\n")
+        + "        time.sleep(0.3)\n"  # "a moment later" is here, and the command has its file yet to write
+        + "    return real_open(path, flags, *a, **k)\n"
+        "os.open = open_\n"
+        f"from siamese.cli import main; main({[str(a) for a in args]!r})\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", hook], capture_output=True, text=True, timeout=300, env=ENV)
+    assert proc.returncode == 128 + signal.SIGTERM, (proc.returncode, proc.stderr)
+    assert proc.stderr == "stopped by SIGTERM\n" and debris(tmp_path) == [] and not out.exists()
+
+
 def test_a_signal_after_the_command_ends_the_process_by_its_default_action_with_the_output_flushed():
     """Once a command is done, SIGTERM ends the process by the system's default action. A Python handler
     there once let a signal during the interpreter's shutdown wake a thread into a finalizing interpreter:

@@ -10,6 +10,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from typing import Any
 
 # OpenMP threads that spin while they wait for each other burn the cores they wait for when other
@@ -63,19 +64,62 @@ class Stopped(BaseException):
 
 
 def _stop(signum, frame) -> None:
+    if _inside_an_import(frame):  # raised there, CI saw it swallowed or abort the process: later
+        _deliver_again(signum)
+        return
     for s in STOP_SIGNALS:  # the clean-up on the way out is short: a second signal does not cut it
         signal.signal(s, signal.SIG_IGN)
     raise Stopped(signum)
 
 
+def _inside_an_import(frame) -> bool:
+    """Whether the signal came while a module was being imported, or in the import system's own clean-up:
+    a module lock's weak-reference callback reports what it raises as 'Exception ignored' and carries on,
+    and torch's import runs Python under C++ that aborts the process on an exception it did not expect."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib."):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _deliver_again(signum: int) -> None:
+    """The signal once more, a moment from now, to the main thread's handler (armed again); none once the
+    command is done (see ``_after_command``): it ends with what it did."""
+    if _done:
+        return
+    for s in STOP_SIGNALS:
+        signal.signal(s, _stop)
+    timer = threading.Timer(0.02, os.kill, (os.getpid(), signum))
+    timer.daemon = True  # it never holds the process open
+    timer.start()
+
+
+def _unraisable(hook):
+    """``sys.unraisablehook`` that takes back a Stopped raised where Python cannot pass it on (a ``__del__``,
+    a weak-reference callback) and delivers the signal again, where the rest goes to ``hook``."""
+
+    def handle(unraisable) -> None:
+        if isinstance(unraisable.exc_value, Stopped):
+            _deliver_again(unraisable.exc_value.signum)
+        else:
+            hook(unraisable)
+
+    return handle
+
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_done = False  # the command has returned: no Python handler any more
 
 
 def main(args: list[str] | None = None) -> None:
     """The console entry point: the app, with SIGTERM (a job scheduler's, ``docker stop``'s) handled
     as SIGINT is: what was being written is cleaned up, then exit 128 + the signal (130, 143)."""
+    global _done
+    _done = False
     for s in STOP_SIGNALS:
         signal.signal(s, _stop)
+    sys.unraisablehook = _unraisable(sys.unraisablehook)
     code: int | str | None = 0
     try:
         try:
@@ -125,6 +169,8 @@ def _after_command() -> None:
     now on ends the process at once, by the system's default action. (A Python handler cannot be relied
     on here: during the interpreter's shutdown a signal woke a thread that then re-entered a finalizing
     interpreter, and the process aborted with a fatal error instead of exiting.)"""
+    global _done
+    _done = True
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
