@@ -104,9 +104,17 @@ def local_names(host: str = "", extra: Iterable[str] = ()) -> frozenset[str]:
 ANY_HOST = frozenset({"*"})
 
 
+# a name or a bracketed IPv6 address, then at most a port of digits (``localhost:abc`` is no Host of ours)
+_HOST = re.compile(r"(\[[0-9a-f:.]+\]|[^:\[\]]+|[0-9a-f:]*:[0-9a-f:.]*)(:[0-9]{1,5})?")
+
+
 def allowed_host(header: str, names: frozenset[str]) -> bool:
     name = host_name(header)
-    if not name or name in names or "*" in names or name.endswith(".localhost"):
+    if "*" in names or not name:
+        return True
+    if not _HOST.fullmatch(header.strip().lower()):
+        return False
+    if name in names or name.endswith(".localhost"):
         return True
     try:
         ipaddress.ip_address(name)

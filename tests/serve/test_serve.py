@@ -158,7 +158,9 @@ def test_an_app_made_in_python_refuses_a_foreign_host_unless_told(small_calibrat
             while not server.started and time.monotonic() < deadline:
                 time.sleep(0.05)
             base = f"http://127.0.0.1:{port}"
-            for host, status in (("evil.example", foreign), ("localhost", 200), (f"127.0.0.1:{port}", 200)):
+            hosts = [("evil.example", foreign), ("localhost:abc", foreign)]  # not ours; no port of digits
+            hosts += [("localhost", 200), (f"127.0.0.1:{port}", 200)]
+            for host, status in hosts:
                 req = urllib.request.Request(base + path, headers={"Host": host})
                 try:
                     with urllib.request.urlopen(req, timeout=30) as r:
