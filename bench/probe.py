@@ -780,8 +780,8 @@ class Probe:
 
     def hosts(self, limit: int, seconds: float) -> None:
         """Requests naming another site in Host (DNS rebinding) are refused (421) by ``serve`` without
-        keys and by ``label``, before anything is read or written; the server's own names and any
-        IP address are answered; label's /api/ without the page's token is 403."""
+        keys and by ``label``, before anything is read or written, as is a Host whose port is not a number;
+        the server's own names and any IP address are answered; label's /api/ without the page's token is 403."""
         w, end, n = self.work, time.monotonic() + seconds, 0
         serve, serve_base = self._server("serve", w / "M", "--index", w / "IDX")
         labels = w / "hosts-labels.csv"
@@ -795,6 +795,7 @@ class Probe:
             good += ["app.localhost", "[fe80::1]"]
             bad = ["evil.example", f"evil.example:{port}", "localhost.evil.example", "127.0.0.1.nip.io"]
             bad += [f"attacker.test:{port}", "xn--80ak6aa92e.com", "EVIL.EXAMPLE", "a.b.c.d.e"]
+            bad += ["localhost:abc", f"127.0.0.1:{port}x", "localhost:"]  # a port that is not one
             search = {"query": "what is life insurance", "k": 3}
             while n < limit and time.monotonic() < end:
                 host = self.rng.choice(good + bad)
