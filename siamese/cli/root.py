@@ -64,7 +64,7 @@ class Stopped(BaseException):
 
 
 def _stop(signum, frame) -> None:
-    if _inside_an_import(frame):  # raised there, CI saw it swallowed or abort the process: later
+    if _inside_an_import(frame):  # a raise there was swallowed (CI) or aborted the process: later
         _deliver_again(signum)
         return
     for s in STOP_SIGNALS:  # the clean-up on the way out is short: a second signal does not cut it
@@ -99,12 +99,16 @@ def _unraisable(hook):
     """``sys.unraisablehook`` that takes back a Stopped raised where Python cannot pass it on (a ``__del__``,
     a weak-reference callback) and delivers the signal again, where the rest goes to ``hook``."""
 
+    if getattr(hook, "takes_stopped", False):  # main() ran before in this process
+        return hook
+
     def handle(unraisable) -> None:
         if isinstance(unraisable.exc_value, Stopped):
             _deliver_again(unraisable.exc_value.signum)
         else:
             hook(unraisable)
 
+    handle.takes_stopped = True
     return handle
 
 
