@@ -33,6 +33,8 @@ def test_a_bar_is_a_line_every_interval_with_the_rate_and_the_time_left(monkeypa
             bar.update(1)
     lines = out.getvalue().splitlines()
     assert "\r" not in out.getvalue()
+    if lines[0] == "encode: 0/40 texts (0%), started 0 s ago":  # a loaded machine: the first step took an interval
+        lines = lines[1:]
     found = [LINE.match(line) for line in lines[:-1]]
     assert len(found) >= 3 and all(found), lines
     assert all(m["desc"] == "encode" and m["total"] == "40" and m["unit"] == "texts" for m in found)
