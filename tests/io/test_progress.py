@@ -61,12 +61,15 @@ def test_short_steps_one_after_another_are_never_silent_for_more_than_an_interva
     monkeypatch.setenv("SIAMESE_PROGRESS_SECONDS", "0.25")
     out = io.StringIO()
     tqdm.write("starting", file=out)
+    started = time.monotonic()
     for step in range(5):
         with tqdm(total=1, desc=f"step {step}", unit="pair", file=out) as bar:
             time.sleep(0.1)
             bar.update(1)
+    took = time.monotonic() - started  # 0.5 s, more on a loaded machine
     lines = out.getvalue().splitlines()
-    assert 2 <= len(lines) - 1 <= 3, lines  # a line about every 0.25 s of the 0.5 s, from whichever step runs then
+    # a line about every 0.25 s, from whichever step runs then
+    assert 2 <= len(lines) - 1 <= took / 0.25 + 1, (lines, took)
     assert all(line.startswith("step ") for line in lines[1:]), lines
 
 
